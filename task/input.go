@@ -1,0 +1,68 @@
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// AddInputRequest records a new outstanding input request on a non-terminal
+// task, moves it to input_required and returns the request's key, unique for
+// the task's lifetime.
+func (t *Task) AddInputRequest(request json.RawMessage, now time.Time) (string, error) {
+	if t.Status.Terminal() {
+		return "", &TransitionError{From: t.Status, To: InputRequired}
+	}
+	t.InputSeq++
+	key := fmt.Sprintf("input-%d", t.InputSeq)
+	if t.InputRequests == nil {
+		t.InputRequests = map[string]json.RawMessage{}
+	}
+	t.InputRequests[key] = request
+	if t.Status != InputRequired {
+		if err := t.Transition(InputRequired, now); err != nil {
+			return "", err
+		}
+	}
+	t.LastUpdatedAt = now.UTC()
+	return key, nil
+}
+
+// Answer applies client responses to outstanding input requests. Responses
+// for keys that are unknown or already answered are ignored and reported in
+// ignored. When no request is left outstanding the task returns to working.
+func (t *Task) Answer(responses map[string]json.RawMessage, now time.Time) (accepted, ignored []string, err error) {
+	if t.Status.Terminal() {
+		return nil, nil, &TransitionError{From: t.Status, To: Working}
+	}
+	for k, v := range responses {
+		if _, ok := t.InputRequests[k]; !ok {
+			ignored = append(ignored, k)
+			continue
+		}
+		delete(t.InputRequests, k)
+		if t.InputResponses == nil {
+			t.InputResponses = map[string]json.RawMessage{}
+		}
+		t.InputResponses[k] = v
+		accepted = append(accepted, k)
+	}
+	if len(accepted) > 0 {
+		t.LastUpdatedAt = now.UTC()
+		if len(t.InputRequests) == 0 && t.Status == InputRequired {
+			if err := t.Transition(Working, now); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return accepted, ignored, nil
+}
+
+// TakeResponse removes and returns the delivered answer for key, if any.
+func (t *Task) TakeResponse(key string) (json.RawMessage, bool) {
+	v, ok := t.InputResponses[key]
+	if ok {
+		delete(t.InputResponses, key)
+	}
+	return v, ok
+}

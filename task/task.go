@@ -1,0 +1,188 @@
+package task
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Task is the durable record of one task. Stores persist every field; the
+// wire adapters choose which to show.
+type Task struct {
+	// ID is the task's identifier.
+	ID ID
+	// Owner binds the task to its requester (an authenticated principal, or
+	// "" when the server runs without authentication). Every task operation
+	// checks it; another owner's task behaves exactly like an unknown one.
+	Owner string
+	// Tool is the name of the tool whose call created the task.
+	Tool string
+	// Wire is the protocol revision of the call that created the task,
+	// e.g. "2026-07-28" or "2025-11-25".
+	Wire string
+	// Status is the current lifecycle status.
+	Status Status
+	// StatusMessage is an optional human-readable description of the state.
+	StatusMessage string
+	// CreatedAt and LastUpdatedAt are UTC timestamps.
+	CreatedAt, LastUpdatedAt time.Time
+	// TTL is the retention granted to the task.
+	TTL time.Duration
+	// PollInterval is the suggested delay between polls.
+	PollInterval time.Duration
+	// Request is the original call's params (JSON), kept so that a tool that
+	// declares itself safe to re-run can be run again after a crash.
+	Request json.RawMessage
+	// Result is the JSON result of a completed task.
+	Result json.RawMessage
+	// Error is the JSON-RPC error of a failed task.
+	Error *Error
+	// InputRequests holds the outstanding input requests, key to
+	// {"method":..., "params":...}. Keys are unique for the task's lifetime.
+	InputRequests map[string]json.RawMessage
+	// InputResponses holds answers delivered by the client that the running
+	// handler has not consumed yet.
+	InputResponses map[string]json.RawMessage
+	// InputSeq counts the input requests ever made; it mints unique keys.
+	InputSeq int64
+	// Runner names the engine instance running the task's work, "" if none.
+	Runner string
+}
+
+// Error is a JSON-RPC error object stored with a failed task.
+type Error struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// JSON-RPC error codes used by the domain.
+const (
+	CodeInvalidParams = -32602
+	CodeInternalError = -32603
+)
+
+// New returns a fresh working task for tool, created at now, with retention
+// and polling from p.
+func New(p Policy, owner, tool string, requestedTTL *time.Duration, now time.Time) *Task {
+	now = now.UTC()
+	return &Task{
+		ID:            NewID(),
+		Owner:         owner,
+		Tool:          tool,
+		Status:        Working,
+		CreatedAt:     now,
+		LastUpdatedAt: now,
+		TTL:           p.TTL(requestedTTL),
+		PollInterval:  p.Poll(),
+	}
+}
+
+// Transition moves t to status to at time now, or returns a
+// *TransitionError if the table forbids it. Leaving input_required drops any
+// outstanding input requests.
+func (t *Task) Transition(to Status, now time.Time) error {
+	if !CanTransition(t.Status, to) {
+		return &TransitionError{From: t.Status, To: to}
+	}
+	t.Status = to
+	t.LastUpdatedAt = now.UTC()
+	if to.Terminal() {
+		t.InputRequests = nil
+		t.InputResponses = nil
+		t.Runner = ""
+	}
+	return nil
+}
+
+// Complete ends the task completed with result.
+func (t *Task) Complete(result json.RawMessage, now time.Time) error {
+	if err := t.Transition(Completed, now); err != nil {
+		return err
+	}
+	t.Result = result
+	return nil
+}
+
+// Fail ends the task failed with err; msg, if not empty, becomes the status
+// message.
+func (t *Task) Fail(err *Error, msg string, now time.Time) error {
+	if e := t.Transition(Failed, now); e != nil {
+		return e
+	}
+	t.Error = err
+	if msg != "" {
+		t.StatusMessage = msg
+	}
+	return nil
+}
+
+// Cancel ends the task cancelled.
+func (t *Task) Cancel(msg string, now time.Time) error {
+	if err := t.Transition(Cancelled, now); err != nil {
+		return err
+	}
+	if msg != "" {
+		t.StatusMessage = msg
+	}
+	return nil
+}
+
+// SetStatusMessage changes the status message of a non-terminal task.
+func (t *Task) SetStatusMessage(msg string, now time.Time) error {
+	if t.Status.Terminal() {
+		return &TransitionError{From: t.Status, To: t.Status}
+	}
+	t.StatusMessage = msg
+	t.LastUpdatedAt = now.UTC()
+	return nil
+}
+
+// ExpiresAt is the moment after which a terminal task may be swept: TTL after
+// its last change. Retention never starts before the task is terminal, so a
+// client polling at the suggested interval always sees the outcome.
+func (t *Task) ExpiresAt() time.Time { return t.LastUpdatedAt.Add(t.TTL) }
+
+// Expired reports whether t is terminal and past its retention at now.
+func (t *Task) Expired(now time.Time) bool {
+	return t.Status.Terminal() && now.After(t.ExpiresAt())
+}
+
+// Clone returns a deep copy of t.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Request = cloneRaw(t.Request)
+	c.Result = cloneRaw(t.Result)
+	if t.Error != nil {
+		e := *t.Error
+		e.Data = cloneRaw(t.Error.Data)
+		c.Error = &e
+	}
+	c.InputRequests = cloneMap(t.InputRequests)
+	c.InputResponses = cloneMap(t.InputResponses)
+	return &c
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if r == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), r...)
+}
+
+func cloneMap(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]json.RawMessage, len(m))
+	for k, v := range m {
+		c[k] = cloneRaw(v)
+	}
+	return c
+}
+
+// FormatTime formats a timestamp as RFC 3339 in UTC with millisecond
+// precision, as the wires show it.
+func FormatTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
