@@ -1,0 +1,122 @@
+package mcptask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type requestKey struct{}
+
+// middleware routes tool calls through the task engine, advertises the
+// tasks extension, and hands the request to the tasks/* methods.
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "tools/call":
+			return s.callTool(ctx, next, method, req)
+		case "server/discover":
+			res, err := next(ctx, method, req)
+			if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+				caps := mcp.ServerCapabilities{}
+				if dr.Capabilities != nil {
+					caps = *dr.Capabilities
+				}
+				caps.Extensions = maps.Clone(caps.Extensions)
+				caps.AddExtension(ext2026.ExtensionID, map[string]any{})
+				dr.Capabilities = &caps
+			}
+			return res, err
+		case methodGet, methodUpdate, methodCancel:
+			return next(context.WithValue(ctx, requestKey{}, req), method, req)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// callTool answers a tools/call: synchronously, or with a task handle.
+func (s *Server) callTool(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	params, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+	if !ok || params == nil {
+		return next(ctx, method, req)
+	}
+	opts := s.toolOptions(params.Name)
+	meta := params.GetMeta()
+	if opts.Support == Forbidden || !ext2026.UsesWire(meta) {
+		return next(ctx, method, req)
+	}
+	if !ext2026.Declares(meta) {
+		if opts.Support == Required {
+			return nil, ext2026.MissingCapability("the tool " + params.Name)
+		}
+		return next(ctx, method, req)
+	}
+	if opts.Synchronous != nil {
+		if ctr, ok := req.(*mcp.CallToolRequest); ok && opts.Synchronous(ctr) {
+			return next(ctx, method, req)
+		}
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cannot encode the call's params: " + err.Error()}
+	}
+	t, err := s.eng.Start(ctx, engine.StartSpec{
+		Owner:   s.owner(ctx, req),
+		Tool:    params.Name,
+		Wire:    ext2026.Version,
+		Request: raw,
+	}, toolWork(next, method, req))
+	if err != nil {
+		s.log.Error("creating task", "tool", params.Name, "err", err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not create the task: " + err.Error()}
+	}
+	return ext2026.Handle(t), nil
+}
+
+// toolWork returns the work of a task: the tool call through the rest of
+// the server's handler chain, with its result or error translated for the
+// store.
+func toolWork(next mcp.MethodHandler, method string, req mcp.Request) engine.Runner {
+	return func(ctx context.Context) (json.RawMessage, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			var je *jsonrpc.Error
+			if errors.As(err, &je) {
+				return nil, &task.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+			}
+			if errors.Is(err, context.Canceled) {
+				return nil, &task.Error{Code: task.CodeInternalError, Message: "the tool stopped: " + err.Error()}
+			}
+			return nil, &task.Error{Code: task.CodeInternalError, Message: err.Error()}
+		}
+		if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.InputRequests != nil {
+			return nil, &task.Error{Code: task.CodeInternalError, Message: "the tool returned a multi round-trip input request while running as a task; a task asks for input with mcptask.FromContext(ctx).Elicit"}
+		}
+		return resultJSON(res)
+	}
+}
+
+// resultJSON encodes a tool result for storage, without the envelope's
+// resultType: the stored result is the plain CallToolResult.
+func resultJSON(res mcp.Result) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, &task.Error{Code: task.CodeInternalError, Message: "cannot encode the tool's result: " + err.Error()}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b, nil
+	}
+	if _, ok := m["resultType"]; !ok {
+		return b, nil
+	}
+	delete(m, "resultType")
+	return json.Marshal(m)
+}

@@ -1,0 +1,11 @@
+// Package engine runs task work. It creates tasks durably in a
+// [store.Store], runs each task's work detached from the request that started
+// it, delivers cancellation and client input to the running work, resolves
+// tasks left behind by a dead process according to their recovery policy, and
+// sweeps expired tasks.
+//
+// The engine knows nothing of MCP wires: the wire adapters translate
+// protocol requests into calls of [Engine.Start], [Engine.Get],
+// [Engine.Cancel] and [Engine.Respond], and task work reaches the engine
+// through the [Handle] found in its context.
+package engine

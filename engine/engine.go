@@ -1,0 +1,433 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Runner is the work of one task. It returns the task's JSON result, or an
+// error: a *task.Error is stored as the task's JSON-RPC error as it is; any
+// other error becomes an internal error (-32603). Its context is cancelled
+// when the task is cancelled or the engine shuts down.
+type Runner func(ctx context.Context) (json.RawMessage, error)
+
+// Options configures an [Engine]. Only Store is required.
+type Options struct {
+	// Store persists tasks.
+	Store store.Store
+	// Policy sets retention and polling.
+	Policy task.Policy
+	// MaxResultBytes caps the size of a stored result; a larger result
+	// fails the task with a clear error. Zero means 4 MiB.
+	MaxResultBytes int
+	// Logger receives task lifecycle records. Nil means slog.Default().
+	Logger *slog.Logger
+	// InstanceID names this engine in Task.Runner. Empty means a random ID.
+	InstanceID string
+	// SweepInterval is how often expired tasks are deleted. Zero means one
+	// minute; negative disables sweeping.
+	SweepInterval time.Duration
+	// InputPollInterval is how often work waiting for client input re-reads
+	// the store, in case an answer arrived without a local wake-up (e.g.
+	// through another process). Zero means 2 s.
+	InputPollInterval time.Duration
+	// Recover decides the fate of a task found non-terminal at start-up
+	// (left behind by a process that died). It returns the work to re-run
+	// the task, or nil to fail it with an "outcome unknown" error. A nil
+	// Recover fails every such task: a tool with side effects is never
+	// silently run twice.
+	Recover func(ctx context.Context, t *task.Task) Runner
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
+const DefaultMaxResultBytes = 4 << 20
+
+// Errors returned by engine methods.
+var (
+	// ErrNotFound means no task with that ID is visible to the requester:
+	// it does not exist, has expired, or belongs to someone else.
+	ErrNotFound = errors.New("task not found")
+	// ErrClosed means the engine is shutting down and accepts no new work.
+	ErrClosed = errors.New("engine is shut down")
+)
+
+// ErrTerminal is returned by operations that need a non-terminal task.
+type ErrTerminal struct{ Status task.Status }
+
+func (e *ErrTerminal) Error() string {
+	return fmt.Sprintf("task is already %s", e.Status)
+}
+
+// Engine runs tasks. Create one with [New], then call [Engine.Run].
+type Engine struct {
+	opts   Options
+	store  store.Store
+	log    *slog.Logger
+	now    func() time.Time
+	id     string
+	policy task.Policy
+
+	mu      sync.Mutex
+	runs    map[task.ID]*run
+	closed  bool
+	base    context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // running work
+	bg      sync.WaitGroup // sweeper
+	started bool
+}
+
+// run is the in-process state of one task's running work.
+type run struct {
+	id     task.ID
+	tool   string
+	cancel context.CancelCauseFunc
+
+	mu   sync.Mutex
+	wake chan struct{} // closed and replaced to wake input waiters
+}
+
+func (r *run) waitChan() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wake
+}
+
+func (r *run) signal() {
+	r.mu.Lock()
+	close(r.wake)
+	r.wake = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// New returns an engine on opts.Store.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil {
+		return nil, errors.New("engine: Options.Store is required")
+	}
+	e := &Engine{
+		opts:   opts,
+		store:  opts.Store,
+		log:    opts.Logger,
+		now:    opts.Now,
+		id:     opts.InstanceID,
+		policy: opts.Policy,
+		runs:   map[task.ID]*run{},
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.id == "" {
+		e.id = "engine-" + string(task.NewID())[:12]
+	}
+	if e.opts.MaxResultBytes <= 0 {
+		e.opts.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if e.opts.InputPollInterval <= 0 {
+		e.opts.InputPollInterval = 2 * time.Second
+	}
+	if e.opts.SweepInterval == 0 {
+		e.opts.SweepInterval = time.Minute
+	}
+	e.base, e.stop = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// Policy returns the engine's retention and polling policy.
+func (e *Engine) Policy() task.Policy { return e.policy }
+
+// InstanceID returns the name this engine records in Task.Runner.
+func (e *Engine) InstanceID() string { return e.id }
+
+// Run resolves the tasks a dead process left non-terminal (by the Recover
+// option) and starts the sweeper. Call it once, before serving requests.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("engine: Run called twice")
+	}
+	e.started = true
+	e.mu.Unlock()
+	if err := e.recoverOrphans(ctx); err != nil {
+		return err
+	}
+	if e.opts.SweepInterval > 0 {
+		e.bg.Add(1)
+		go e.sweepLoop()
+	}
+	return nil
+}
+
+// StartSpec describes a task to create.
+type StartSpec struct {
+	// Owner binds the task to its requester.
+	Owner string
+	// Tool names the tool being run.
+	Tool string
+	// Wire names the protocol revision of the creating request.
+	Wire string
+	// TTL is the requested retention; nil asks for the default.
+	TTL *time.Duration
+	// Request is the creating call's params, kept for re-runs.
+	Request json.RawMessage
+}
+
+// Start creates a task durably and starts its work in the background. It
+// returns once the task is committed, so a following Get finds it. The
+// work's context keeps parent's values but not its cancellation: the
+// request that starts a task may end long before the work does.
+func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*task.Task, error) {
+	t := task.New(e.policy, spec.Owner, spec.Tool, spec.TTL, e.now())
+	t.Wire = spec.Wire
+	t.Request = spec.Request
+	t.Runner = e.id
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if err := e.store.Create(parent, t); err != nil {
+		return nil, fmt.Errorf("engine: creating task: %w", err)
+	}
+	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
+	e.launch(context.WithoutCancel(parent), t, work)
+	return t.Clone(), nil
+}
+
+// launch runs work for t in a new goroutine.
+func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
+	ctx, cancel := context.WithCancelCause(parent)
+	r := &run{id: t.ID, tool: t.Tool, cancel: cancel, wake: make(chan struct{})}
+	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
+	e.mu.Lock()
+	e.runs[t.ID] = r
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		defer stopOnShutdown()
+		defer cancel(nil)
+		h := &Handle{e: e, run: r}
+		res, err := e.invoke(withHandle(ctx, h), work)
+		e.mu.Lock()
+		delete(e.runs, t.ID)
+		e.mu.Unlock()
+		e.finish(ctx, r, res, err)
+	}()
+}
+
+var errShutdown = errors.New("engine shut down")
+
+// invoke calls work, turning a panic into an internal error.
+func (e *Engine) invoke(ctx context.Context, work Runner) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("task work panicked", "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, &task.Error{Code: task.CodeInternalError, Message: fmt.Sprintf("internal error: the tool panicked: %v", p)}
+		}
+	}()
+	return work(ctx)
+}
+
+// finish records the outcome of a task's work.
+func (e *Engine) finish(ctx context.Context, r *run, res json.RawMessage, err error) {
+	if context.Cause(ctx) == errShutdown {
+		e.resolveInterrupted(r)
+		return
+	}
+	var terr *task.Error
+	if err == nil && len(res) > e.opts.MaxResultBytes {
+		err = &task.Error{Code: task.CodeInternalError, Message: fmt.Sprintf(
+			"the tool's result of %d bytes exceeds the server's limit of %d bytes", len(res), e.opts.MaxResultBytes)}
+	}
+	if err != nil && !errors.As(err, &terr) {
+		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
+	}
+	now := e.now()
+	t, uerr := e.store.Update(context.WithoutCancel(ctx), r.id, func(t *task.Task) error {
+		if terr != nil {
+			return t.Fail(terr, terr.Message, now)
+		}
+		return t.Complete(res, now)
+	})
+	var te *task.TransitionError
+	switch {
+	case errors.As(uerr, &te):
+		// Cancelled (or otherwise ended) while the work ran: the stored
+		// outcome stands, the late result is dropped.
+		return
+	case uerr != nil:
+		e.log.Error("recording task outcome", "task", r.id, "err", uerr)
+		return
+	case t.Status == task.Failed:
+		e.log.Info("task failed", "task", t.ID, "tool", t.Tool, "code", t.Error.Code, "message", t.Error.Message)
+	default:
+		e.log.Info("task completed", "task", t.ID, "tool", t.Tool, "resultBytes", len(res))
+	}
+}
+
+// visible loads a task the requester may see, or returns ErrNotFound.
+func (e *Engine) visible(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+	t, err := e.store.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner || t.Expired(e.now()) {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+// Get returns the task with the given ID if owner may see it.
+func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+	return e.visible(ctx, owner, id)
+}
+
+// update applies fn to a task the requester may see.
+func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
+	now := e.now()
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		if t.Owner != owner || t.Expired(now) {
+			return ErrNotFound
+		}
+		return fn(t)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	return t, err
+}
+
+// Cancel moves a task to cancelled and cancels its work's context. The task
+// is cancelled in the store before Cancel returns. Cancelling a terminal
+// task returns *ErrTerminal and the task unchanged.
+func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+	var terminal task.Status
+	t, err := e.update(ctx, owner, id, func(t *task.Task) error {
+		if t.Status.Terminal() {
+			terminal = t.Status
+			return errTerminal
+		}
+		return t.Cancel("The task was cancelled by request.", e.now())
+	})
+	if errors.Is(err, errTerminal) {
+		cur, gerr := e.visible(ctx, owner, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		return cur, &ErrTerminal{Status: terminal}
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r != nil {
+		r.cancel(context.Canceled)
+	}
+	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool)
+	return t, nil
+}
+
+var errTerminal = errors.New("terminal")
+
+// Respond delivers client answers to a task's outstanding input requests.
+// Answers for unknown or already answered keys are ignored and listed in
+// ignored. The task's outstanding requests are updated before Respond
+// returns, so the next Get shows them.
+func (e *Engine) Respond(ctx context.Context, owner string, id task.ID, responses map[string]json.RawMessage) (t *task.Task, ignored []string, err error) {
+	t, err = e.update(ctx, owner, id, func(t *task.Task) error {
+		var aerr error
+		_, ignored, aerr = t.Answer(responses, e.now())
+		var te *task.TransitionError
+		if errors.As(aerr, &te) {
+			return &ErrTerminal{Status: t.Status}
+		}
+		return aerr
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r != nil {
+		r.signal()
+	}
+	return t, ignored, nil
+}
+
+// List returns a page of owner's tasks, newest first.
+func (e *Engine) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
+	ts, next, err := e.store.List(ctx, owner, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	now := e.now()
+	out := ts[:0]
+	for _, t := range ts {
+		if !t.Expired(now) {
+			out = append(out, t)
+		}
+	}
+	return out, next, nil
+}
+
+// Shutdown stops accepting tasks, waits for running work until ctx is done,
+// then cancels what still runs and resolves it by its recovery policy:
+// re-runnable work is handed back (left working with no runner, re-run at the
+// next start), other work fails with an "outcome unknown" error. Shutdown
+// returns when every task's work has returned.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.stop() // cancels every running work with errShutdown
+		select {
+		case <-done:
+		case <-time.After(shutdownGrace):
+			// Work that ignores its context must not leave its task
+			// dangling: resolve it now; its late outcome is dropped.
+			e.mu.Lock()
+			left := make([]*run, 0, len(e.runs))
+			for _, r := range e.runs {
+				left = append(left, r)
+			}
+			e.mu.Unlock()
+			for _, r := range left {
+				e.resolveInterrupted(r)
+			}
+		}
+	}
+	e.stop()
+	e.bg.Wait()
+	return nil
+}
+
+// shutdownGrace is how long Shutdown waits for cancelled work to return.
+const shutdownGrace = 5 * time.Second

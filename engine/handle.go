@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/mcptask/mcptask/task"
+)
+
+// Handle is what task work knows of its task: its ID, a way to set the
+// status message, and a way to ask the client for input. Work finds it
+// with [FromContext].
+type Handle struct {
+	e   *Engine
+	run *run
+}
+
+type handleKey struct{}
+
+func withHandle(ctx context.Context, h *Handle) context.Context {
+	return context.WithValue(ctx, handleKey{}, h)
+}
+
+// FromContext returns the task handle of the work running under ctx, or nil
+// when ctx does not belong to task work (e.g. a plain synchronous call).
+func FromContext(ctx context.Context) *Handle {
+	h, _ := ctx.Value(handleKey{}).(*Handle)
+	return h
+}
+
+// TaskID returns the ID of the handle's task.
+func (h *Handle) TaskID() task.ID { return h.run.id }
+
+// SetStatusMessage records a human-readable status message on the task,
+// visible to the next tasks/get.
+func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
+	_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+		return t.SetStatusMessage(msg, h.e.now())
+	})
+	return err
+}
+
+// RequestInput asks the client for input: it records request (a JSON object
+// {"method":..., "params":...}) as an outstanding input request, which moves
+// the task to input_required, and blocks until the client's answer arrives,
+// the task ends, or ctx is done. It returns the client's answer (the JSON
+// result of the request). Several RequestInput calls may wait at once; each
+// gets its own key.
+func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	var key string
+	_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+		k, err := t.AddInputRequest(request, h.e.now())
+		key = k
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.e.log.Info("task input required", "task", h.run.id, "tool", h.run.tool, "key", key)
+	poll := time.NewTicker(h.e.opts.InputPollInterval)
+	defer poll.Stop()
+	for {
+		wake := h.run.waitChan()
+		var answer json.RawMessage
+		var found bool
+		_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+			if t.Status.Terminal() {
+				return &ErrTerminal{Status: t.Status}
+			}
+			answer, found = t.TakeResponse(key)
+			if !found {
+				return errNoAnswer
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			return answer, nil
+		case !errors.Is(err, errNoAnswer):
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+var errNoAnswer = errors.New("no answer yet")

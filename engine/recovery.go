@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcptask/mcptask/task"
+)
+
+// Messages recorded on tasks resolved by the recovery policy.
+const (
+	msgOutcomeUnknown = "The server stopped while this task was running; its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
+	msgRerun          = "The server restarted while this task was running; the task is being run again."
+	msgHandedBack     = "The server is shutting down; this task will run again when the server restarts."
+)
+
+// CodeOutcomeUnknown is the JSON-RPC error code of a task failed by the
+// recovery policy (an internal error: the outcome is unknown).
+const CodeOutcomeUnknown = task.CodeInternalError
+
+// recoverOrphans resolves every non-terminal task in the store: no work runs
+// for them yet in this process, so the process that ran them is gone.
+func (e *Engine) recoverOrphans(ctx context.Context) error {
+	orphans, err := e.store.ListActive(ctx)
+	if err != nil {
+		return fmt.Errorf("engine: listing unfinished tasks: %w", err)
+	}
+	for _, t := range orphans {
+		var work Runner
+		if e.opts.Recover != nil {
+			work = e.opts.Recover(ctx, t)
+		}
+		if work == nil {
+			e.failUnknown(ctx, t.ID, msgOutcomeUnknown)
+			continue
+		}
+		now := e.now()
+		nt, err := e.store.Update(ctx, t.ID, func(t *task.Task) error {
+			if t.Status.Terminal() {
+				return &ErrTerminal{Status: t.Status}
+			}
+			if t.Status == task.InputRequired {
+				if err := t.Transition(task.Working, now); err != nil {
+					return err
+				}
+			}
+			t.InputRequests, t.InputResponses = nil, nil
+			t.StatusMessage = msgRerun
+			t.LastUpdatedAt = now.UTC()
+			t.Runner = e.id
+			return nil
+		})
+		if err != nil {
+			e.log.Error("re-running task after restart", "task", t.ID, "err", err)
+			continue
+		}
+		e.log.Info("task re-run after restart", "task", nt.ID, "tool", nt.Tool)
+		e.launch(e.base, nt, work)
+	}
+	return nil
+}
+
+// failUnknown fails a task whose outcome cannot be known.
+func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
+	now := e.now()
+	t, err := e.store.Update(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+		return t.Fail(&task.Error{Code: CodeOutcomeUnknown, Message: msg}, msg, now)
+	})
+	var te *task.TransitionError
+	switch {
+	case errors.As(err, &te):
+	case err != nil:
+		e.log.Error("failing task with unknown outcome", "task", id, "err", err)
+	default:
+		e.log.Info("task failed", "task", t.ID, "tool", t.Tool, "code", CodeOutcomeUnknown, "message", msg)
+	}
+}
+
+// resolveInterrupted resolves a task whose work was stopped by shutdown:
+// re-runnable work is handed back for the next start, other work fails.
+func (e *Engine) resolveInterrupted(r *run) {
+	ctx := context.Background()
+	t, err := e.store.Get(ctx, r.id)
+	if err != nil || t.Status.Terminal() {
+		return
+	}
+	if e.opts.Recover != nil && e.opts.Recover(ctx, t) != nil {
+		now := e.now()
+		_, err := e.store.Update(ctx, r.id, func(t *task.Task) error {
+			if t.Status.Terminal() {
+				return &ErrTerminal{Status: t.Status}
+			}
+			t.Runner = ""
+			return t.SetStatusMessage(msgHandedBack, now)
+		})
+		if err == nil {
+			e.log.Info("task handed back at shutdown", "task", r.id, "tool", r.tool)
+		}
+		return
+	}
+	e.failUnknown(ctx, r.id, "The server shut down while this task was running; its outcome is unknown.")
+}
+
+// sweepLoop deletes expired tasks every SweepInterval until shutdown.
+func (e *Engine) sweepLoop() {
+	defer e.bg.Done()
+	tick := time.NewTicker(e.opts.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.base.Done():
+			return
+		case <-tick.C:
+			e.Sweep(e.base)
+		}
+	}
+}
+
+// Sweep deletes expired tasks now and returns how many it deleted.
+func (e *Engine) Sweep(ctx context.Context) int {
+	n, err := e.store.DeleteExpired(ctx, e.now())
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("sweeping expired tasks", "err", err)
+		}
+		return 0
+	}
+	if n > 0 {
+		e.log.Info("swept expired tasks", "count", n)
+	}
+	return n
+}

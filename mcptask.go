@@ -1,0 +1,85 @@
+// Package mcptask adds durable MCP Tasks to servers built on the official Go
+// SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// A server installs tasks with [New], registers its tools with [AddTool]
+// (or marks existing tools with [Server.SetTaskSupport]), and serves HTTP
+// through [Server.Handler]. Tool handlers stay ordinary go-sdk handlers; when
+// a call runs as a task, [FromContext] gives the handler its [Task]: it can
+// set a status message and ask the client for input, and its context is
+// cancelled when the client cancels the task.
+//
+// The tasks live in an engine ([engine.Engine]) on a durable store
+// (store/sqlite by default), so they survive restarts of the server.
+package mcptask
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configures a [Server]. The zero value is usable.
+type Options struct {
+	// Owner returns the requester a request acts for; tasks are bound to
+	// it and invisible to any other requester. Nil means: the
+	// authenticated user of the request's bearer token if any, else "".
+	Owner func(ctx context.Context, req mcp.Request) string
+	// Logger receives the adapter's records. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves MCP Tasks for one mcp.Server from one engine.
+type Server struct {
+	mcp   *mcp.Server
+	eng   *engine.Engine
+	opts  Options
+	log   *slog.Logger
+	mu    sync.RWMutex
+	tools map[string]ToolOptions
+}
+
+// New installs tasks on srv, backed by eng: it adds the receiving
+// middleware that turns tool calls into tasks, the tasks/* methods, and the
+// tasks extension in server/discover. Call it once per mcp.Server, before
+// serving.
+func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
+	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := s.addMethods(); err != nil {
+		return nil, err
+	}
+	srv.AddReceivingMiddleware(s.middleware)
+	return s, nil
+}
+
+// Engine returns the engine the server runs tasks on.
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Handler returns the Streamable HTTP handler for the server: the go-sdk's
+// handler (with opts) behind the routing checks of the tasks methods.
+func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, opts)
+	return ext2026.RoutingGuard(h)
+}
+
+// owner returns the requester of req.
+func (s *Server) owner(ctx context.Context, req mcp.Request) string {
+	if s.opts.Owner != nil {
+		return s.opts.Owner(ctx, req)
+	}
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		return extra.TokenInfo.UserID
+	}
+	return ""
+}

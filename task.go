@@ -1,0 +1,72 @@
+package mcptask
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Task is the handle a tool handler gets when its call runs as a task.
+type Task struct {
+	h *engine.Handle
+}
+
+// FromContext returns the task of a tool handler running as a task, or nil
+// when the call runs synchronously.
+func FromContext(ctx context.Context) *Task {
+	h := engine.FromContext(ctx)
+	if h == nil {
+		return nil
+	}
+	return &Task{h: h}
+}
+
+// ID returns the task's ID.
+func (t *Task) ID() string { return string(t.h.TaskID()) }
+
+// SetStatusMessage sets the task's status message, shown to clients that
+// poll it (e.g. progress: "processed 40 of 100 files").
+func (t *Task) SetStatusMessage(ctx context.Context, msg string) error {
+	return t.h.SetStatusMessage(ctx, msg)
+}
+
+// Elicit asks the client for input and waits for the answer. The task shows
+// input_required with the request until the client answers.
+func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	var res mcp.ElicitResult
+	if err := t.request(ctx, "elicitation/create", params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// CreateMessage asks the client to sample its language model and waits for
+// the answer.
+func (t *Task) CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	var res mcp.CreateMessageResult
+	if err := t.request(ctx, "sampling/createMessage", params, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (t *Task) request(ctx context.Context, method string, params, result any) error {
+	req, err := json.Marshal(struct {
+		Method string `json:"method"`
+		Params any    `json:"params"`
+	}{method, params})
+	if err != nil {
+		return fmt.Errorf("mcptask: encoding %s request: %w", method, err)
+	}
+	answer, err := t.h.RequestInput(ctx, req)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(answer, result); err != nil {
+		return fmt.Errorf("mcptask: the client's answer to %s is not valid: %w", method, err)
+	}
+	return nil
+}

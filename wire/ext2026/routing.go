@@ -1,0 +1,82 @@
+package ext2026
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// RoutingGuard wraps a Streamable HTTP handler with the SEP-2243 routing
+// check the go-sdk does not make for the tasks methods: on a 2026-07-28
+// request for tasks/get, tasks/update or tasks/cancel, the Mcp-Name header
+// must equal params.taskId. A mismatch is answered with HTTP 400 and a
+// JSON-RPC -32020 error that echoes the request id. Other requests pass
+// through untouched, without their body being read.
+func RoutingGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !isTasksMethod(r.Header.Get("Mcp-Method")) ||
+			r.Header.Get("Mcp-Protocol-Version") < Version {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxRoutedBody+1))
+		r.Body.Close()
+		if err != nil || len(body) > maxRoutedBody {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				TaskID *string `json:"taskId"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(body, &msg) != nil || !isTasksMethod(msg.Method) || msg.Params.TaskID == nil {
+			// Let the SDK answer malformed bodies and method mismatches.
+			next.ServeHTTP(w, r)
+			return
+		}
+		name := strings.TrimSpace(r.Header.Get("Mcp-Name"))
+		if name == *msg.Params.TaskID {
+			next.ServeHTTP(w, r)
+			return
+		}
+		writeHeaderMismatch(w, msg.ID, "the Mcp-Name header must equal params.taskId")
+	})
+}
+
+// maxRoutedBody bounds the tasks request bodies the guard reads.
+const maxRoutedBody = 8 << 20
+
+func isTasksMethod(m string) bool {
+	switch m {
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return true
+	}
+	return false
+}
+
+func writeHeaderMismatch(w http.ResponseWriter, id json.RawMessage, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id}
+	resp.Error.Code = mcp.CodeHeaderMismatch
+	resp.Error.Message = msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(resp)
+}
