@@ -49,6 +49,9 @@ func (s *Server) callTool(ctx context.Context, next mcp.MethodHandler, method st
 	}
 	opts := s.toolOptions(params.Name)
 	meta := params.GetMeta()
+	if id, ok := s.rerunTarget(meta); ok {
+		return s.runAttached(ctx, id, next, method, req)
+	}
 	if opts.Support == Forbidden || !ext2026.UsesWire(meta) {
 		return next(ctx, method, req)
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,6 +42,7 @@ type Server struct {
 	log   *slog.Logger
 	mu    sync.RWMutex
 	tools map[string]ToolOptions
+	nonce string // authenticates in-process re-runs
 }
 
 // New installs tasks on srv, backed by eng: it adds the receiving
@@ -48,7 +50,7 @@ type Server struct {
 // tasks extension in server/discover. Call it once per mcp.Server, before
 // serving.
 func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
-	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}}
+	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, nonce: string(task.NewID())}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -60,6 +62,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	srv.AddReceivingMiddleware(s.middleware)
+	eng.SetRecover(s.recoverTask)
 	return s, nil
 }
 

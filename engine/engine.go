@@ -92,6 +92,7 @@ type Engine struct {
 type run struct {
 	id     task.ID
 	tool   string
+	ctx    context.Context
 	cancel context.CancelCauseFunc
 
 	mu   sync.Mutex
@@ -145,6 +146,30 @@ func New(opts Options) (*Engine, error) {
 	}
 	e.base, e.stop = context.WithCancel(context.Background())
 	return e, nil
+}
+
+// SetRecover sets the Recover option (see [Options]); it must be called
+// before [Engine.Run]. Adapters that can re-run work install it.
+func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Runner) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.opts.Recover = fn
+}
+
+// Attach returns a context for work of the task with the given ID that runs
+// outside the engine's own goroutine (e.g. a re-run that goes through a
+// server's full request path): it carries the task's [Handle] and is
+// cancelled with the task. ok is false if no work of that task runs here.
+func (e *Engine) Attach(ctx context.Context, id task.ID) (_ context.Context, cancel context.CancelFunc, ok bool) {
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r == nil {
+		return ctx, func() {}, false
+	}
+	ctx, cc := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(r.ctx, func() { cc(context.Cause(r.ctx)) })
+	return withHandle(ctx, &Handle{e: e, run: r}), func() { stop(); cc(nil) }, true
 }
 
 // Policy returns the engine's retention and polling policy.
@@ -213,7 +238,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 // launch runs work for t in a new goroutine.
 func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &run{id: t.ID, tool: t.Tool, cancel: cancel, wake: make(chan struct{})}
+	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	e.mu.Lock()
 	e.runs[t.ID] = r
