@@ -1,0 +1,281 @@
+package sqlite
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// taskColumns are the columns a task is read from, in scanTask's order.
+const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
+	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner`
+
+// row is a task encoded into column values, ready to bind.
+type row struct {
+	id, owner, tool, wire, status, statusMessage string
+	createdMS, updatedMS, ttlNS, pollNS          int64
+	expiresNS                                    any // int64, or nil while not terminal
+	request, result, errJSON, inReqs, inResps    any // string, or nil when absent
+	inputSeq                                     int64
+	runner                                       string
+}
+
+// insertArgs binds the columns of insertSQL.
+func (r *row) insertArgs() []any {
+	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
+		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner}
+}
+
+// updateArgs binds the parameters of updateSQL: every column but the ID,
+// then the ID.
+func (r *row) updateArgs() []any {
+	return append(r.insertArgs()[1:], r.id)
+}
+
+const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
+	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (id) DO NOTHING`
+
+const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
+	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
+	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?
+	WHERE id = ?`
+
+// encodeTask validates t and encodes it into column values. It does not
+// change t.
+func encodeTask(t *task.Task) (*row, error) {
+	if _, err := task.ParseID(string(t.ID)); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	if !t.Status.Valid() {
+		return nil, fmt.Errorf("sqlite store: task %s has the unknown status %q", t.ID, t.Status)
+	}
+	r := &row{
+		id:            string(t.ID),
+		owner:         t.Owner,
+		tool:          t.Tool,
+		wire:          t.Wire,
+		status:        string(t.Status),
+		statusMessage: t.StatusMessage,
+		createdMS:     t.CreatedAt.UnixMilli(),
+		updatedMS:     t.LastUpdatedAt.UnixMilli(),
+		ttlNS:         int64(t.TTL),
+		pollNS:        int64(t.PollInterval),
+		request:       rawArg(t.Request),
+		result:        rawArg(t.Result),
+		inputSeq:      t.InputSeq,
+		runner:        t.Runner,
+	}
+	if t.Status.Terminal() {
+		// What task.ExpiresAt will say once the task is read back.
+		r.expiresNS = unixNano(msTime(r.updatedMS).Add(t.TTL))
+	}
+	var err error
+	if r.errJSON, err = encodeError(t.Error); err != nil {
+		return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
+	}
+	if r.inReqs, err = encodeMap(t.InputRequests); err != nil {
+		return nil, fmt.Errorf("sqlite store: task %s: input requests: %w", t.ID, err)
+	}
+	if r.inResps, err = encodeMap(t.InputResponses); err != nil {
+		return nil, fmt.Errorf("sqlite store: task %s: input responses: %w", t.ID, err)
+	}
+	return r, nil
+}
+
+// msTime is the UTC time of Unix millisecond ms.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+var (
+	minNanoTime = time.Unix(0, math.MinInt64)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNano is t in Unix nanoseconds, saturated to the int64 range (years
+// 1678 to 2262) instead of overflowing.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minNanoTime):
+		return math.MinInt64
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// rawArg binds a JSON value as TEXT, byte for byte, or NULL when empty.
+func rawArg(r json.RawMessage) any {
+	if len(r) == 0 {
+		return nil
+	}
+	return string(r)
+}
+
+// encodeError writes e as a JSON object, keeping e.Data byte for byte.
+func encodeError(e *task.Error) (any, error) {
+	if e == nil {
+		return nil, nil
+	}
+	msg, err := json.Marshal(e.Message)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte(`{"code":`)
+	b = strconv.AppendInt(b, e.Code, 10)
+	b = append(b, `,"message":`...)
+	b = append(b, msg...)
+	if len(e.Data) > 0 {
+		if !json.Valid(e.Data) {
+			return nil, fmt.Errorf("error data is not valid JSON")
+		}
+		b = append(b, `,"data":`...)
+		b = append(b, e.Data...)
+	}
+	b = append(b, '}')
+	return string(b), nil
+}
+
+// encodeMap writes m as a JSON object with sorted keys, keeping each value
+// byte for byte (encoding/json would re-encode them). A nil map is NULL,
+// an empty one {}; a nil value is null.
+func encodeMap(m map[string]json.RawMessage) (any, error) {
+	if m == nil {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if !utf8.ValidString(k) {
+			return nil, fmt.Errorf("key %q is not valid UTF-8", k)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kj, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kj)
+		b.WriteByte(':')
+		v := m[k]
+		switch {
+		case len(v) == 0:
+			b.WriteString("null")
+		case !json.Valid(v):
+			return nil, fmt.Errorf("the value for %q is not valid JSON", k)
+		default:
+			b.Write(v)
+		}
+	}
+	b.WriteByte('}')
+	return b.String(), nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanTask reads one task selected with taskColumns.
+func scanTask(sc scanner) (*task.Task, error) {
+	var (
+		t                                     task.Task
+		id, status                            string
+		createdMS, updatedMS, ttlNS, pollNS   int64
+		request, result, errJSON, reqs, resps []byte
+	)
+	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner); err != nil {
+		return nil, err
+	}
+	t.ID = task.ID(id)
+	t.Status = task.Status(status)
+	t.CreatedAt = msTime(createdMS)
+	t.LastUpdatedAt = msTime(updatedMS)
+	t.TTL = time.Duration(ttlNS)
+	t.PollInterval = time.Duration(pollNS)
+	if len(request) > 0 {
+		t.Request = request
+	}
+	if len(result) > 0 {
+		t.Result = result
+	}
+	if errJSON != nil {
+		t.Error = new(task.Error)
+		if err := json.Unmarshal(errJSON, t.Error); err != nil {
+			return nil, fmt.Errorf("sqlite store: task %s: corrupt error column: %w", id, err)
+		}
+	}
+	if reqs != nil {
+		if err := json.Unmarshal(reqs, &t.InputRequests); err != nil {
+			return nil, fmt.Errorf("sqlite store: task %s: corrupt input_requests column: %w", id, err)
+		}
+	}
+	if resps != nil {
+		if err := json.Unmarshal(resps, &t.InputResponses); err != nil {
+			return nil, fmt.Errorf("sqlite store: task %s: corrupt input_responses column: %w", id, err)
+		}
+	}
+	return &t, nil
+}
+
+// List cursors are base64url(version | created_at_ms | id | mac), where
+// mac is a truncated HMAC-SHA256, under the database's own random key, of
+// the owner and the rest. A cursor is therefore valid only for the owner
+// and the database that issued it, and survives restarts.
+const (
+	cursorVersion = 1
+	cursorMACLen  = 16
+	cursorMinLen  = 1 + 8 + 1 + cursorMACLen
+)
+
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
+func (s *Store) cursorMAC(owner string, payload []byte) []byte {
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write([]byte("mcptask/sqlite list cursor\x00"))
+	m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(owner))))
+	m.Write([]byte(owner))
+	m.Write(payload)
+	return m.Sum(nil)[:cursorMACLen]
+}
+
+// makeCursor returns the cursor of the position just after t in owner's
+// listing.
+func (s *Store) makeCursor(owner string, t *task.Task) string {
+	b := make([]byte, 0, cursorMinLen+len(t.ID))
+	b = append(b, cursorVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.CreatedAt.UnixMilli()))
+	b = append(b, t.ID...)
+	b = append(b, s.cursorMAC(owner, b)...)
+	return cursorEncoding.EncodeToString(b)
+}
+
+// parseCursor checks that c was issued for owner and returns its position.
+func (s *Store) parseCursor(owner, c string) (createdMS int64, id string, err error) {
+	b, err := cursorEncoding.DecodeString(c)
+	if err != nil || len(b) < cursorMinLen || b[0] != cursorVersion {
+		return 0, "", store.ErrBadCursor
+	}
+	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
+	if !hmac.Equal(mac, s.cursorMAC(owner, payload)) {
+		return 0, "", store.ErrBadCursor
+	}
+	id = string(payload[9:])
+	if _, err := task.ParseID(id); err != nil {
+		return 0, "", store.ErrBadCursor
+	}
+	return int64(binary.BigEndian.Uint64(payload[1:9])), id, nil
+}

@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// migration brings the schema from one version to the next inside the
+// transaction tx. migrations[i] takes the schema from version i to i+1; the
+// version is kept in SQLite's user_version header field, which is written
+// in the same transaction. To change the schema, append a migration; never
+// edit one that has shipped.
+type migration struct {
+	name string
+	up   func(ctx context.Context, tx *sql.Tx) error
+}
+
+var migrations = []migration{
+	{"create tasks and meta", migrateV1},
+}
+
+// Units are part of the column names: timestamps are integer Unix
+// milliseconds in UTC, durations integer nanoseconds. expires_at_ns is
+// updated_at + TTL, stored only while the task is terminal (NULL
+// otherwise), so that DeleteExpired can never touch a running task.
+// JSON values are stored as TEXT exactly as given; NULL means absent.
+const schemaV1 = `
+CREATE TABLE tasks (
+	id              TEXT    NOT NULL PRIMARY KEY,
+	owner           TEXT    NOT NULL,
+	tool            TEXT    NOT NULL,
+	wire            TEXT    NOT NULL,
+	status          TEXT    NOT NULL,
+	status_message  TEXT    NOT NULL,
+	created_at_ms   INTEGER NOT NULL,
+	updated_at_ms   INTEGER NOT NULL,
+	ttl_ns          INTEGER NOT NULL,
+	poll_ns         INTEGER NOT NULL,
+	expires_at_ns   INTEGER,
+	request         TEXT,
+	result          TEXT,
+	error           TEXT,
+	input_requests  TEXT,
+	input_responses TEXT,
+	input_seq       INTEGER NOT NULL,
+	runner          TEXT    NOT NULL
+);
+
+-- List: one owner's tasks, newest first, keyset-paginated on (created, id).
+CREATE INDEX tasks_owner_created ON tasks (owner, created_at_ms, id);
+
+-- ListActive: the few non-terminal tasks, oldest first.
+CREATE INDEX tasks_active ON tasks (created_at_ms, id)
+	WHERE status IN ('working', 'input_required');
+
+-- DeleteExpired: terminal tasks by end of retention.
+CREATE INDEX tasks_expires ON tasks (expires_at_ns)
+	WHERE expires_at_ns IS NOT NULL;
+
+-- Store-wide settings, e.g. the key that signs List cursors.
+CREATE TABLE meta (
+	key   TEXT NOT NULL PRIMARY KEY,
+	value BLOB NOT NULL
+);
+`
+
+func migrateV1(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+		return err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta (key, value) VALUES ('cursor_key', ?)`, key)
+	return err
+}
+
+// migrate brings the database to the latest schema version in one write transaction, so
+// that processes opening the same file at once migrate it exactly once.
+func migrate(ctx context.Context, db *sql.DB, log *slog.Logger) (err error) {
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see the writer DSN
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, rollback(tx))
+		}
+	}()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this program's %d", v, len(migrations))
+	}
+	if v < 0 {
+		return fmt.Errorf("database schema version %d is not an mcptask schema", v)
+	}
+	if v == 0 {
+		// A brand-new schema must not land on top of someone else's tables.
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return errors.New("the database has tables but no mcptask schema version")
+		}
+	}
+	for ; v < len(migrations); v++ {
+		m := migrations[v]
+		if err := m.up(ctx, tx); err != nil {
+			return fmt.Errorf("schema migration %d (%s): %w", v+1, m.name, err)
+		}
+		// PRAGMA takes no bound parameters; v+1 is an int we control.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+			return err
+		}
+		log.Info("sqlite store: applied schema migration", "version", v+1, "name", m.name)
+	}
+	return tx.Commit()
+}
+
+func rollback(tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}

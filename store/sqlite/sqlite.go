@@ -1,0 +1,446 @@
+// Package sqlite is the SQLite backend of mcptask's [store.Store], built on
+// the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// The database runs in WAL mode with synchronous=FULL: when a write method
+// returns nil, its change is committed and on disk. Reads (Get, List,
+// ListActive) use a pool of read-only connections and never wait for
+// writers. All writes of the process go through one connection, driven by
+// one goroutine that groups the writes waiting at the same moment into one
+// transaction (group commit): under many concurrent callers a single disk
+// flush commits many tasks, while every write stays individually atomic
+// and keeps its own result. Write transactions are BEGIN IMMEDIATE, so
+// several processes may share the file; SQLite serialises their writers.
+//
+// The schema is versioned with SQLite's user_version field; [Open]
+// migrates an older file and refuses a newer one.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Options configures [Open]. A nil *Options, like the zero value, means
+// the defaults.
+type Options struct {
+	// Logger receives the store's log records: schema migrations, failed
+	// commits, panics in Update functions. Nil discards them.
+	Logger *slog.Logger
+
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process sharing the file before it fails. Zero means 5 seconds.
+	BusyTimeout time.Duration
+
+	// MaxReadConns is the size of the read connection pool. Zero means
+	// the larger of 4 and GOMAXPROCS.
+	MaxReadConns int
+}
+
+// Defaults of [Options] and of [Store.List].
+const (
+	// DefaultBusyTimeout is the busy timeout used when Options.BusyTimeout
+	// is zero.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultListLimit is the page size List uses when asked for limit <= 0.
+	DefaultListLimit = 100
+	// MaxListLimit caps the page size of List; a larger limit gets pages
+	// of this size, with a cursor to the rest.
+	MaxListLimit = 1000
+)
+
+// ErrClosed is returned by the methods of a [Store] after Close.
+var ErrClosed = errors.New("sqlite store: closed")
+
+// Store is a [store.Store] kept in one SQLite database file. It is safe for
+// concurrent use. Create it with [Open] and release it with [Store.Close].
+type Store struct {
+	path string
+	log  *slog.Logger
+
+	wdb *sql.DB // exactly one connection; used by the writer goroutine only
+	rdb *sql.DB // read-only pool
+
+	cursorKey []byte
+
+	// Statements of the read pool.
+	getStmt, listFirstStmt, listNextStmt, listActiveStmt *sql.Stmt
+	// Statements of the write connection, used inside batch transactions.
+	wGetStmt, insertStmt, updateStmt, deleteStmt, deleteExpiredStmt *sql.Stmt
+
+	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
+	closing    chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the writer goroutine has returned
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the SQLite database at path, creating the file (not its
+// directory) if it does not exist, and migrates its schema to the current
+// version. opts may be nil.
+func Open(path string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.MaxReadConns <= 0 {
+		o.MaxReadConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	if path == "" {
+		return nil, errors.New("sqlite store: empty database path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+
+	s := &Store{
+		path:       abs,
+		log:        o.Logger.With("db", abs),
+		ops:        make(chan *op),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	if err := s.open(o); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
+	}
+	go s.writeLoop()
+	return s, nil
+}
+
+func (s *Store) open(o Options) error {
+	ctx := context.Background()
+	busy := strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)
+
+	var err error
+	s.wdb, err = sql.Open("sqlite", dsn(s.path, url.Values{
+		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(FULL)"},
+		"_txlock": {"immediate"},
+	}))
+	if err != nil {
+		return err
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetMaxIdleConns(1)
+	s.wdb.SetConnMaxLifetime(0)
+	s.wdb.SetConnMaxIdleTime(0)
+
+	var mode string
+	if err := s.wdb.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		// Still correct and durable, but readers and the writer block each
+		// other (e.g. on a file system without shared memory).
+		s.log.Warn("sqlite store: WAL journal mode unavailable", "journal_mode", mode)
+	}
+	if err := migrate(ctx, s.wdb, s.log); err != nil {
+		return err
+	}
+	if err := s.wdb.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'cursor_key'`).Scan(&s.cursorKey); err != nil {
+		return fmt.Errorf("reading the cursor key: %w", err)
+	}
+
+	s.rdb, err = sql.Open("sqlite", dsn(s.path, url.Values{
+		"_pragma": {"busy_timeout(" + busy + ")", "query_only(1)"},
+	}))
+	if err != nil {
+		return err
+	}
+	s.rdb.SetMaxOpenConns(o.MaxReadConns)
+	s.rdb.SetMaxIdleConns(o.MaxReadConns)
+	s.rdb.SetConnMaxLifetime(0)
+	s.rdb.SetConnMaxIdleTime(0)
+
+	for _, p := range []struct {
+		db   *sql.DB
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{s.rdb, &s.getStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`},
+		{s.rdb, &s.listFirstStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE owner = ?
+			ORDER BY created_at_ms DESC, id DESC LIMIT ?`},
+		{s.rdb, &s.listNextStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE owner = ? AND (created_at_ms, id) < (?, ?)
+			ORDER BY created_at_ms DESC, id DESC LIMIT ?`},
+		{s.rdb, &s.listActiveStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE status IN ('working', 'input_required')
+			ORDER BY created_at_ms, id`},
+		{s.wdb, &s.wGetStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`},
+		{s.wdb, &s.insertStmt, insertSQL},
+		{s.wdb, &s.updateStmt, updateSQL},
+		{s.wdb, &s.deleteStmt, `DELETE FROM tasks WHERE id = ?`},
+		{s.wdb, &s.deleteExpiredStmt, `DELETE FROM tasks WHERE expires_at_ns < ?`},
+	} {
+		if *p.stmt, err = p.db.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("preparing %q: %w", p.sql, err)
+		}
+	}
+	return nil
+}
+
+// dsn is the modernc.org/sqlite data source name of the file at the
+// absolute path abs. A file: URI keeps any character of the path (even
+// '?' or '#') out of the query.
+func dsn(abs string, params url.Values) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows volume: file:///C:/dir/file
+	}
+	u := url.URL{Scheme: "file", Path: p, RawQuery: params.Encode()}
+	return u.String()
+}
+
+// Close stops accepting calls, waits for the writes already taken to be
+// committed, and closes the database. It is safe to call more than once
+// and from several goroutines; every call returns the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		<-s.writerDone
+		s.closeErr = s.closeDBs()
+	})
+	return s.closeErr
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
+		s.wGetStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, db := range []*sql.DB{s.rdb, s.wdb} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) closed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Create durably inserts t, or returns [store.ErrExists] if its ID is
+// taken. The store keeps timestamps at millisecond precision in UTC.
+// JSON fields are kept byte for byte; Error.Data and the values of the
+// input maps must be valid JSON.
+func (s *Store) Create(ctx context.Context, t *task.Task) error {
+	if t == nil {
+		return errors.New("sqlite store: Create of a nil task")
+	}
+	// Encode in the caller's goroutine: the writer only binds.
+	r, err := encodeTask(t)
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Stmt(s.insertStmt).Exec(r.insertArgs()...)
+		if err != nil {
+			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
+		}
+		if n == 0 {
+			return store.ErrExists
+		}
+		return nil
+	})
+}
+
+// Get returns the task with the given ID, or [store.ErrNotFound].
+func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	t, err := scanTask(s.getStmt.QueryRowContext(ctx, string(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Update reads the task with the given ID, calls fn with it and writes
+// back what fn left in it, in one transaction; see [store.Store]. fn runs
+// on the store's single writer goroutine, so it must be quick and must not
+// call the Store's write methods (Get is fine). The returned task is what
+// a following Get returns. A panic in fn writes nothing and is re-raised
+// in the caller's goroutine. Changing the task's ID is an error.
+func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
+	var out *task.Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite store: read task %s: %w", id, err)
+		}
+		if err := callFn(fn, t); err != nil {
+			return err
+		}
+		if t.ID != id {
+			return fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
+		}
+		r, err := encodeTask(t)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Stmt(s.updateStmt).Exec(r.updateArgs()...); err != nil {
+			return fmt.Errorf("sqlite store: update task %s: %w", id, err)
+		}
+		t.CreatedAt = msTime(r.createdMS)
+		t.LastUpdatedAt = msTime(r.updatedMS)
+		out = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// List returns up to limit tasks of owner, newest first (ties broken by
+// ID), after the position of cursor. A limit <= 0 means
+// [DefaultListLimit], and limits above [MaxListLimit] are lowered to it.
+// Cursors are signed: one that this database did not issue for this owner
+// gives [store.ErrBadCursor]. A cursor stays valid across restarts and
+// when the task it points after is deleted.
+func (s *Store) List(ctx context.Context, owner string, cursor string, limit int) ([]*task.Task, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if cursor == "" {
+		rows, err = s.listFirstStmt.QueryContext(ctx, owner, limit+1)
+	} else {
+		createdMS, id, cerr := s.parseCursor(owner, cursor)
+		if cerr != nil {
+			return nil, "", cerr
+		}
+		rows, err = s.listNextStmt.QueryContext(ctx, owner, createdMS, id, limit+1)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite store: list: %w", err)
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlite store: list: %w", err)
+	}
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		next = s.makeCursor(owner, tasks[limit-1])
+	}
+	return tasks, next, nil
+}
+
+// ListActive returns every working or input_required task, oldest first.
+func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.listActiveStmt.QueryContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: list active: %w", err)
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: list active: %w", err)
+	}
+	return tasks, nil
+}
+
+func scanAll(rows *sql.Rows) ([]*task.Task, error) {
+	defer rows.Close()
+	var tasks []*task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, rows.Err()
+}
+
+// DeleteExpired deletes the terminal tasks whose retention ended before now
+// and returns how many it deleted. Working and input_required tasks are
+// never deleted.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Stmt(s.deleteExpiredStmt).Exec(unixNano(now))
+		if err != nil {
+			return fmt.Errorf("sqlite store: delete expired: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// Delete removes the task with the given ID, or returns [store.ErrNotFound].
+func (s *Store) Delete(ctx context.Context, id task.ID) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Stmt(s.deleteStmt).Exec(string(id))
+		if err != nil {
+			return fmt.Errorf("sqlite store: delete task %s: %w", id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("sqlite store: delete task %s: %w", id, err)
+		}
+		if n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+}

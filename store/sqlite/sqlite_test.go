@@ -1,0 +1,628 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/storetest"
+	"github.com/mcptask/mcptask/task"
+)
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func openTest(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(path, &Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	})
+}
+
+var now = time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC)
+
+func newTask(owner string, created time.Time) *task.Task {
+	tk := task.New(task.Policy{}, owner, "echo", nil, created)
+	tk.Wire = "2026-07-28"
+	tk.Request = json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`)
+	return tk
+}
+
+// TestReopen checks restart durability: everything committed before Close
+// is there after Open, and cursors issued before stay valid.
+func TestReopen(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path, &Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []*task.Task
+	for i := range 30 {
+		tk := newTask("alice", now.Add(time.Duration(i)*time.Second))
+		if err := s.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 0:
+			tk, err = s.Update(ctx, tk.ID, func(tk *task.Task) error {
+				return tk.Complete(json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":"result %d"}]}`, i)), now.Add(time.Hour))
+			})
+		case 1:
+			tk, err = s.Update(ctx, tk.ID, func(tk *task.Task) error {
+				_, err := tk.AddInputRequest(json.RawMessage(`{"method":"elicitation/create"}`), now.Add(time.Hour))
+				return err
+			})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, tk)
+	}
+	_, cursor, err := s.List(ctx, "alice", "", 10)
+	if err != nil || cursor == "" {
+		t.Fatalf("List = %q, %v", cursor, err)
+	}
+	wantRest, _, err := s.List(ctx, "alice", cursor, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = openTest(t, path)
+	for _, tk := range all {
+		got, err := s.Get(ctx, tk.ID)
+		if err != nil {
+			t.Fatalf("after reopening, Get(%s): %v", tk.ID, err)
+		}
+		if got.Status != tk.Status || string(got.Result) != string(tk.Result) || got.InputSeq != tk.InputSeq ||
+			!got.LastUpdatedAt.Equal(tk.LastUpdatedAt) || len(got.InputRequests) != len(tk.InputRequests) {
+			t.Errorf("after reopening, task %s = %+v, want %+v", tk.ID, got, tk)
+		}
+	}
+	rest, _, err := s.List(ctx, "alice", cursor, 100)
+	if err != nil {
+		t.Fatalf("List with a cursor from before the restart: %v", err)
+	}
+	if len(rest) != len(wantRest) || len(rest) != 20 {
+		t.Errorf("List after reopening = %d tasks, want %d", len(rest), len(wantRest))
+	}
+	active, err := s.ListActive(ctx)
+	if err != nil || len(active) != 20 {
+		t.Errorf("ListActive after reopening = %d tasks, %v; want 20", len(active), err)
+	}
+}
+
+func TestPragmasAndSchema(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	for _, c := range []struct {
+		db    *sql.DB
+		query string
+		want  string
+	}{
+		{s.wdb, "PRAGMA journal_mode", "wal"},
+		{s.wdb, "PRAGMA synchronous", "2"}, // FULL
+		{s.wdb, "PRAGMA busy_timeout", "5000"},
+		{s.wdb, "PRAGMA user_version", fmt.Sprint(len(migrations))},
+		{s.rdb, "PRAGMA query_only", "1"},
+		{s.rdb, "PRAGMA busy_timeout", "5000"},
+	} {
+		var got string
+		if err := c.db.QueryRow(c.query).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		if got != c.want {
+			t.Errorf("%s = %s, want %s", c.query, got, c.want)
+		}
+	}
+	// The read pool cannot write.
+	if _, err := s.rdb.Exec(`DELETE FROM tasks`); err == nil {
+		t.Error("a read connection could write")
+	}
+	// The queries use their indexes.
+	for query, index := range map[string]string{
+		`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`: "tasks_owner_created",
+		`SELECT id FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`:                           "tasks_active",
+		`DELETE FROM tasks WHERE expires_at_ns < 5`:                                                                               "tasks_expires",
+	} {
+		rows, err := s.wdb.Query("EXPLAIN QUERY PLAN " + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if p := strings.Join(plan, "; "); !strings.Contains(p, index) || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("plan of %q = %q, want a scan of %s without sorting", query, p, index)
+		}
+	}
+}
+
+func TestCloseIdempotent(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close again: %v", err)
+	}
+	ctx := t.Context()
+	if err := s.Create(ctx, newTask("alice", now)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Create after Close: %v", err)
+	}
+	if _, err := s.Get(ctx, tk.ID); !errors.Is(err, ErrClosed) {
+		t.Errorf("Get after Close: %v", err)
+	}
+	if _, err := s.Update(ctx, tk.ID, func(*task.Task) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("Update after Close: %v", err)
+	}
+	if _, _, err := s.List(ctx, "alice", "", 10); !errors.Is(err, ErrClosed) {
+		t.Errorf("List after Close: %v", err)
+	}
+	if _, err := s.ListActive(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("ListActive after Close: %v", err)
+	}
+	if _, err := s.DeleteExpired(ctx, now); !errors.Is(err, ErrClosed) {
+		t.Errorf("DeleteExpired after Close: %v", err)
+	}
+	if err := s.Delete(ctx, tk.ID); !errors.Is(err, ErrClosed) {
+		t.Errorf("Delete after Close: %v", err)
+	}
+}
+
+// TestCloseWhileWriting closes the store under a stream of writes: every
+// write either succeeds (and is then on disk) or fails with ErrClosed.
+func TestCloseWhileWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created []task.ID
+	)
+	for range 50 {
+		wg.Go(func() {
+			for {
+				tk := newTask("alice", now)
+				err := s.Create(context.Background(), tk)
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("Create: %v", err)
+					return
+				}
+				mu.Lock()
+				created = append(created, tk.ID)
+				n := len(created)
+				mu.Unlock()
+				if n == 200 {
+					go s.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path)
+	for _, id := range created {
+		if _, err := s.Get(t.Context(), id); err != nil {
+			t.Fatalf("task %s acknowledged before Close is missing: %v", id, err)
+		}
+	}
+}
+
+func TestUpdateMustKeepID(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Update(t.Context(), tk.ID, func(t *task.Task) error {
+		t.ID = task.NewID()
+		t.StatusMessage = "moved"
+		return nil
+	})
+	if err == nil {
+		t.Fatal("Update that changed the ID succeeded")
+	}
+	got, err := s.Get(t.Context(), tk.ID)
+	if err != nil || got.StatusMessage != "" {
+		t.Errorf("after a refused Update: %+v, %v", got, err)
+	}
+}
+
+func TestUpdatePanic(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "tasks.db"), nil) // no log of the expected panic
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("recovered %v, want the fn's panic value", v)
+			}
+		}()
+		s.Update(t.Context(), tk.ID, func(t *task.Task) error {
+			t.StatusMessage = "half done"
+			panic("boom")
+		})
+		t.Error("Update returned after fn panicked")
+	}()
+	// Nothing was written and the store still works.
+	got, err := s.Update(t.Context(), tk.ID, func(t *task.Task) error { return t.SetStatusMessage("ok", now) })
+	if err != nil || got.StatusMessage != "ok" {
+		t.Fatalf("Update after a panic: %+v, %v", got, err)
+	}
+}
+
+func TestInvalidTasksRefused(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	ctx := t.Context()
+	for name, mutate := range map[string]func(*task.Task){
+		"empty ID":           func(tk *task.Task) { tk.ID = "" },
+		"malformed ID":       func(tk *task.Task) { tk.ID = "a b" },
+		"unknown status":     func(tk *task.Task) { tk.Status = "paused" },
+		"invalid error data": func(tk *task.Task) { tk.Error = &task.Error{Code: 1, Message: "m", Data: json.RawMessage(`{`)} },
+		"invalid input JSON": func(tk *task.Task) { tk.InputRequests = map[string]json.RawMessage{"input-1": json.RawMessage(`nope`)} },
+	} {
+		tk := newTask("alice", now)
+		mutate(tk)
+		if err := s.Create(ctx, tk); err == nil {
+			t.Errorf("Create with %s succeeded", name)
+		}
+	}
+	if err := s.Create(ctx, nil); err == nil {
+		t.Error("Create(nil) succeeded")
+	}
+	tasks, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil || len(tasks) != 0 {
+		t.Errorf("List after refused creates = %d tasks, %v", len(tasks), err)
+	}
+}
+
+func TestExactJSONKept(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	tk := newTask("alice", now)
+	raw := json.RawMessage("{ \"a\" : [1, 2.50, 1e3],\n \"html\": \"<&>\" }")
+	tk.Request = raw
+	tk.Result = raw
+	tk.Error = &task.Error{Code: 7, Message: "<m>", Data: raw}
+	tk.InputRequests = map[string]json.RawMessage{"input-1": raw, "input-2": nil}
+	tk.InputResponses = map[string]json.RawMessage{}
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(t.Context(), tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]json.RawMessage{
+		"Request": got.Request, "Result": got.Result, "Error.Data": got.Error.Data, "InputRequests": got.InputRequests["input-1"],
+	} {
+		if string(v) != string(raw) {
+			t.Errorf("%s = %q, want %q byte for byte", name, v, raw)
+		}
+	}
+	if got.Error.Message != "<m>" || got.Error.Code != 7 {
+		t.Errorf("Error = %+v", got.Error)
+	}
+	if string(got.InputRequests["input-2"]) != "null" {
+		t.Errorf("a nil input request = %q, want null", got.InputRequests["input-2"])
+	}
+	if got.InputResponses == nil || len(got.InputResponses) != 0 {
+		t.Errorf("an empty map came back as %#v", got.InputResponses)
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	tk := newTask("alice", now)
+	if err := s.Create(ctx, tk); !errors.Is(err, context.Canceled) {
+		t.Errorf("Create with a canceled context: %v", err)
+	}
+	if _, err := s.Get(t.Context(), tk.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a Create that reported cancellation wrote the task: %v", err)
+	}
+}
+
+// TestConcurrentCreate1000 is the start-up storm: 1,000 tasks created at
+// once, all durable and all readable.
+func TestConcurrentCreate1000(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	const n = 1000
+	tasks := make([]*task.Task, n)
+	for i := range tasks {
+		tasks[i] = newTask(fmt.Sprintf("owner-%d", i%10), now.Add(time.Duration(i)*time.Millisecond))
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, tk := range tasks {
+		wg.Go(func() {
+			if err := s.Create(t.Context(), tk); err != nil {
+				t.Errorf("Create: %v", err)
+			}
+			if _, err := s.Get(t.Context(), tk.ID); err != nil {
+				t.Errorf("Get right after Create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d concurrent creates in %v", n, time.Since(start))
+	total := 0
+	for i := range 10 {
+		cursor := ""
+		for {
+			page, next, err := s.List(t.Context(), fmt.Sprintf("owner-%d", i), cursor, 33)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += len(page)
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	if total != n {
+		t.Errorf("List found %d tasks, want %d", total, n)
+	}
+}
+
+// TestTwoStoresOneFile stands for two processes sharing the database:
+// writes of each are visible to the other, and their Updates of the same
+// task serialise.
+func TestTwoStoresOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	a, b := openTest(t, path), openTest(t, path)
+	ctx := t.Context()
+	tk := newTask("alice", now)
+	if err := a.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, tk.ID); err != nil {
+		t.Fatalf("the other store does not see the task: %v", err)
+	}
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			if _, err := s.Update(ctx, tk.ID, func(t *task.Task) error {
+				_, err := t.AddInputRequest(json.RawMessage(`{}`), now)
+				return err
+			}); err != nil {
+				t.Errorf("Update: %v", err)
+			}
+			if err := s.Create(ctx, newTask("bob", now)); err != nil {
+				t.Errorf("Create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := b.Get(ctx, tk.ID)
+	if err != nil || got.InputSeq != n {
+		t.Fatalf("after %d Updates from two stores: seq %d, %v", n, got.InputSeq, err)
+	}
+	bobs, _, err := a.List(ctx, "bob", "", 1000)
+	if err != nil || len(bobs) != n {
+		t.Errorf("List = %d tasks, %v; want %d", len(bobs), err, n)
+	}
+	// Both stores share the cursor key.
+	_, cursor, err := a.List(ctx, "bob", "", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.List(ctx, "bob", cursor, 5); err != nil {
+		t.Errorf("a cursor of one store is refused by the other: %v", err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(filepath.Join(dir, "missing", "tasks.db"), nil); err == nil {
+		t.Error("Open in a missing directory succeeded")
+	}
+	if _, err := Open("", nil); err == nil {
+		t.Error(`Open("") succeeded`)
+	}
+	junk := filepath.Join(dir, "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("this is not a database\n", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(junk, nil); err == nil {
+		t.Error("Open of a file that is not a database succeeded")
+	}
+
+	// A database from a newer program is refused, not clobbered.
+	newer := filepath.Join(dir, "newer.db")
+	s, err := Open(newer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.wdb.Exec(fmt.Sprintf("PRAGMA user_version = %d", len(migrations)+1)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(newer, nil); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Open of a newer schema: %v", err)
+	}
+
+	// So is a database of some other application.
+	other := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE users (id INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(other, nil); err == nil {
+		t.Error("Open of another application's database succeeded")
+	}
+}
+
+func TestOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir?with#odd%chars&x=1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tasks.db")
+	s := openTest(t, path)
+	if err := s.Create(t.Context(), newTask("alice", now)); err != nil {
+		t.Fatal(err)
+	}
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the database is not where it was asked to be: %v", err)
+	}
+}
+
+func TestListLimits(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	for i := range DefaultListLimit + 1 {
+		if err := s.Create(t.Context(), newTask("alice", now.Add(time.Duration(i)*time.Millisecond))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, limit := range []int{0, -1} {
+		page, next, err := s.List(t.Context(), "alice", "", limit)
+		if err != nil || len(page) != DefaultListLimit || next == "" {
+			t.Errorf("List with limit %d = %d tasks, next %q, %v", limit, len(page), next, err)
+		}
+	}
+	page, next, err := s.List(t.Context(), "alice", "", MaxListLimit*10)
+	if err != nil || len(page) != DefaultListLimit+1 || next != "" {
+		t.Errorf("List with a huge limit = %d tasks, next %q, %v", len(page), next, err)
+	}
+	if !slices.IsSortedFunc(page, func(a, b *task.Task) int { return b.CreatedAt.Compare(a.CreatedAt) }) {
+		t.Error("List is not newest first")
+	}
+}
+
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	return openTest(b, filepath.Join(b.TempDir(), "tasks.db"))
+}
+
+func BenchmarkCreate(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	for b.Loop() {
+		if err := s.Create(ctx, newTask("alice", now)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCreateParallel(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	b.SetParallelism(16) // many more callers than CPUs, as in a busy server
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Create(ctx, newTask("alice", now)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+func BenchmarkGet(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	ids := make([]task.ID, 1000)
+	for i := range ids {
+		tk := newTask("alice", now)
+		if err := tk.Complete(json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`), now); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Create(ctx, tk); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = tk.ID
+	}
+	i := 0
+	for b.Loop() {
+		if _, err := s.Get(ctx, ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkUpdate(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	tk := newTask("alice", now)
+	if err := s.Create(ctx, tk); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := s.Update(ctx, tk.ID, func(t *task.Task) error { return t.SetStatusMessage("progress", now) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+
+	"github.com/mcptask/mcptask/task"
+)
+
+// maxBatch bounds the number of writes committed by one transaction.
+const maxBatch = 256
+
+// An op is one write, run by the writer goroutine inside a batch
+// transaction. run returns nil when it has written, or an error when it
+// has not; its writes are then rolled back to a savepoint, so they never
+// mix with those of the other ops of the batch.
+type op struct {
+	run   func(tx *sql.Tx) error
+	state atomic.Int32
+	done  chan struct{} // closed when err is final
+	err   error
+}
+
+// op states: a caller whose context ends first abandons its op, and the
+// writer skips it; once the writer has taken it, the caller waits for the
+// outcome, which is then the truth about the database.
+const (
+	opPending int32 = iota
+	opTaken
+	opAbandoned
+)
+
+// fnPanic carries a panic of an Update function to the caller's goroutine.
+type fnPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *fnPanic) Error() string { return fmt.Sprintf("panic in Update function: %v", p.value) }
+
+func callFn(fn func(*task.Task) error, t *task.Task) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &fnPanic{value: v, stack: debug.Stack()}
+		}
+	}()
+	return fn(t)
+}
+
+// write hands run to the writer goroutine and waits until it is committed
+// or has failed.
+func (s *Store) write(ctx context.Context, run func(tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed() {
+		return ErrClosed
+	}
+	o := &op{run: run, done: make(chan struct{})}
+	select {
+	case s.ops <- o:
+	case <-s.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opPending, opAbandoned) {
+			return ctx.Err()
+		}
+		<-o.done
+	}
+	if p, ok := o.err.(*fnPanic); ok {
+		panic(p.value)
+	}
+	return o.err
+}
+
+// writeLoop is the writer goroutine: it takes the ops that are waiting,
+// runs them in one transaction and commits them with one disk flush.
+func (s *Store) writeLoop() {
+	defer close(s.writerDone)
+	batch := make([]*op, 0, maxBatch)
+	for {
+		select {
+		case o := <-s.ops:
+			batch = append(batch[:0], o)
+		case <-s.closing:
+			return
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		s.runBatch(batch)
+		clear(batch)
+	}
+}
+
+func (s *Store) runBatch(batch []*op) {
+	live := batch[:0]
+	for _, o := range batch {
+		if o.state.CompareAndSwap(opPending, opTaken) {
+			live = append(live, o)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	defer func() {
+		for _, o := range live {
+			if p, ok := o.err.(*fnPanic); ok {
+				s.log.Error("sqlite store: panic in Update function", "panic", p.value, "stack", string(p.stack))
+			}
+			close(o.done)
+		}
+	}()
+
+	// The statements of a batch never see a caller's context: interrupting
+	// one statement would roll back the whole batch.
+	ctx := context.Background()
+	tx, err := s.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE
+	if err != nil {
+		err = fmt.Errorf("sqlite store: begin: %w", err)
+		for _, o := range live {
+			o.err = err
+		}
+		s.log.Error("sqlite store: cannot begin a write transaction", "err", err)
+		return
+	}
+
+	wrote := make([]bool, len(live))
+	var abort error
+	for i, o := range live {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+			abort = err
+			break
+		}
+		if o.err = o.run(tx); o.err != nil {
+			// Undo whatever the op did. If even that fails, SQLite has
+			// rolled back the whole transaction (I/O error, disk full...).
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
+				abort = err
+				break
+			}
+		} else {
+			wrote[i] = true
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
+			abort = err
+			break
+		}
+	}
+	if abort == nil {
+		abort = tx.Commit()
+		if abort != nil {
+			abort = fmt.Errorf("sqlite store: commit: %w", abort)
+		}
+	} else {
+		abort = fmt.Errorf("sqlite store: write transaction aborted: %w", abort)
+		if err := rollback(tx); err != nil {
+			abort = errors.Join(abort, err)
+		}
+	}
+	if abort != nil {
+		// Nothing of this batch is in the database. Ops that failed on
+		// their own keep their error (they wrote nothing either way).
+		s.log.Error("sqlite store: write batch failed", "ops", len(live), "err", abort)
+		for i, o := range live {
+			if wrote[i] || o.err == nil {
+				o.err = abort
+			}
+		}
+	}
+}
