@@ -15,12 +15,10 @@ package mcptask
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"sync"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
-	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -68,13 +66,6 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 
 // Engine returns the engine the server runs tasks on.
 func (s *Server) Engine() *engine.Engine { return s.eng }
-
-// Handler returns the Streamable HTTP handler for the server: the go-sdk's
-// handler (with opts) behind the routing checks of the tasks methods.
-func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, opts)
-	return ext2026.RoutingGuard(h)
-}
 
 // owner returns the requester of req.
 func (s *Server) owner(ctx context.Context, req mcp.Request) string {

@@ -64,6 +64,13 @@ func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext20
 		return nil, err
 	}
 	_, ignored, err := s.eng.Respond(ctx, owner, id, p.InputResponses)
+	var term *engine.ErrTerminal
+	if errors.As(err, &term) {
+		// The task needs no input any more (it ended, possibly just after
+		// the client's last answer): the answers are ignored, as answers
+		// to unknown keys are.
+		return ext2026.Ack(), nil
+	}
 	if err != nil {
 		return nil, s.rpcError(id, err)
 	}

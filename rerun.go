@@ -55,6 +55,12 @@ func (s *Server) rerun(ctx context.Context, t *task.Task) (json.RawMessage, erro
 		}
 		return nil, err
 	}
+	if m := res.GetMeta(); m != nil {
+		delete(m, "io.modelcontextprotocol/serverInfo")
+		if len(m) == 0 {
+			res.SetMeta(nil)
+		}
+	}
 	return resultJSON(res)
 }
 

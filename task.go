@@ -36,6 +36,14 @@ func (t *Task) SetStatusMessage(ctx context.Context, msg string) error {
 // Elicit asks the client for input and waits for the answer. The task shows
 // input_required with the request until the client answers.
 func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if params != nil && params.Mode == "" {
+		p := *params
+		p.Mode = "form"
+		if p.URL != "" {
+			p.Mode = "url"
+		}
+		params = &p
+	}
 	var res mcp.ElicitResult
 	if err := t.request(ctx, "elicitation/create", params, &res); err != nil {
 		return nil, err

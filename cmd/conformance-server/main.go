@@ -26,16 +26,20 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/conformance/fixtures"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:3001", "loopback `host:port` to listen on (port 0 picks a free port)")
-	dbPath := flag.String("db", "", "SQLite `file` for the task store (reserved for the task fixtures)")
+	dbPath := flag.String("db", "", "SQLite `file` for the task store (default: a temporary file)")
 	verbose := flag.Bool("v", false, "log SDK activity at info level")
 	flag.Parse()
 
@@ -58,8 +62,13 @@ func run(addr, dbPath string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	handler, stopTasks, err := newHandler(dbPath, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTasks()
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", newHandler(dbPath, logger))
+	mux.Handle("/mcp", handler)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -91,32 +100,60 @@ func run(addr, dbPath string, logger *slog.Logger) error {
 }
 
 // newHandler builds the MCP server with every fixture and returns the
-// http.Handler for the /mcp endpoint: DNS-rebinding protection in front of a
-// router that sends each request to the stateless (2026-07-28) or the
-// stateful (2025-11-25) Streamable HTTP handler. Both handlers serve the same
-// *mcp.Server, so list-changed notifications reach sessions of either wire.
-//
-// dbPath is the SQLite file for the task store; the task fixtures are
-// registered here, next to the base ones.
-func newHandler(dbPath string, logger *slog.Logger) http.Handler {
-	_ = dbPath // used once the task fixtures are registered
+// http.Handler for the /mcp endpoint: DNS-rebinding protection in front of
+// mcptask's one-endpoint handler, which sends each request to the stateless
+// (2026-07-28) or the stateful (2025-11-25) Streamable HTTP handler of the
+// same *mcp.Server. The task fixtures run on the mcptask engine over a
+// SQLite store at dbPath (a temporary file when dbPath is empty). The
+// returned stop function shuts the engine down and closes the store.
+func newHandler(dbPath string, logger *slog.Logger) (http.Handler, func(), error) {
+	var tmpDir string
+	if dbPath == "" {
+		dir, err := os.MkdirTemp("", "conformance-server-")
+		if err != nil {
+			return nil, nil, err
+		}
+		tmpDir = dir
+		dbPath = filepath.Join(dir, "tasks.db")
+	}
+	st, err := sqlite.Open(dbPath, &sqlite.Options{Logger: logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := engine.New(engine.Options{Store: st, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
 	opts := fixtures.ServerOptions()
 	opts.Logger = logger
 	server := mcp.NewServer(fixtures.Implementation, opts)
 	fixtures.RegisterBase(server)
-
-	getServer := func(*http.Request) *mcp.Server { return server }
+	ts, err := mcptask.New(server, eng, &mcptask.Options{Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	fixtures.RegisterTasks(ts)
+	if err := eng.Run(context.Background()); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = eng.Shutdown(ctx)
+		_ = st.Close()
+		if tmpDir != "" {
+			_ = os.RemoveAll(tmpDir)
+		}
+	}
 	// The event store makes 2025-11-25 SSE streams resumable (priming
 	// events, Last-Event-ID), which test_reconnection relies on.
-	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	h := ts.Handler(&mcp.StreamableHTTPOptions{
 		Logger:         logger,
 		SessionTimeout: 10 * time.Minute,
 		EventStore:     mcp.NewMemoryEventStore(nil),
 	})
-	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless:                    true,
-		Logger:                       logger,
-		PropagateRequestCancellation: true,
-	})
-	return loopbackOnly(&wireRouter{stateful: stateful, stateless: stateless})
+	return mcptask.LoopbackOnly(h), stop, nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -51,7 +52,12 @@ func rpc(t *testing.T, url string, hdr map[string]string, body string) (*http.Re
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ts := httptest.NewServer(newHandler("", logger))
+	h, stop, err := newHandler(filepath.Join(t.TempDir(), "tasks.db"), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(stop)
 	t.Cleanup(ts.Close)
 	return ts
 }

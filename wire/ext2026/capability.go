@@ -25,14 +25,13 @@ func Declares(meta map[string]any) bool {
 }
 
 // MissingCapability returns the -32021 error for a request that needs the
-// tasks extension but did not declare it.
+// tasks extension but did not declare it. data.requiredCapabilities names
+// exactly the extension (written by hand: the go-sdk's ClientCapabilities
+// always encodes a roots member).
 func MissingCapability(what string) error {
-	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(ExtensionID, map[string]any{})
-	data, _ := json.Marshal(mcp.MissingRequiredClientCapabilityData{RequiredCapabilities: caps})
 	return &jsonrpc.Error{
 		Code:    mcp.CodeMissingRequiredClientCapabilities,
 		Message: what + " requires the client capability extensions[\"" + ExtensionID + "\"] on the request",
-		Data:    data,
+		Data:    json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + ExtensionID + `":{}}}}`),
 	}
 }

@@ -1,0 +1,128 @@
+package mcptask
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Handler returns the Streamable HTTP handler of the server: one endpoint
+// for both wire revisions. The go-sdk serves the 2026-07-28 wire only on a
+// stateless handler and the 2025-11-25 wire (sessions, server-to-client
+// requests) only on a stateful one, so each request goes to the handler of
+// its wire:
+//
+//   - a request with Mcp-Session-Id belongs to a 2025-11-25 session;
+//   - otherwise an MCP-Protocol-Version header of 2026-07-28 or later (or an
+//     unknown version sorting after it) is stateless;
+//   - without that header, a POST whose params._meta names a protocol
+//     version is stateless;
+//   - everything else, notably initialize, is stateful.
+//
+// opts configures both go-sdk handlers (nil means defaults); Stateless is
+// set per handler. The stateless handler also gets the routing check of the
+// tasks methods ([ext2026.RoutingGuard]).
+func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
+	var base mcp.StreamableHTTPOptions
+	if opts != nil {
+		base = *opts
+	}
+	get := func(*http.Request) *mcp.Server { return s.mcp }
+	stateful := base
+	stateful.Stateless = false
+	stateless := base
+	stateless.Stateless = true
+	stateless.PropagateRequestCancellation = true
+	stateless.EventStore = nil
+	return &wireRouter{
+		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
+		stateless: ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless)),
+	}
+}
+
+// wireRouter sends each request to the handler of its wire (see Handler).
+type wireRouter struct {
+	stateful, stateless http.Handler
+}
+
+func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isStateless(w, r) {
+		rt.stateless.ServeHTTP(w, r)
+		return
+	}
+	rt.stateful.ServeHTTP(w, r)
+}
+
+func isStateless(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= ext2026.Version
+	}
+	if r.Method != http.MethodPost || r.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+	// Whatever was read is handed on; an oversized or broken body is then
+	// rejected by the SDK handler.
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil {
+		return false
+	}
+	var msg struct {
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false
+	}
+	_, ok := msg.Params.Meta[mcp.MetaKeyProtocolVersion]
+	return ok
+}
+
+// LoopbackOnly protects h against DNS rebinding: a request is served only
+// when its Host, and its Origin if it has one, name a loopback host
+// (localhost, 127.0.0.0/8 or [::1], with any port). Anything else gets 403.
+// Use it in front of a server that listens on loopback.
+func LoopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !IsLoopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("Forbidden: Host %q is not a loopback host", r.Host), http.StatusForbidden)
+			return
+		}
+		if origin := r.Header.Get("Origin"); origin != "" {
+			u, err := url.Parse(origin)
+			if err != nil || u.Host == "" || !IsLoopbackHost(u.Host) {
+				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not a loopback origin", origin), http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopbackHost reports whether hostport (a host with or without a port)
+// names a loopback host.
+func IsLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
