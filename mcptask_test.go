@@ -25,9 +25,10 @@ import (
 
 // testServer is mcptask on a real SQLite file behind real loopback HTTP.
 type testServer struct {
-	url   string
-	eng   *engine.Engine
-	close func()
+	url     string
+	eng     *engine.Engine
+	handler http.Handler
+	close   func()
 }
 
 type sleepArgs struct {
@@ -55,7 +56,12 @@ func (g *gates) get(name string) chan struct{} {
 	return c
 }
 
-func startServer(t *testing.T, dbPath string, g *gates) *testServer {
+func startServer(t testing.TB, dbPath string, g *gates) *testServer {
+	t.Helper()
+	return startServerWith(t, dbPath, func(ts *mcptask.Server) { registerTestTools(ts, g) })
+}
+
+func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)) *testServer {
 	t.Helper()
 	st, err := sqlite.Open(dbPath, nil)
 	if err != nil {
@@ -71,13 +77,13 @@ func startServer(t *testing.T, dbPath string, g *gates) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerTestTools(ts, g)
+	register(ts)
 	if err := eng.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
 	closed := false
-	s := &testServer{url: hs.URL, eng: eng}
+	s := &testServer{url: hs.URL, eng: eng, handler: hs.Config.Handler}
 	s.close = func() {
 		if closed {
 			return

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test of mcptask: formatting and vet checks, the Go tests with the
+# race detector (real SQLite files, real loopback HTTP), and the official MCP
+# conformance suite against the fixture server (which installs Node 22 and the
+# suite into .cache/ on first use; see scripts/conformance.sh).
+#
+# Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "these files are not gofmt-formatted:"
+	echo "$unformatted"
+	exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "go test -race"
+go test -race -count=1 -timeout 20m ./...
+
+step "fuzz smoke (seed corpora run above; a short coverage-guided run here)"
+go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 10s ./task
+go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 15s .
+
+step "conformance suite"
+scripts/conformance.sh all
+
+step "all tests passed"
