@@ -221,13 +221,17 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	t.Wire = spec.Wire
 	t.Request = spec.Request
 	t.Runner = e.id
+	// Count the work before creating the task, so that Shutdown, once it
+	// has marked the engine closed, waits for every task it let through.
 	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
+	if e.closed {
+		e.mu.Unlock()
 		return nil, ErrClosed
 	}
+	e.wg.Add(1)
+	e.mu.Unlock()
 	if err := e.store.Create(parent, t); err != nil {
+		e.wg.Done()
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
@@ -235,14 +239,14 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	return t.Clone(), nil
 }
 
-// launch runs work for t in a new goroutine.
+// launch runs work for t in a new goroutine. The caller has already counted
+// it in e.wg.
 func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
 	ctx, cancel := context.WithCancelCause(parent)
 	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	e.mu.Lock()
 	e.runs[t.ID] = r
-	e.wg.Add(1)
 	e.mu.Unlock()
 	go func() {
 		defer e.wg.Done()

@@ -57,7 +57,8 @@ func (e *Engine) recoverOrphans(ctx context.Context) error {
 			continue
 		}
 		e.log.Info("task re-run after restart", "task", nt.ID, "tool", nt.Tool)
-		e.launch(e.base, nt, work)
+		e.wg.Add(1)
+		e.launch(context.Background(), nt, work)
 	}
 	return nil
 }
