@@ -127,7 +127,7 @@ func lastMessage(ctype string, raw []byte) ([]byte, error) {
 	}
 	var last []byte
 	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20) // grows as needed
 	for sc.Scan() {
 		line := sc.Bytes()
 		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask"
+)
+
+// Config is mcptaskd's configuration, from flags and environment variables.
+type Config struct {
+	Addr           string        // listen address, host:port
+	DB             string        // SQLite file
+	AllowRemote    bool          // allow a non-loopback listen address
+	DefaultTTL     time.Duration // retention when a client asks for none
+	MaxTTL         time.Duration // cap on requested retention
+	PollInterval   time.Duration // suggested delay between polls
+	MaxResultBytes int           // cap on a stored result
+	ShutdownGrace  time.Duration // how long running tasks may finish at shutdown
+	SweepInterval  time.Duration // how often expired tasks are deleted
+	LogFormat      string        // text or json
+	LogLevel       slog.Level
+}
+
+// envPrefix prefixes the environment variable of each flag: -max-ttl is
+// MCPTASK_MAX_TTL.
+const envPrefix = "MCPTASK_"
+
+// envName returns the environment variable backing a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseConfig parses the command line; a flag not given on it takes its
+// value from its environment variable (see envName), else its default.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("mcptaskd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
+	fs.StringVar(&c.DB, "db", "./mcptask.db", "SQLite `file` holding the tasks (created if missing)")
+	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow listening on a non-loopback address (there is no authentication: task IDs are the only protection)")
+	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
+	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
+	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
+	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mcptaskd [flags]\n\n"+
+			"Serves MCP tools with durable tasks (io.modelcontextprotocol/tasks, 2026-07-28 wire)\n"+
+			"over Streamable HTTP on /mcp. Every flag can also be set with an environment\n"+
+			"variable: -max-ttl is %sMAX_TTL; a flag on the command line wins.\n\nFlags:\n", envPrefix)
+		fs.PrintDefaults()
+	}
+
+	// Environment first, so that the command line overrides it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envName(f.Name)
+		v := getenv(name)
+		if v == "" || envErr != nil {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			envErr = fmt.Errorf("invalid value %q for %s: %v", v, name, err)
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("invalid -log-level %q: use debug, info, warn or error", *level)
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("invalid -log-format %q: use text or json", c.LogFormat))
+	}
+	if c.DB == "" {
+		errs = append(errs, errors.New("-db must name a file"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"-default-ttl", c.DefaultTTL}, {"-max-ttl", c.MaxTTL}, {"-poll-interval", c.PollInterval}, {"-sweep-interval", c.SweepInterval}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
+		}
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("-shutdown-grace must not be negative, got %v", c.ShutdownGrace))
+	}
+	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
+		errs = append(errs, fmt.Errorf("-default-ttl (%v) must not exceed -max-ttl (%v)", c.DefaultTTL, c.MaxTTL))
+	}
+	if c.MaxResultBytes <= 0 {
+		errs = append(errs, fmt.Errorf("-max-result-bytes must be positive, got %d", c.MaxResultBytes))
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("invalid -addr %q: %v", c.Addr, err))
+	} else if !c.AllowRemote && !isLoopbackAddr(c.Addr) {
+		errs = append(errs, fmt.Errorf("-addr %q is not a loopback address; mcptaskd has no authentication yet "+
+			"(anyone who can reach it and learns a task ID can read or cancel that task), so it listens on "+
+			"loopback only unless -allow-remote is given", c.Addr))
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopbackAddr reports whether a listen address (host:port) is on a
+// loopback interface only: localhost, 127.0.0.0/8 or ::1. An empty host
+// means every interface, so it is not.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	return err == nil && host != "" && mcptask.IsLoopbackHost(host)
+}
+
+// newLogger returns the daemon's logger and the quieter one given to the
+// SDK, which logs every stateless request's session at info level: it only
+// logs warnings and errors unless the level is debug.
+func newLogger(w io.Writer, format string, level slog.Level) (logger, sdk *slog.Logger) {
+	mk := func(l slog.Level) slog.Handler {
+		o := &slog.HandlerOptions{Level: l}
+		if format == "json" {
+			return slog.NewJSONHandler(w, o)
+		}
+		return slog.NewTextHandler(w, o)
+	}
+	sdkLevel := level
+	if level > slog.LevelDebug {
+		sdkLevel = max(level, slog.LevelWarn)
+	}
+	return slog.New(mk(level)), slog.New(mk(sdkLevel)).With("component", "go-sdk")
+}

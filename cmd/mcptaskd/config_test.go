@@ -1,0 +1,111 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := parseConfig(nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Addr: "127.0.0.1:8080", DB: "./mcptask.db", DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
+		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
+		SweepInterval: time.Minute, LogFormat: "text", LogLevel: slog.LevelInfo,
+	}
+	if c != want {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestParseConfigEnvAndFlags(t *testing.T) {
+	env := map[string]string{
+		"MCPTASK_ADDR":             "[::1]:9000",
+		"MCPTASK_DB":               "/tmp/env.db",
+		"MCPTASK_DEFAULT_TTL":      "30m",
+		"MCPTASK_MAX_TTL":          "2h",
+		"MCPTASK_POLL_INTERVAL":    "1s",
+		"MCPTASK_MAX_RESULT_BYTES": "1000",
+		"MCPTASK_SHUTDOWN_GRACE":   "0s",
+		"MCPTASK_LOG_FORMAT":       "json",
+		"MCPTASK_LOG_LEVEL":        "debug",
+	}
+	c, err := parseConfig([]string{"-db", "/tmp/flag.db", "-log-level", "warn"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "[::1]:9000" || c.DB != "/tmp/flag.db" || c.DefaultTTL != 30*time.Minute || c.MaxTTL != 2*time.Hour ||
+		c.PollInterval != time.Second || c.MaxResultBytes != 1000 || c.ShutdownGrace != 0 || c.LogFormat != "json" ||
+		c.LogLevel != slog.LevelWarn {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-addr", "0.0.0.0:8080"}, nil, "-allow-remote"},
+		{[]string{"-addr", ":8080"}, nil, "not a loopback address"},
+		{[]string{"-addr", "example.com:8080"}, nil, "not a loopback address"},
+		{nil, map[string]string{"MCPTASK_ADDR": "10.0.0.1:80"}, "not a loopback address"},
+		{[]string{"-addr", "nonsense"}, nil, "invalid -addr"},
+		{[]string{"-log-format", "xml"}, nil, "invalid -log-format"},
+		{[]string{"-log-level", "loud"}, nil, "invalid -log-level"},
+		{[]string{"-default-ttl", "48h"}, nil, "must not exceed -max-ttl"},
+		{[]string{"-poll-interval", "0s"}, nil, "-poll-interval must be positive"},
+		{[]string{"-max-result-bytes", "-1"}, nil, "-max-result-bytes must be positive"},
+		{nil, map[string]string{"MCPTASK_MAX_TTL": "forever"}, "MCPTASK_MAX_TTL"},
+		{[]string{"extra"}, nil, "unexpected arguments"},
+	} {
+		_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("args %q env %v: error %v, want one containing %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"-addr", "0.0.0.0:8080", "-allow-remote"},
+		{"-addr", "localhost:0"},
+		{"-addr", "127.0.0.2:0"},
+	} {
+		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err != nil {
+			t.Errorf("args %q: %v", args, err)
+		}
+	}
+}
+
+// TestRefusesRemoteAddress checks the binary itself refuses to listen on
+// a non-loopback address without -allow-remote.
+func TestRefusesRemoteAddress(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(daemonBin, "-addr", "0.0.0.0:0", "-db", t.TempDir()+"/x.db").CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "-allow-remote") {
+		t.Fatalf("want exit status 2 mentioning -allow-remote, got %v: %s", err, out)
+	}
+}
+
+// TestOneServerPerDatabase checks that a second server refuses to open a
+// task database another one is using: its start-up recovery would fail the
+// live server's running tasks.
+func TestOneServerPerDatabase(t *testing.T) {
+	t.Parallel()
+	db := t.TempDir() + "/tasks.db"
+	d := startDaemon(t, "mcptaskd#1", db)
+	out, err := exec.Command(daemonBin, "-addr", "127.0.0.1:0", "-db", db).CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "in use by another mcptaskd") {
+		t.Fatalf("second server on the same database: want exit status 1 saying it is in use, got %v: %s", err, out)
+	}
+	if !d.running() {
+		t.Fatal("the first server stopped")
+	}
+}

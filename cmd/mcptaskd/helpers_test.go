@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/internal/wiretest"
+)
+
+// daemonBin is the mcptaskd binary built once for the whole test run.
+var daemonBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "mcptaskd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	daemonBin = filepath.Join(dir, "mcptaskd")
+	args := []string{"build", "-o", daemonBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, ".")
+	cmd := exec.Command("go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "building mcptaskd: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "built mcptaskd (race=%v) in %v\n", raceEnabled, time.Since(start).Round(time.Millisecond))
+	return m.Run()
+}
+
+// daemon is one running mcptaskd process.
+type daemon struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	name string
+	// URL is the MCP endpoint, Base the server's root URL.
+	URL, Base string
+
+	mu   sync.Mutex
+	logs bytes.Buffer // the process's stderr (JSON log records)
+
+	exited  chan struct{} // closed once the process is reaped
+	waitErr error
+}
+
+// startDaemon starts mcptaskd on a free loopback port with the SQLite file
+// db and extra flags, and waits until it serves /healthz.
+func startDaemon(t testing.TB, name, db string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"-addr", "127.0.0.1:0", "-db", db, "-log-format", "json", "-log-level", "info"}, extra...)
+	cmd := exec.Command(daemonBin, args...)
+	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, cmd: cmd, name: name, exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	urls := make(chan string, 1)
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				urls <- u
+			}
+		}
+	})
+	readers.Go(func() {
+		r := bufio.NewReaderSize(stderr, 1<<16)
+		for {
+			line, err := r.ReadBytes('\n')
+			d.mu.Lock()
+			d.logs.Write(line)
+			d.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	})
+	go func() {
+		readers.Wait() // Wait closes the pipes: read them to the end first
+		d.waitErr = cmd.Wait()
+		close(d.exited)
+	}()
+	t.Cleanup(func() {
+		if d.running() {
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+		if t.Failed() {
+			t.Logf("--- log of %s ---\n%s", d.name, d.Logs())
+		}
+	})
+
+	select {
+	case d.URL = <-urls:
+	case <-d.exited:
+		t.Fatalf("%s exited before listening: %v\n%s", name, d.waitErr, d.Logs())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start listening within 60s\n%s", name, d.Logs())
+	}
+	d.Base = strings.TrimSuffix(d.URL, "/mcp")
+	waitUntil(t, 30*time.Second, "healthz OK", func() (bool, error) {
+		resp, err := http.Get(d.Base + "/healthz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return d
+}
+
+func (d *daemon) running() bool {
+	select {
+	case <-d.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Logs returns what the process has logged so far.
+func (d *daemon) Logs() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
+}
+
+// LogRecords returns the log records whose msg is msg.
+func (d *daemon) LogRecords(msg string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(d.Logs(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// signal sends sig and waits (up to timeout) for the process to exit.
+func (d *daemon) signal(sig os.Signal, timeout time.Duration) error {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		d.t.Fatalf("signalling %s: %v", d.name, err)
+	}
+	select {
+	case <-d.exited:
+		return d.waitErr
+	case <-time.After(timeout):
+		d.t.Fatalf("%s did not exit within %v of %v\n%s", d.name, timeout, sig, d.Logs())
+		return nil
+	}
+}
+
+// kill9 kills the process with SIGKILL, as a crash would.
+func (d *daemon) kill9() {
+	d.t.Helper()
+	err := d.signal(syscall.SIGKILL, 10*time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		d.t.Fatalf("%s after SIGKILL: %v", d.name, err)
+	}
+}
+
+// client returns a wire client of the daemon; tasks says whether it
+// declares the tasks extension.
+func (d *daemon) client(tasks bool) *wiretest.Client {
+	return &wiretest.Client{URL: d.URL, Tasks: tasks, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// waitUntil polls cond until it holds, fails, or timeout passes.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronization
+	}
+}
+
+// waitTask polls a task until cond holds, within timeout.
+func waitTask(t *testing.T, c *wiretest.Client, id string, timeout time.Duration, what string, cond func(*wiretest.Task) bool) *wiretest.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tk, err := c.WaitFor(ctx, id, cond)
+	if err != nil {
+		t.Fatalf("task %s: waiting for %s: %v (last: %+v)", id, what, err, tk)
+	}
+	return tk
+}
+
+func terminal(tk *wiretest.Task) bool { return wiretest.Terminal(tk) }
+
+// startTask calls a tool as a task and returns the task's ID.
+func startTask(t *testing.T, c *wiretest.Client, tool string, args map[string]any) string {
+	t.Helper()
+	tk, err := c.CallTool(context.Background(), tool, args)
+	if err != nil {
+		t.Fatalf("calling %s: %v", tool, err)
+	}
+	if tk.ResultType != "task" || tk.TaskID == "" {
+		t.Fatalf("calling %s: want a task handle, got %+v", tool, tk)
+	}
+	return tk.TaskID
+}
+
+// toolResult is the CallToolResult stored as a task's result.
+type toolResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	IsError           bool            `json:"isError"`
+}
+
+// resultOf decodes a completed task's result.
+func resultOf(t *testing.T, tk *wiretest.Task) toolResult {
+	t.Helper()
+	if tk.Status != "completed" {
+		t.Fatalf("task %s is %s, want completed (error %+v, message %q)", tk.TaskID, tk.Status, tk.Error, tk.StatusMessage)
+	}
+	var r toolResult
+	if err := json.Unmarshal(tk.Result, &r); err != nil {
+		t.Fatalf("task %s: decoding result %s: %v", tk.TaskID, tk.Result, err)
+	}
+	return r
+}
+
+// text returns the text of a result's first content block.
+func (r toolResult) text() string {
+	if len(r.Content) == 0 {
+		return ""
+	}
+	return r.Content[0].Text
+}
+
+// primesUpTo counts the primes at most n, independently of the demo code.
+func primesUpTo(n int) int {
+	count := 0
+	for i := 2; i <= n; i++ {
+		prime := true
+		for d := 2; d*d <= i; d++ {
+			if i%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime {
+			count++
+		}
+	}
+	return count
+}

@@ -1,0 +1,63 @@
+// Command mcptaskd serves MCP tools with durable tasks: the
+// io.modelcontextprotocol/tasks extension of the 2026-07-28 protocol
+// revision (SEP-2663), over Streamable HTTP, with tasks kept in a SQLite
+// file so that they survive restarts.
+//
+// It serves the demo tools of package demo on /mcp, and /healthz for
+// health checks. Tasks left running by a crash are resolved at the next
+// start: those of re-runnable tools run again, the others fail with an
+// "outcome unknown" error.
+//
+// Usage:
+//
+//	mcptaskd [-addr 127.0.0.1:8080] [-db ./mcptask.db] [-allow-remote]
+//	         [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
+//	         [-max-result-bytes 4194304] [-shutdown-grace 10s]
+//	         [-sweep-interval 1m] [-log-format text|json] [-log-level info]
+//
+// Once listening, mcptaskd prints "listening on http://HOST:PORT/mcp" to
+// standard output (useful with -addr 127.0.0.1:0, which picks a free
+// port); logs go to standard error.
+//
+// Every flag has an environment variable: MCPTASK_ADDR, MCPTASK_DB,
+// MCPTASK_ALLOW_REMOTE, MCPTASK_DEFAULT_TTL, and so on; the command line
+// wins. There is no authentication yet: the server listens on loopback
+// only unless -allow-remote is given.
+//
+// SIGINT or SIGTERM shuts down gracefully: HTTP stops, running tasks get
+// -shutdown-grace to finish, then those still running are stopped and
+// resolved by their recovery policy. A second signal exits at once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcptaskd: %v\n", err)
+		os.Exit(2)
+	}
+	logger, sdkLogger := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process at once
+	}()
+	if err := run(ctx, cfg, os.Stdout, logger, sdkLogger); err != nil {
+		logger.Error("mcptaskd failed", "err", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/demo"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// App is an assembled mcptaskd: the task store, the engine, the MCP server
+// with the demo tools, and the HTTP handler serving /mcp and /healthz.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
+	eng      *engine.Engine
+	tasks    *mcptask.Server
+	handler  http.Handler
+	unlock   func()
+	stopping atomic.Bool
+}
+
+// NewApp opens the store and assembles the server. It does not resolve
+// the tasks a previous process left unfinished: [App.Start] does.
+func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
+	unlock, err := lockDB(cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	st, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger.With("component", "store")})
+	if err != nil {
+		return nil, fmt.Errorf("opening the task store %s: %w", cfg.DB, err)
+	}
+	eng, err := engine.New(engine.Options{
+		Store: st,
+		Policy: task.Policy{
+			DefaultTTL:   cfg.DefaultTTL,
+			MaxTTL:       cfg.MaxTTL,
+			PollInterval: cfg.PollInterval,
+		},
+		MaxResultBytes: cfg.MaxResultBytes,
+		SweepInterval:  cfg.SweepInterval,
+		Logger:         logger,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptaskd", Title: "mcptask demo server", Version: version()}, &mcp.ServerOptions{
+		Logger: sdkLogger,
+		Instructions: "Tools here can run as durable tasks (extension io.modelcontextprotocol/tasks): " +
+			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
+			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
+	})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	// The tools must be registered before Start: the recovery of
+	// unfinished tasks asks each tool whether it may be re-run.
+	demo.Register(ts)
+
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, unlock: unlock}
+	// One endpoint for both wires: the handler sends 2026-07-28 requests
+	// (stateless, per-request _meta) to a stateless go-sdk handler, the
+	// only kind that accepts that wire, and 2025-11-25 sessions to a
+	// stateful one. Tasks exist on the 2026-07-28 wire only; older clients
+	// get every tool synchronously.
+	var mcpHandler http.Handler = ts.Handler(&mcp.StreamableHTTPOptions{
+		Logger: sdkLogger,
+		// Closes 2025-11-25 sessions left idle; the stateless wire has none.
+		SessionTimeout: 10 * time.Minute,
+	})
+	if isLoopbackAddr(cfg.Addr) {
+		// DNS-rebinding protection: on loopback, only loopback Host and
+		// Origin headers are served.
+		mcpHandler = mcptask.LoopbackOnly(mcpHandler)
+	}
+	mux := http.NewServeMux()
+	// Browsers' cross-origin POSTs are refused; MCP clients outside a
+	// browser send no Origin or Sec-Fetch-Site headers.
+	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
+	mux.HandleFunc("GET /healthz", a.healthz)
+	a.handler = mux
+	return a, nil
+}
+
+// Start resolves the tasks a previous process left unfinished (re-running
+// those of re-runnable tools, failing the others) and starts the sweeper
+// of expired tasks. Call it once, before serving.
+func (a *App) Start(ctx context.Context) error {
+	return a.eng.Run(ctx)
+}
+
+// Handler returns the HTTP handler: /mcp and /healthz.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Engine returns the task engine.
+func (a *App) Engine() *engine.Engine { return a.eng }
+
+// Close stops the engine and closes the store. Running tasks may finish
+// until ctx is done; then they are stopped and resolved by their recovery
+// policy: re-runnable ones run again at the next start, the others fail
+// with an "outcome unknown" error.
+func (a *App) Close(ctx context.Context) error {
+	a.stopping.Store(true)
+	err := a.eng.Shutdown(ctx)
+	err = errors.Join(err, a.store.Close())
+	a.unlock()
+	return err
+}
+
+// healthz answers 200 when the store answers, 503 otherwise or while
+// shutting down.
+func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
+	status, code, detail := "ok", http.StatusOK, ""
+	if a.stopping.Load() {
+		status, code = "stopping", http.StatusServiceUnavailable
+	} else {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := a.store.Get(ctx, task.ID("healthz-probe")); err != nil && !errors.Is(err, store.ErrNotFound) {
+			status, code, detail = "unhealthy", http.StatusServiceUnavailable, "task store: "+err.Error()
+			a.log.Warn("health check failed", "err", err)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Status  string `json:"status"`
+		Version string `json:"version"`
+		Detail  string `json:"detail,omitempty"`
+	}{status, version(), detail})
+}
+
+// run serves cfg until ctx is done, then shuts down gracefully: it stops
+// accepting HTTP requests and waits for those in flight, lets running tasks
+// finish within cfg.ShutdownGrace (shared with the HTTP shutdown), resolves
+// the rest by their recovery policy, and closes the store.
+//
+// Once listening, it prints one line "listening on http://HOST:PORT/mcp"
+// to stdout, whatever the log level.
+func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *slog.Logger) error {
+	app, err := NewApp(cfg, logger, sdkLogger)
+	if err != nil {
+		return err
+	}
+	if err := app.Start(ctx); err != nil {
+		app.Close(context.Background())
+		return fmt.Errorf("recovering unfinished tasks: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		app.Close(context.Background())
+		return err
+	}
+	srv := &http.Server{
+		Handler:           app.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String() + "/mcp"
+	fmt.Fprintf(stdout, "listening on %s\n", url)
+	logger.Info("mcptaskd listening", "url", url, "db", cfg.DB, "version", version(),
+		"defaultTTL", cfg.DefaultTTL, "maxTTL", cfg.MaxTTL, "pollInterval", cfg.PollInterval)
+	if isLoopbackAddr(cfg.Addr) {
+		logger.Info("no authentication: task IDs are the only protection of tasks; listening on loopback only")
+	} else {
+		logger.Warn("no authentication and listening on a non-loopback address (-allow-remote): anyone who can reach " +
+			"this server can call its tools, and anyone who learns a task ID can read its result or cancel it")
+	}
+
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+		logger.Error("HTTP server stopped", "err", serveErr)
+	case <-ctx.Done():
+		logger.Info("shutting down; a second signal exits at once", "grace", cfg.ShutdownGrace)
+	}
+
+	deadline := time.Now().Add(cfg.ShutdownGrace)
+	httpCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := srv.Shutdown(httpCtx); err != nil {
+		logger.Warn("HTTP requests still in flight at the end of the grace period; closing them", "err", err)
+		srv.Close()
+	}
+	if serveErr == nil {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	}
+	engCtx, cancel2 := context.WithDeadline(context.Background(), deadline)
+	defer cancel2()
+	if err := app.Close(engCtx); err != nil {
+		logger.Error("closing", "err", err)
+		serveErr = errors.Join(serveErr, err)
+	}
+	logger.Info("mcptaskd stopped")
+	return serveErr
+}
+
+// version returns the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
