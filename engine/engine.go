@@ -276,7 +276,9 @@ func (e *Engine) invoke(ctx context.Context, work Runner) (res json.RawMessage, 
 
 // finish records the outcome of a task's work.
 func (e *Engine) finish(ctx context.Context, r *run, res json.RawMessage, err error) {
-	if context.Cause(ctx) == errShutdown {
+	if err != nil && context.Cause(ctx) == errShutdown {
+		// Stopped by shutdown: the error says nothing about the work.
+		// (Work that returned a result despite shutdown is recorded.)
 		e.resolveInterrupted(r)
 		return
 	}
