@@ -46,6 +46,11 @@ type Options struct {
 	// Recover fails every such task: a tool with side effects is never
 	// silently run twice.
 	Recover func(ctx context.Context, t *task.Task) Runner
+	// MaxAttempts bounds how often a task's work is started: a re-runnable
+	// task whose runs keep being cut short (e.g. the tool crashes the
+	// process) fails once it has started this many times, instead of
+	// crash-looping the server. Zero means 3.
+	MaxAttempts int64
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -141,6 +146,9 @@ func New(opts Options) (*Engine, error) {
 	if e.opts.InputPollInterval <= 0 {
 		e.opts.InputPollInterval = 2 * time.Second
 	}
+	if e.opts.MaxAttempts <= 0 {
+		e.opts.MaxAttempts = 3
+	}
 	if e.opts.SweepInterval == 0 {
 		e.opts.SweepInterval = time.Minute
 	}
@@ -221,6 +229,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	t.Wire = spec.Wire
 	t.Request = spec.Request
 	t.Runner = e.id
+	t.Attempts = 1
 	// Count the work before creating the task, so that Shutdown, once it
 	// has marked the engine closed, waits for every task it let through.
 	e.mu.Lock()
@@ -254,10 +263,14 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
 		defer cancel(nil)
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
+		// Decide at once whether shutdown cut the work short, before a
+		// shutdown deadline passing later could make a finished run look
+		// interrupted.
+		interrupted := context.Cause(ctx) == errShutdown
 		e.mu.Lock()
 		delete(e.runs, t.ID)
 		e.mu.Unlock()
-		e.finish(ctx, r, res, err)
+		e.finish(ctx, r, interrupted, res, err)
 	}()
 }
 
@@ -275,10 +288,10 @@ func (e *Engine) invoke(ctx context.Context, work Runner) (res json.RawMessage, 
 }
 
 // finish records the outcome of a task's work.
-func (e *Engine) finish(ctx context.Context, r *run, res json.RawMessage, err error) {
-	if err != nil && context.Cause(ctx) == errShutdown {
-		// Stopped by shutdown: the error says nothing about the work.
-		// (Work that returned a result despite shutdown is recorded.)
+func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.RawMessage, err error) {
+	if interrupted {
+		// Stopped by shutdown: whatever the work returned (often an
+		// error result made of ctx.Err()) says nothing about its outcome.
 		e.resolveInterrupted(r)
 		return
 	}

@@ -233,3 +233,37 @@ func TestShutdownResolvesByPolicy(t *testing.T) {
 		t.Errorf("non-re-runnable task after shutdown = %+v", got)
 	}
 }
+
+// TestRerunAttemptsBounded: a re-runnable task whose runs never finish is
+// not re-run forever.
+func TestRerunAttemptsBounded(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(dir, "engine.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := task.New(task.Policy{}, "", "crashy", nil, time.Now())
+	tk.Attempts = 3
+	if err := st.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{
+		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1,
+		Recover: func(context.Context, *task.Task) engine.Runner {
+			return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	defer e.Shutdown(ctx)
+	got, _ := st.Get(ctx, tk.ID)
+	if got.Status != task.Failed || got.Attempts != 3 {
+		t.Fatalf("task after 3 attempts = %+v", got)
+	}
+}

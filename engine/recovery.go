@@ -36,6 +36,10 @@ func (e *Engine) recoverOrphans(ctx context.Context) error {
 			e.failUnknown(ctx, t.ID, msgOutcomeUnknown)
 			continue
 		}
+		if t.Attempts >= e.opts.MaxAttempts {
+			e.failUnknown(ctx, t.ID, fmt.Sprintf("The task's work was started %d times and never finished (the server stopped each time); it is not run again.", t.Attempts))
+			continue
+		}
 		now := e.now()
 		nt, err := e.store.Update(ctx, t.ID, func(t *task.Task) error {
 			if t.Status.Terminal() {
@@ -50,6 +54,7 @@ func (e *Engine) recoverOrphans(ctx context.Context) error {
 			t.StatusMessage = msgRerun
 			t.LastUpdatedAt = now.UTC()
 			t.Runner = e.id
+			t.Attempts++
 			return nil
 		})
 		if err != nil {

@@ -47,6 +47,9 @@ type Task struct {
 	InputSeq int64
 	// Runner names the engine instance running the task's work, "" if none.
 	Runner string
+	// Attempts counts the times the task's work was started: 1 for the
+	// first run, more after re-runs following a crash or a shutdown.
+	Attempts int64
 }
 
 // Error is a JSON-RPC error object stored with a failed task.

@@ -21,7 +21,7 @@ import (
 
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
-	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner`
+	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -31,12 +31,13 @@ type row struct {
 	request, result, errJSON, inReqs, inResps    any // string, or nil when absent
 	inputSeq                                     int64
 	runner                                       string
+	attempts                                     int64
 }
 
 // insertArgs binds the columns of insertSQL.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
-		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner}
+		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts}
 }
 
 // updateArgs binds the parameters of updateSQL: every column but the ID,
@@ -46,13 +47,13 @@ func (r *row) updateArgs() []any {
 }
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
-	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
-	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?
+	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?
 	WHERE id = ?`
 
 // encodeTask validates t and encodes it into column values. It does not
@@ -79,6 +80,7 @@ func encodeTask(t *task.Task) (*row, error) {
 		result:        rawArg(t.Result),
 		inputSeq:      t.InputSeq,
 		runner:        t.Runner,
+		attempts:      t.Attempts,
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
@@ -197,7 +199,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 		request, result, errJSON, reqs, resps []byte
 	)
 	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner); err != nil {
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts); err != nil {
 		return nil, err
 	}
 	t.ID = task.ID(id)

@@ -47,7 +47,8 @@ CREATE TABLE tasks (
 	input_requests  TEXT,
 	input_responses TEXT,
 	input_seq       INTEGER NOT NULL,
-	runner          TEXT    NOT NULL
+	runner          TEXT    NOT NULL,
+	attempts        INTEGER NOT NULL DEFAULT 0
 );
 
 -- List: one owner's tasks, newest first, keyset-paginated on (created, id).

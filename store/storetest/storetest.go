@@ -123,6 +123,7 @@ func fullTask() *task.Task {
 		},
 		InputSeq: 3,
 		Runner:   "engine-7f3a",
+		Attempts: 2,
 	}
 }
 
@@ -208,6 +209,9 @@ func diff(got, want *task.Task) string {
 	}
 	if got.Runner != want.Runner {
 		add("Runner", got.Runner, want.Runner)
+	}
+	if got.Attempts != want.Attempts {
+		add("Attempts", got.Attempts, want.Attempts)
 	}
 	return strings.Join(d, "\n")
 }
