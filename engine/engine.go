@@ -88,6 +88,7 @@ type Engine struct {
 	closed  bool
 	base    context.Context
 	stop    context.CancelFunc
+	watch   watchers
 	wg      sync.WaitGroup // running work
 	bg      sync.WaitGroup // sweeper
 	started bool
@@ -243,6 +244,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 		e.wg.Done()
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
+	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.launch(context.WithoutCancel(parent), t, work)
 	return t.Clone(), nil
@@ -304,7 +306,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
 	}
 	now := e.now()
-	t, uerr := e.store.Update(context.WithoutCancel(ctx), r.id, func(t *task.Task) error {
+	t, uerr := e.write(context.WithoutCancel(ctx), r.id, func(t *task.Task) error {
 		if terr != nil {
 			return t.Fail(terr, terr.Message, now)
 		}
@@ -349,7 +351,7 @@ func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task,
 // update applies fn to a task the requester may see.
 func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	now := e.now()
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.write(ctx, id, func(t *task.Task) error {
 		if t.Owner != owner || t.Expired(now) {
 			return ErrNotFound
 		}

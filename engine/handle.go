@@ -36,7 +36,7 @@ func (h *Handle) TaskID() task.ID { return h.run.id }
 // SetStatusMessage records a human-readable status message on the task,
 // visible to the next tasks/get.
 func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
-	_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
 		return t.SetStatusMessage(msg, h.e.now())
 	})
 	return err
@@ -50,7 +50,7 @@ func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 // gets its own key.
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
 	var key string
-	_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
 		k, err := t.AddInputRequest(request, h.e.now())
 		key = k
 		return err
@@ -65,7 +65,7 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		wake := h.run.waitChan()
 		var answer json.RawMessage
 		var found bool
-		_, err := h.e.store.Update(ctx, h.run.id, func(t *task.Task) error {
+		_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
 			if t.Status.Terminal() {
 				return &ErrTerminal{Status: t.Status}
 			}

@@ -41,7 +41,7 @@ func (e *Engine) recoverOrphans(ctx context.Context) error {
 			continue
 		}
 		now := e.now()
-		nt, err := e.store.Update(ctx, t.ID, func(t *task.Task) error {
+		nt, err := e.write(ctx, t.ID, func(t *task.Task) error {
 			if t.Status.Terminal() {
 				return &ErrTerminal{Status: t.Status}
 			}
@@ -71,7 +71,7 @@ func (e *Engine) recoverOrphans(ctx context.Context) error {
 // failUnknown fails a task whose outcome cannot be known.
 func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
 	now := e.now()
-	t, err := e.store.Update(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+	t, err := e.write(context.WithoutCancel(ctx), id, func(t *task.Task) error {
 		return t.Fail(&task.Error{Code: CodeOutcomeUnknown, Message: msg}, msg, now)
 	})
 	var te *task.TransitionError
@@ -94,7 +94,7 @@ func (e *Engine) resolveInterrupted(r *run) {
 	}
 	if e.opts.Recover != nil && e.opts.Recover(ctx, t) != nil {
 		now := e.now()
-		_, err := e.store.Update(ctx, r.id, func(t *task.Task) error {
+		_, err := e.write(ctx, r.id, func(t *task.Task) error {
 			if t.Status.Terminal() {
 				return &ErrTerminal{Status: t.Status}
 			}

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/mcptask/mcptask/task"
+)
+
+// watchers wakes waiters on task changes made by this engine.
+type watchers struct {
+	mu   sync.Mutex
+	chs  map[task.ID]chan struct{}
+	subs []func(*task.Task)
+}
+
+// Watch returns a channel that is closed at the next change this engine
+// makes to the task with the given ID (status, status message, input
+// requests, outcome). Changes made by other processes sharing the store are
+// not seen: waiters must also poll.
+func (e *Engine) Watch(id task.ID) <-chan struct{} {
+	w := &e.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.chs == nil {
+		w.chs = map[task.ID]chan struct{}{}
+	}
+	ch, ok := w.chs[id]
+	if !ok {
+		ch = make(chan struct{})
+		w.chs[id] = ch
+	}
+	return ch
+}
+
+// OnChange registers fn to be called with a copy of a task after each change
+// this engine makes to it. fn runs on the changing goroutine: it must be
+// quick and must not block.
+func (e *Engine) OnChange(fn func(t *task.Task)) {
+	w := &e.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.subs = append(w.subs, fn)
+}
+
+// write updates a task in the store and, when it changed, tells the
+// watchers. Every change the engine makes goes through it.
+func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
+	t, err := e.store.Update(ctx, id, fn)
+	if err == nil {
+		e.changed(t)
+	}
+	return t, err
+}
+
+// changed wakes the watchers of t and calls the OnChange hooks.
+func (e *Engine) changed(t *task.Task) {
+	if t == nil {
+		return
+	}
+	w := &e.watch
+	w.mu.Lock()
+	ch := w.chs[t.ID]
+	delete(w.chs, t.ID)
+	subs := w.subs
+	w.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+	for _, fn := range subs {
+		fn(t.Clone())
+	}
+}

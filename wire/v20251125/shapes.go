@@ -1,0 +1,157 @@
+package v20251125
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is the protocol revision this adapter serves.
+const Version = "2025-11-25"
+
+// MetaRelatedTask is the _meta key that ties a message to its task.
+const MetaRelatedTask = "io.modelcontextprotocol/related-task"
+
+// MetaTaskParam is the private _meta key under which the transport edge
+// carries a tools/call request's `task` parameter across the go-sdk, which
+// drops params fields it does not know.
+const MetaTaskParam = "dev.mcptask/task-param"
+
+// Task is the task object of this wire.
+type Task struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	// TTL is the retention in milliseconds (null for unlimited).
+	TTL          *int64 `json:"ttl"`
+	PollInterval int64  `json:"pollInterval,omitempty"`
+}
+
+// FromTask translates a domain task. A completed tool call whose result
+// has isError:true is shown failed, as this wire requires.
+func FromTask(t *task.Task) Task {
+	ttl := t.TTL.Milliseconds()
+	status := string(t.Status)
+	if t.Status == task.Completed && isToolError(t.Result) {
+		status = string(task.Failed)
+	}
+	return Task{
+		TaskID:        string(t.ID),
+		Status:        status,
+		StatusMessage: t.StatusMessage,
+		CreatedAt:     task.FormatTime(t.CreatedAt),
+		LastUpdatedAt: task.FormatTime(t.LastUpdatedAt),
+		TTL:           &ttl,
+		PollInterval:  max(t.PollInterval, time.Millisecond).Milliseconds(),
+	}
+}
+
+func isToolError(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.IsError
+}
+
+// CreateTaskResult answers a task-augmented request.
+type CreateTaskResult struct {
+	mcp.ResultBase
+	Task Task `json:"task"`
+}
+
+// TaskResult answers tasks/get and tasks/cancel: the task's fields, flat.
+type TaskResult struct {
+	mcp.ResultBase
+	Task
+}
+
+// ListTasksResult answers tasks/list.
+type ListTasksResult struct {
+	mcp.ResultBase
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// RawResult is a result whose JSON is given as is (e.g. a stored tool
+// result returned by tasks/result).
+type RawResult struct {
+	mcp.ResultBase
+	JSON json.RawMessage
+}
+
+// MarshalJSON returns the raw JSON, with _meta merged in when set.
+func (r *RawResult) MarshalJSON() ([]byte, error) {
+	if len(r.Meta) == 0 {
+		return r.JSON, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(r.JSON, &m); err != nil {
+		return nil, err
+	}
+	meta := map[string]any{}
+	if raw, ok := m["_meta"]; ok {
+		_ = json.Unmarshal(raw, &meta)
+	}
+	for k, v := range r.Meta {
+		meta[k] = v
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	m["_meta"] = b
+	return json.Marshal(m)
+}
+
+// TaskIDParams are the params of tasks/get, tasks/result and tasks/cancel.
+type TaskIDParams struct {
+	mcp.ParamsBase
+	TaskID string `json:"taskId"`
+}
+
+// ListTasksParams are the params of tasks/list.
+type ListTasksParams struct {
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// RelatedTask returns the related-task _meta value for a task.
+func RelatedTask(id task.ID) map[string]any {
+	return map[string]any{"taskId": string(id)}
+}
+
+// ParseTaskParam decodes a request's `task` parameter ({"ttl": ms}) and
+// returns the requested retention, nil when none is asked for. A ttl that is
+// not a non-negative integer number of milliseconds is an error.
+func ParseTaskParam(raw json.RawMessage) (*time.Duration, error) {
+	var p struct {
+		TTL *json.Number `json:"ttl"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("params.task must be an object like {\"ttl\": 60000}: %v", err)
+	}
+	if p.TTL == nil {
+		return nil, nil
+	}
+	f, err := p.TTL.Float64()
+	if err != nil || math.IsNaN(f) || f < 0 || f != math.Trunc(f) {
+		return nil, fmt.Errorf("params.task.ttl must be a non-negative integer number of milliseconds, not %s", p.TTL.String())
+	}
+	// Anything beyond ~292 years cannot be a duration; the policy caps far
+	// below that anyway.
+	if f > float64(math.MaxInt64/int64(time.Millisecond)) {
+		d := time.Duration(math.MaxInt64)
+		return &d, nil
+	}
+	d := time.Duration(int64(f)) * time.Millisecond
+	return &d, nil
+}
