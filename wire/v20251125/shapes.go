@@ -132,19 +132,24 @@ func RelatedTask(id task.ID) map[string]any {
 // not a non-negative integer number of milliseconds is an error.
 func ParseTaskParam(raw json.RawMessage) (*time.Duration, error) {
 	var p struct {
-		TTL *json.Number `json:"ttl"`
+		TTL json.RawMessage `json:"ttl"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&p); err != nil {
+	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, fmt.Errorf("params.task must be an object like {\"ttl\": 60000}: %v", err)
 	}
-	if p.TTL == nil {
+	if len(p.TTL) == 0 || string(p.TTL) == "null" {
 		return nil, nil
 	}
-	f, err := p.TTL.Float64()
+	bad := fmt.Errorf("params.task.ttl must be a non-negative integer number of milliseconds, not %s", p.TTL)
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(p.TTL))
+	dec.UseNumber()
+	if p.TTL[0] == '"' || dec.Decode(&n) != nil {
+		return nil, bad
+	}
+	f, err := n.Float64()
 	if err != nil || math.IsNaN(f) || f < 0 || f != math.Trunc(f) {
-		return nil, fmt.Errorf("params.task.ttl must be a non-negative integer number of milliseconds, not %s", p.TTL.String())
+		return nil, bad
 	}
 	// Anything beyond ~292 years cannot be a duration; the policy caps far
 	// below that anyway.
