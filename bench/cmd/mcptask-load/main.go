@@ -1,0 +1,398 @@
+// Command mcptask-load measures an mcptask server under load, over
+// loopback HTTP on the 2026-07-28 wire.
+//
+// By default it starts an in-process server (the no-op tools "noop",
+// without task support, and "noop_task", with optional task support, on a
+// SQLite file in a temporary directory); with -url it targets a running
+// server such as mcptaskd instead, on a loopback address only.
+//
+// The default mode measures, in one run and interleaved over -rounds
+// rounds, with -c concurrent clients: a plain no-op tools/call, tasks/get
+// of a completed task, and task creation (tools/call answered with a task
+// handle once the task is committed). It prints throughput, p50, p90 and
+// p99 of each, and the ratios tasks/get ÷ plain and create ÷ plain.
+//
+// The -memory mode creates -tasks tasks that complete and measures the Go
+// heap of the process (the in-process server's) after a full GC at each of
+// -points retained completed tasks, then prints the ratio of the last
+// point's heap to the first's: with the tasks' state in SQLite, the heap
+// should not grow with the number of retained tasks.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcptask/mcptask/bench/internal/loadgen"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcptask-load:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the command line.
+type config struct {
+	url         string
+	db          string
+	conc        int
+	dur         time.Duration
+	count       int64
+	rounds      int
+	warmup      int64
+	getPool     int
+	plainTool   string
+	plainArgs   string
+	taskTool    string
+	taskArgs    string
+	memory      bool
+	tasks       int64
+	points      []int64
+	jsonOut     bool
+	verbose     bool
+	cpuProfile  string
+	heapProfile string
+}
+
+// mcptaskd's tools, used with -url when no tool is named: echo has no task
+// support; lint_report of one clean line, without delay, completes at once.
+const (
+	daemonPlainTool = "echo"
+	daemonPlainArgs = `{"text":"x"}`
+	daemonTaskTool  = "lint_report"
+	daemonTaskArgs  = `{"source":"ok\n","line_delay_ms":0}`
+)
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("mcptask-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.url, "url", "", "MCP endpoint of a running server, e.g. http://127.0.0.1:8080/mcp (loopback hosts only); empty starts an in-process server")
+	fs.StringVar(&c.db, "db", "", "SQLite `file` of the in-process server; empty means a file in a temporary directory, removed at the end")
+	fs.IntVar(&c.conc, "c", 8, "number of concurrent clients (each sends its next request when answered)")
+	fs.DurationVar(&c.dur, "d", 6*time.Second, "measured time per operation, split over the rounds")
+	fs.Int64Var(&c.count, "n", 0, "measured operations per operation kind, split over the rounds; overrides -d when > 0")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds of plain, tasks/get, create in turn (interleaving spreads machine drift over all three)")
+	fs.Int64Var(&c.warmup, "warmup", 0, "unmeasured operations of each kind before the first round; 0 means 50 per client")
+	fs.IntVar(&c.getPool, "get-pool", 64, "number of completed tasks that tasks/get cycles through")
+	fs.StringVar(&c.plainTool, "plain-tool", "", "tool without task support for the plain call (default: noop in-process, "+daemonPlainTool+" with -url)")
+	fs.StringVar(&c.plainArgs, "plain-args", "", "JSON arguments of the plain tool (default: {} in-process, "+daemonPlainArgs+" with -url)")
+	fs.StringVar(&c.taskTool, "task-tool", "", "tool with task support whose tasks complete at once (default: noop_task in-process, "+daemonTaskTool+" with -url)")
+	fs.StringVar(&c.taskArgs, "task-args", "", "JSON arguments of the task tool (default: {} in-process, "+strconv.Quote(daemonTaskArgs)+" with -url)")
+	fs.BoolVar(&c.memory, "memory", false, "memory mode: create -tasks completed tasks and measure the heap at -points (in-process server only)")
+	fs.Int64Var(&c.tasks, "tasks", 100_000, "memory mode: number of tasks to create")
+	points := fs.String("points", "1000,10000,50000,100000", "memory mode: comma-separated numbers of retained tasks at which to measure the heap (those above -tasks are dropped; -tasks is always measured)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the figures as JSON instead of a table")
+	fs.BoolVar(&c.verbose, "v", false, "print each phase's figures to stderr as it ends")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to `file`")
+	fs.StringVar(&c.heapProfile, "memprofile", "", "write a heap profile at the end of the run to `file`")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: mcptask-load [flags]
+
+Measures an mcptask server over loopback HTTP (2026-07-28 wire), in one run:
+a plain no-op tools/call, tasks/get of a completed task and task creation,
+with throughput, p50/p90/p99 and the ratios tasks/get ÷ plain and
+create ÷ plain. With -memory, measures the Go heap of the in-process server
+as completed tasks accumulate.
+
+Examples:
+  mcptask-load                       # in-process server, 8 clients, 6s per op
+  mcptask-load -c 32 -d 30s -rounds 5
+  mcptask-load -url http://127.0.0.1:8080/mcp   # a running mcptaskd
+  mcptask-load -memory               # heap at 1k..100k retained tasks
+  mcptask-load -cpuprofile cpu.out   # then: go tool pprof -top cpu.out
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.conc < 1 || c.rounds < 1 || c.getPool < 1 || c.tasks < 1 || c.dur <= 0 && c.count <= 0 {
+		return c, errors.New("-c, -rounds, -get-pool, -tasks must be >= 1 and one of -d, -n positive")
+	}
+	if c.url != "" {
+		if err := loadgen.CheckLoopback(c.url); err != nil {
+			return c, fmt.Errorf("refusing -url: %w", err)
+		}
+		if c.memory {
+			return c, errors.New("-memory measures the heap of the in-process server: it cannot be used with -url")
+		}
+		if c.db != "" {
+			return c, errors.New("-db is the in-process server's file: it cannot be used with -url")
+		}
+		if c.plainTool == "" {
+			c.plainTool, c.plainArgs = daemonPlainTool, orDefault(c.plainArgs, daemonPlainArgs)
+		}
+		if c.taskTool == "" {
+			c.taskTool, c.taskArgs = daemonTaskTool, orDefault(c.taskArgs, daemonTaskArgs)
+		}
+	}
+	for _, f := range strings.Split(*points, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || p < 1 {
+			return c, fmt.Errorf("-points: %q is not a positive number", f)
+		}
+		if p <= c.tasks {
+			c.points = append(c.points, p)
+		}
+	}
+	c.points = append(c.points, c.tasks)
+	slices.Sort(c.points)
+	c.points = slices.Compact(c.points)
+	return c, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// run is the whole command, for main and the tests.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if cfg.heapProfile != "" {
+		defer func() {
+			f, ferr := os.Create(cfg.heapProfile)
+			if ferr == nil {
+				runtime.GC()
+				ferr = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+			}
+			err = errors.Join(err, ferr)
+		}()
+	}
+
+	target := cfg.url
+	var srv *loadgen.Server
+	if target == "" {
+		db := cfg.db
+		if db == "" {
+			dir, err := os.MkdirTemp("", "mcptask-load-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			db = filepath.Join(dir, "tasks.db")
+		}
+		srv, err = loadgen.StartServer(db)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, srv.Close()) }()
+		target = srv.URL
+	}
+	client, err := loadgen.NewClient(target, loadgen.ClientOptions{
+		Conns:     cfg.conc,
+		PlainTool: cfg.plainTool,
+		PlainArgs: json.RawMessage(cfg.plainArgs),
+		TaskTool:  cfg.taskTool,
+		TaskArgs:  json.RawMessage(cfg.taskArgs),
+	})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	env := environment{
+		Server:     "in-process",
+		URL:        target,
+		Clients:    cfg.conc,
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		NumCPU:     runtime.NumCPU(),
+		GoVersion:  runtime.Version(),
+	}
+	if srv != nil {
+		env.DB = srv.Store.Path()
+	} else {
+		env.Server = "remote (loopback)"
+	}
+
+	if cfg.memory {
+		return runMemory(ctx, cfg, env, srv, client, stdout, stderr)
+	}
+	return runCompare(ctx, cfg, env, srv, client, stdout, stderr)
+}
+
+type environment struct {
+	Server     string `json:"server"`
+	URL        string `json:"url"`
+	DB         string `json:"db,omitempty"`
+	Clients    int    `json:"clients"`
+	Rounds     int    `json:"rounds,omitempty"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	NumCPU     int    `json:"numCPU"`
+	GoVersion  string `json:"goVersion"`
+}
+
+func runCompare(ctx context.Context, cfg config, env environment, srv *loadgen.Server, c *loadgen.Client, stdout, stderr io.Writer) error {
+	cc := loadgen.CompareConfig{
+		Load:    loadgen.Load{Concurrency: cfg.conc, Duration: cfg.dur, Count: cfg.count},
+		Rounds:  cfg.rounds,
+		Warmup:  cfg.warmup,
+		GetPool: cfg.getPool,
+	}
+	if cfg.count > 0 {
+		cc.Load.Duration = 0
+	}
+	if srv != nil {
+		cc.Idle = srv.WaitIdle
+	}
+	if cfg.verbose {
+		cc.Progress = func(r int, op string, s loadgen.Stats) {
+			fmt.Fprintf(stderr, "round %d %-9s %7d ops %9.0f ops/s p50 %-9v p99 %v\n", r+1, op, s.Ops, s.Throughput, s.P50, s.P99)
+		}
+	}
+	cmp, err := loadgen.Compare(ctx, c, cc)
+	if err != nil {
+		return err
+	}
+	env.Rounds = cfg.rounds
+	if cfg.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Env environment `json:"environment"`
+			*loadgen.Comparison
+			Targets map[string]float64 `json:"targets"`
+		}{env, cmp, map[string]float64{"getMaxRatio": loadgen.TargetGet, "createMaxRatio": loadgen.TargetCreate}})
+	}
+	fmt.Fprintf(stdout, "mcptask-load: %s server %s, %d clients, %d rounds, GOMAXPROCS=%d, %s\n",
+		env.Server, env.URL, env.Clients, env.Rounds, env.GOMAXPROCS, env.GoVersion)
+	if env.DB != "" {
+		fmt.Fprintf(stdout, "SQLite file: %s\n", env.DB)
+	}
+	fmt.Fprintln(stdout)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "op\tops\tops/s\tmean\tp50\tp90\tp99\tmax\t")
+	for _, r := range []struct {
+		name string
+		s    loadgen.Stats
+	}{{loadgen.OpPlain, cmp.Plain}, {loadgen.OpGet, cmp.Get}, {loadgen.OpCreate, cmp.Create}} {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.s.Ops, r.s.Throughput,
+			dur(r.s.Mean), dur(r.s.P50), dur(r.s.P90), dur(r.s.P99), dur(r.s.Max))
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout)
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "÷ plain\tp50\tp99\tops/s\ttarget\tverdict\t")
+	rr := cmp.Ratios
+	fmt.Fprintf(tw, "%s\t%.2f×\t%.2f×\t%.2f×\t%s\t%s\t\n", loadgen.OpGet, rr.GetP50, rr.GetP99, rr.GetThroughput,
+		fmt.Sprintf("≤%.1f×", loadgen.TargetGet), verdict(rr.GetP50, rr.GetThroughput, loadgen.TargetGet))
+	fmt.Fprintf(tw, "%s\t%.2f×\t%.2f×\t%.2f×\t%s\t%s\t\n", loadgen.OpCreate, rr.CreateP50, rr.CreateP99, rr.CreateThroughput,
+		fmt.Sprintf("≤%.1f×", loadgen.TargetCreate), verdict(rr.CreateP50, rr.CreateThroughput, loadgen.TargetCreate))
+	tw.Flush()
+	fmt.Fprintln(stdout, "\n(latency ratios: lower is better; ops/s ratio: higher is better; the target holds when p50 ÷ plain ≤ target and plain ÷ ops/s ≤ target)")
+	return nil
+}
+
+// verdict tells whether an operation is within target× of the plain call,
+// in p50 latency and in throughput.
+func verdict(p50Ratio, throughputRatio, target float64) string {
+	if p50Ratio <= target && throughputRatio > 0 && 1/throughputRatio <= target {
+		return "ok"
+	}
+	return "MISSED"
+}
+
+func runMemory(ctx context.Context, cfg config, env environment, srv *loadgen.Server, c *loadgen.Client, stdout, stderr io.Writer) error {
+	mc := loadgen.MemoryConfig{Points: cfg.points, Concurrency: cfg.conc}
+	if cfg.verbose {
+		mc.Progress = func(p loadgen.MemPoint) {
+			fmt.Fprintf(stderr, "%d tasks: heap in use %s, rss %s, db %s, after %v\n",
+				p.Tasks, mib(p.HeapInuse), mib(p.RSS), mib(uint64(p.DBBytes)), p.Elapsed.Round(time.Millisecond))
+		}
+	}
+	pts, err := loadgen.Memory(ctx, srv, c, mc)
+	if err != nil {
+		return err
+	}
+	first, last := pts[0], pts[len(pts)-1]
+	heapRatio := float64(last.HeapInuse) / float64(first.HeapInuse)
+	allocRatio := float64(last.HeapAlloc) / float64(first.HeapAlloc)
+	perTask := 0.0
+	if last.Tasks > first.Tasks {
+		perTask = (float64(last.HeapAlloc) - float64(first.HeapAlloc)) / float64(last.Tasks-first.Tasks)
+	}
+	if cfg.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Env             environment        `json:"environment"`
+			Points          []loadgen.MemPoint `json:"points"`
+			HeapInuseRatio  float64            `json:"heapInuseRatio"`
+			HeapAllocRatio  float64            `json:"heapAllocRatio"`
+			HeapBytesPerTsk float64            `json:"heapAllocBytesPerTask"`
+		}{env, pts, heapRatio, allocRatio, perTask})
+	}
+	fmt.Fprintf(stdout, "mcptask-load -memory: in-process server, %d creating clients, GOMAXPROCS=%d, %s\nSQLite file: %s\n\n",
+		env.Clients, env.GOMAXPROCS, env.GoVersion, env.DB)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "retained tasks\theap in use\theap alloc\theap objects\tRSS\tSQLite+WAL\telapsed\t")
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%v\t\n", p.Tasks, mib(p.HeapInuse), mib(p.HeapAlloc), p.HeapObjects,
+			mib(p.RSS), mib(uint64(p.DBBytes)), p.Elapsed.Round(time.Millisecond))
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "\nheap in use @%d ÷ @%d = %.2f×   (heap alloc: %.2f×, %+.1f B per retained task)\n",
+		last.Tasks, first.Tasks, heapRatio, allocRatio, perTask)
+	fmt.Fprintln(stdout, "(flat ≈ 1.0×: the tasks' state lives in SQLite, not in the Go heap; RSS includes SQLite's bounded page caches)")
+	return nil
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+	}
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

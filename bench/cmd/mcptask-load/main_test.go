@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// TestCompareSmoke runs the load tool's core for a few operations.
+func TestCompareSmoke(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	out, err := runArgs(t, "-db", db, "-c", "2", "-n", "6", "-rounds", "2", "-warmup", "2", "-get-pool", "2", "-v")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"plain", "tasks/get", "create", "÷ plain", "round 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCompareJSON(t *testing.T) {
+	out, err := runArgs(t, "-c", "1", "-n", "3", "-rounds", "1", "-warmup", "1", "-get-pool", "1", "-json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		Plain, TasksGet, Create struct {
+			Ops   int64
+			P50Ns int64
+		}
+		Ratios struct{ GetP50, CreateP50 float64 }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if res.Plain.Ops != 3 || res.TasksGet.Ops != 3 || res.Create.Ops != 3 || res.Plain.P50Ns <= 0 || res.Ratios.CreateP50 <= 0 {
+		t.Errorf("figures: %+v", res)
+	}
+}
+
+func TestMemorySmoke(t *testing.T) {
+	out, err := runArgs(t, "-memory", "-tasks", "12", "-points", "4,8,1000", "-c", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "heap in use @12 ÷ @4") {
+		t.Errorf("output lacks the ratio:\n%s", out)
+	}
+	out, err = runArgs(t, "-memory", "-tasks", "6", "-points", "3", "-c", "2", "-json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		Points []struct {
+			Tasks          int64
+			HeapInuseBytes uint64
+		}
+		HeapInuseRatio float64
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res.Points) != 2 || res.Points[0].Tasks != 3 || res.Points[1].Tasks != 6 || res.Points[1].HeapInuseBytes == 0 || res.HeapInuseRatio <= 0 {
+		t.Errorf("figures: %+v", res)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-url", "http://example.com/mcp"},
+		{"-url", "http://10.1.2.3:8080/mcp"},
+		{"-url", "http://127.0.0.1:8080/mcp", "-memory"},
+		{"-c", "0"},
+		{"-points", "1,x"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(args, new(bytes.Buffer)); err == nil {
+			t.Errorf("%q: accepted", args)
+		}
+	}
+	c, err := parseFlags([]string{"-url", "http://localhost:8080/mcp"}, new(bytes.Buffer))
+	if err != nil || c.plainTool != daemonPlainTool || c.taskTool != daemonTaskTool || c.taskArgs != daemonTaskArgs {
+		t.Errorf("-url defaults: %+v, %v", c, err)
+	}
+	c, err = parseFlags([]string{"-tasks", "20000", "-points", "1000,50000,10000"}, new(bytes.Buffer))
+	if err != nil || len(c.points) != 3 || c.points[0] != 1000 || c.points[1] != 10000 || c.points[2] != 20000 {
+		t.Errorf("points: %v, %v", c.points, err)
+	}
+	var help bytes.Buffer
+	if _, err := parseFlags([]string{"-h"}, &help); !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-memory") {
+		t.Errorf("-h: %v\n%s", err, help.String())
+	}
+}

@@ -1,0 +1,135 @@
+// Package loadgen holds what the benchmarks of bench/ and the load tool
+// bench/cmd/mcptask-load share: an in-process mcptask server on a real
+// SQLite file behind real loopback HTTP, a lean 2026-07-28 wire client
+// (pre-encoded request bodies, no per-call JSON encoding) and a
+// closed-loop load runner that records every operation's latency.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The tools of the in-process server. Both are no-ops, so that what is
+// measured is the protocol, the task engine and the store.
+const (
+	// PlainTool has no task support: a tools/call always answers
+	// synchronously.
+	PlainTool = "noop"
+	// TaskTool has optional task support: a tools/call that declares the
+	// tasks extension creates a task, which completes at once.
+	TaskTool = "noop_task"
+)
+
+// RetainTTL is the retention of the in-process server's tasks: long enough
+// that the sweeper deletes nothing during a run.
+const RetainTTL = 24 * time.Hour
+
+// Server is an in-process mcptask server: SQLite file, engine, MCP server
+// with the two no-op tools, served over loopback HTTP.
+type Server struct {
+	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
+	URL string
+	// Store is the task store.
+	Store *sqlite.Store
+	// Engine is the task engine.
+	Engine *engine.Engine
+
+	hs *http.Server
+}
+
+// StartServer assembles the server on the SQLite file dbPath (created if
+// missing) and serves it on a free loopback port.
+func StartServer(dbPath string) (*Server, error) {
+	st, err := sqlite.Open(dbPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Options{
+		Store:  st,
+		Logger: quiet,
+		Policy: task.Policy{DefaultTTL: RetainTTL, MaxTTL: RetainTTL},
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: quiet})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	noop := func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	}
+	mcptask.AddTool(ts, &mcp.Tool{Name: PlainTool, Description: "no-op, synchronous only"}, noop, mcptask.ToolOptions{})
+	mcptask.AddTool(ts, &mcp.Tool{Name: TaskTool, Description: "no-op, optional task"}, noop, mcptask.ToolOptions{Support: mcptask.Optional})
+	if err := eng.Run(context.Background()); err != nil {
+		st.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	// The same handler options as cmd/mcptaskd.
+	mux.Handle("/mcp", ts.Handler(&mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		Logger:                       quiet,
+	}))
+	s := &Server{
+		URL:    fmt.Sprintf("http://%s/mcp", ln.Addr()),
+		Store:  st,
+		Engine: eng,
+		hs:     &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+	}
+	go func() { _ = s.hs.Serve(ln) }()
+	return s, nil
+}
+
+// WaitIdle waits until no task of the store is working or input_required:
+// every task created so far has recorded its outcome.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	for {
+		active, err := s.Store.ListActive(ctx)
+		if err != nil {
+			return err
+		}
+		if len(active) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d tasks still active: %w", len(active), ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops serving, shuts the engine down and closes the store.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	herr := s.hs.Shutdown(ctx)
+	if errors.Is(herr, context.DeadlineExceeded) {
+		herr = s.hs.Close()
+	}
+	return errors.Join(herr, s.Engine.Shutdown(ctx), s.Store.Close())
+}
