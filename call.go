@@ -34,7 +34,20 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				dr.Capabilities = &caps
 			}
 			return res, err
-		case methodGet, methodUpdate, methodCancel:
+		case "initialize":
+			res, err := next(ctx, method, req)
+			if err != nil || res == nil {
+				return res, err
+			}
+			return withTasksCapability(res)
+		case "tools/list":
+			res, err := next(ctx, method, req)
+			if err != nil || res == nil || ext2026.UsesWire(req.GetParams().GetMeta()) {
+				return res, err
+			}
+			return s.withTaskSupport(res)
+		}
+		if isTasksMethod(method) {
 			return next(context.WithValue(ctx, requestKey{}, req), method, req)
 		}
 		return next(ctx, method, req)
@@ -52,7 +65,10 @@ func (s *Server) callTool(ctx context.Context, next mcp.MethodHandler, method st
 	if id, ok := s.rerunTarget(meta); ok {
 		return s.runAttached(ctx, id, next, method, req)
 	}
-	if opts.Support == Forbidden || !ext2026.UsesWire(meta) {
+	if !ext2026.UsesWire(meta) {
+		return s.callTool2025(ctx, next, method, req, params, opts)
+	}
+	if opts.Support == Forbidden {
 		return next(ctx, method, req)
 	}
 	if !ext2026.Declares(meta) {

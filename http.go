@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,7 +60,23 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.stateless.ServeHTTP(w, r)
 		return
 	}
+	if r.Method == http.MethodPost && r.Body != nil {
+		liftTaskParam(w, r)
+	}
 	rt.stateful.ServeHTTP(w, r)
+}
+
+// liftTaskParam carries the 2025-11-25 `task` parameter of a tools/call
+// across the go-sdk (see v20251125.LiftTaskMessage).
+func liftTaskParam(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+	if err != nil {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		return
+	}
+	body, _ = v1.LiftTaskMessage(body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 }
 
 func isStateless(w http.ResponseWriter, r *http.Request) bool {

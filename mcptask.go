@@ -19,14 +19,17 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Options configures a [Server]. The zero value is usable.
 type Options struct {
 	// Owner returns the requester a request acts for; tasks are bound to
-	// it and invisible to any other requester. Nil means: the
-	// authenticated user of the request's bearer token if any, else "".
+	// it and invisible to any other requester. Nil means: "user:" and the
+	// authenticated user of the request's bearer token if any, else an
+	// anonymous requester (see task.AnonymousPrefix) scoped to the
+	// request's session, if it has one.
 	Owner func(ctx context.Context, req mcp.Request) string
 	// Logger receives the adapter's records. Nil means slog.Default().
 	Logger *slog.Logger
@@ -72,8 +75,13 @@ func (s *Server) owner(ctx context.Context, req mcp.Request) string {
 	if s.opts.Owner != nil {
 		return s.opts.Owner(ctx, req)
 	}
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
-		return extra.TokenInfo.UserID
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
+		return "user:" + extra.TokenInfo.UserID
 	}
-	return ""
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ProtocolVersion < ext2026.Version {
+			return task.AnonymousPrefix + ss.ID()
+		}
+	}
+	return task.AnonymousPrefix
 }

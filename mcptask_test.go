@@ -484,7 +484,7 @@ func TestRecoveryPolicy(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	orphan := func(tool, label string) string {
-		tk := task.New(task.Policy{}, "", tool, nil, time.Now())
+		tk := task.New(task.Policy{}, task.AnonymousPrefix, tool, nil, time.Now())
 		tk.Wire = "2026-07-28"
 		tk.Runner = "dead-process"
 		tk.Request = json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{"label":%q}}`, tool, label))

@@ -8,6 +8,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,36 +18,47 @@ const (
 	methodGet    = "tasks/get"
 	methodUpdate = "tasks/update"
 	methodCancel = "tasks/cancel"
+	methodResult = "tasks/result"
+	methodList   = "tasks/list"
 )
 
-// addMethods registers the tasks/* methods on the mcp.Server.
-func (s *Server) addMethods() error {
-	if err := mcp.AddReceivingCustomMethod(s.mcp, methodGet, s.tasksGet); err != nil {
-		return err
+func isTasksMethod(m string) bool {
+	switch m {
+	case methodGet, methodUpdate, methodCancel, methodResult, methodList:
+		return true
 	}
-	if err := mcp.AddReceivingCustomMethod(s.mcp, methodUpdate, s.tasksUpdate); err != nil {
-		return err
-	}
-	return mcp.AddReceivingCustomMethod(s.mcp, methodCancel, s.tasksCancel)
+	return false
 }
 
-// gate checks the capability and parses the task ID, in the order the wire
-// requires: capability first, then the ID.
+// addMethods registers the tasks/* methods on the mcp.Server. Each serves
+// both wires: a request whose _meta names the 2026-07-28 protocol gets the
+// extension's answer, any other the 2025-11-25 one.
+func (s *Server) addMethods() error {
+	return errors.Join(
+		mcp.AddReceivingCustomMethod(s.mcp, methodGet, s.tasksGet),
+		mcp.AddReceivingCustomMethod(s.mcp, methodUpdate, s.tasksUpdate),
+		mcp.AddReceivingCustomMethod(s.mcp, methodCancel, s.tasksCancel),
+		mcp.AddReceivingCustomMethod(s.mcp, methodResult, s.tasksResult),
+		mcp.AddReceivingCustomMethod(s.mcp, methodList, s.tasksList),
+	)
+}
+
+// gate checks the capability and parses the task ID, in the order the 2026
+// wire requires: capability first, then the ID.
 func (s *Server) gate(ctx context.Context, method string, meta map[string]any, rawID string) (owner string, id task.ID, err error) {
 	if !ext2026.Declares(meta) {
 		return "", "", ext2026.MissingCapability(method)
 	}
-	id, err = task.ParseID(rawID)
-	if err != nil {
-		return "", "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	if id, err = parseID(rawID); err != nil {
+		return "", "", err
 	}
-	if req, ok := ctx.Value(requestKey{}).(mcp.Request); ok {
-		owner = s.owner(ctx, req)
-	}
-	return owner, id, nil
+	return s.requesterOf(ctx), id, nil
 }
 
-func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.GetTaskParams) (*ext2026.GetTaskResult, error) {
+func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.GetTaskParams) (mcp.Result, error) {
+	if !ext2026.UsesWire(p.GetMeta()) {
+		return s.get2025(ctx, p.TaskID)
+	}
 	owner, id, err := s.gate(ctx, methodGet, p.GetMeta(), p.TaskID)
 	if err != nil {
 		return nil, err
@@ -58,7 +70,10 @@ func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.
 	return ext2026.Detailed(t), nil
 }
 
-func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext2026.UpdateTaskParams) (*ext2026.AckResult, error) {
+func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext2026.UpdateTaskParams) (mcp.Result, error) {
+	if !ext2026.UsesWire(p.GetMeta()) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("tasks/update belongs to the %s tasks extension; on %s, answer the server's requests during tasks/result", ext2026.Version, v1.Version)}
+	}
 	owner, id, err := s.gate(ctx, methodUpdate, p.GetMeta(), p.TaskID)
 	if err != nil {
 		return nil, err
@@ -80,17 +95,34 @@ func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext20
 	return ext2026.Ack(), nil
 }
 
-func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext2026.CancelTaskParams) (*ext2026.AckResult, error) {
+func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext2026.CancelTaskParams) (mcp.Result, error) {
+	if !ext2026.UsesWire(p.GetMeta()) {
+		return s.cancel2025(ctx, p.TaskID)
+	}
 	owner, id, err := s.gate(ctx, methodCancel, p.GetMeta(), p.TaskID)
 	if err != nil {
 		return nil, err
 	}
 	_, err = s.eng.Cancel(ctx, owner, id)
 	var term *engine.ErrTerminal
-	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op
+	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op here
 		return nil, s.rpcError(id, err)
 	}
 	return ext2026.Ack(), nil
+}
+
+func (s *Server) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *v1.TaskIDParams) (mcp.Result, error) {
+	if ext2026.UsesWire(p.GetMeta()) {
+		return nil, removedOn2026(methodResult)
+	}
+	return s.result2025(ctx, ss, p.TaskID)
+}
+
+func (s *Server) tasksList(ctx context.Context, _ *mcp.ServerSession, p *v1.ListTasksParams) (mcp.Result, error) {
+	if ext2026.UsesWire(p.GetMeta()) {
+		return nil, removedOn2026(methodList)
+	}
+	return s.list2025(ctx, p.Cursor)
 }
 
 // rpcError translates an engine error into a JSON-RPC error.

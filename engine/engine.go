@@ -65,6 +65,8 @@ var (
 	ErrNotFound = errors.New("task not found")
 	// ErrClosed means the engine is shutting down and accepts no new work.
 	ErrClosed = errors.New("engine is shut down")
+	// ErrBadCursor means a List cursor was not issued by the store.
+	ErrBadCursor = store.ErrBadCursor
 )
 
 // ErrTerminal is returned by operations that need a non-terminal task.
@@ -337,7 +339,7 @@ func (e *Engine) visible(ctx context.Context, owner string, id task.ID) (*task.T
 	if err != nil {
 		return nil, err
 	}
-	if t.Owner != owner || t.Expired(e.now()) {
+	if !task.MayAccess(t.Owner, owner) || t.Expired(e.now()) {
 		return nil, ErrNotFound
 	}
 	return t, nil
@@ -352,7 +354,7 @@ func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task,
 func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	now := e.now()
 	t, err := e.write(ctx, id, func(t *task.Task) error {
-		if t.Owner != owner || t.Expired(now) {
+		if !task.MayAccess(t.Owner, owner) || t.Expired(now) {
 			return ErrNotFound
 		}
 		return fn(t)
@@ -423,7 +425,9 @@ func (e *Engine) Respond(ctx context.Context, owner string, id task.ID, response
 	return t, ignored, nil
 }
 
-// List returns a page of owner's tasks, newest first.
+// List returns a page of owner's tasks, newest first. Listing matches the
+// owner exactly: an anonymous requester lists only the tasks created under
+// its own anonymous scope (e.g. its session).
 func (e *Engine) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
 	ts, next, err := e.store.List(ctx, owner, cursor, limit)
 	if err != nil {

@@ -30,6 +30,7 @@ type App struct {
 	store    store.Store
 	eng      *engine.Engine
 	tasks    *mcptask.Server
+	mcp      *mcp.Server
 	handler  http.Handler
 	unlock   func()
 	stopping atomic.Bool
@@ -81,12 +82,11 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// unfinished tasks asks each tool whether it may be re-run.
 	demo.Register(ts)
 
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, unlock: unlock}
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, unlock: unlock}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
-	// stateful one. Tasks exist on the 2026-07-28 wire only; older clients
-	// get every tool synchronously.
+	// stateful one. Both wires share the tasks.
 	var mcpHandler http.Handler = ts.Handler(&mcp.StreamableHTTPOptions{
 		Logger: sdkLogger,
 		// Closes 2025-11-25 sessions left idle; the stateless wire has none.
@@ -171,6 +171,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		app.Close(context.Background())
 		return fmt.Errorf("recovering unfinished tasks: %w", err)
 	}
+	if cfg.Stdio {
+		return runStdio(ctx, cfg, app, logger)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		app.Close(context.Background())
@@ -224,6 +227,23 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 	}
 	logger.Info("mcptaskd stopped")
 	return serveErr
+}
+
+// runStdio serves one client over stdin/stdout until it disconnects or ctx
+// is done, then shuts down like the HTTP server does.
+func runStdio(ctx context.Context, cfg Config, app *App, logger *slog.Logger) error {
+	logger.Info("mcptaskd serving on stdio", "db", cfg.DB, "version", version())
+	err := app.mcp.Run(ctx, mcptask.Transport(&mcp.StdioTransport{}))
+	if ctx.Err() != nil || errors.Is(err, io.EOF) {
+		err = nil
+	}
+	engCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if cerr := app.Close(engCtx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	logger.Info("mcptaskd stopped")
+	return err
 }
 
 // version returns the module version the binary was built from.
