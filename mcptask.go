@@ -44,6 +44,9 @@ type Server struct {
 	mu    sync.RWMutex
 	tools map[string]ToolOptions
 	nonce string // authenticates in-process re-runs
+
+	conns   sync.Map // *mcp.ServerSession -> *taskConn, for sessions of Run
+	targets sync.Map // task.ID -> *taskConn that gets its status notifications
 }
 
 // New installs tasks on srv, backed by eng: it adds the receiving
@@ -64,6 +67,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	}
 	srv.AddReceivingMiddleware(s.middleware)
 	eng.SetRecover(s.recoverTask)
+	eng.OnChange(s.onTaskChange)
 	return s, nil
 }
 

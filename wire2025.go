@@ -113,6 +113,7 @@ func (s *Server) callTool2025(ctx context.Context, next mcp.MethodHandler, metho
 		s.log.Error("creating task", "tool", params.Name, "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not create the task: " + err.Error()}
 	}
+	s.watchStatus(req, t)
 	return &v1.CreateTaskResult{Task: v1.FromTask(t)}, nil
 }
 

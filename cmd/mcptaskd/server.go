@@ -233,7 +233,7 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 // is done, then shuts down like the HTTP server does.
 func runStdio(ctx context.Context, cfg Config, app *App, logger *slog.Logger) error {
 	logger.Info("mcptaskd serving on stdio", "db", cfg.DB, "version", version())
-	err := app.mcp.Run(ctx, mcptask.Transport(&mcp.StdioTransport{}))
+	err := app.tasks.Run(ctx, &mcp.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		err = nil
 	}
