@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"time"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
@@ -82,6 +83,16 @@ func (s *Server) callTool(ctx context.Context, next mcp.MethodHandler, method st
 			return next(ctx, method, req)
 		}
 	}
+	t, err := s.startTask(ctx, next, method, req, params, ext2026.Version, nil)
+	if err != nil {
+		return nil, err
+	}
+	return ext2026.Handle(t), nil
+}
+
+// startTask creates a task for a tools/call and starts its work: the rest
+// of the handler chain for that call.
+func (s *Server) startTask(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request, params *mcp.CallToolParamsRaw, wire string, ttl *time.Duration) (*task.Task, error) {
 	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cannot encode the call's params: " + err.Error()}
@@ -89,14 +100,15 @@ func (s *Server) callTool(ctx context.Context, next mcp.MethodHandler, method st
 	t, err := s.eng.Start(ctx, engine.StartSpec{
 		Owner:   s.owner(ctx, req),
 		Tool:    params.Name,
-		Wire:    ext2026.Version,
+		Wire:    wire,
+		TTL:     ttl,
 		Request: raw,
 	}, toolWork(next, method, req))
 	if err != nil {
 		s.log.Error("creating task", "tool", params.Name, "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not create the task: " + err.Error()}
 	}
-	return ext2026.Handle(t), nil
+	return t, nil
 }
 
 // toolWork returns the work of a task: the tool call through the rest of

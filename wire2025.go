@@ -98,20 +98,9 @@ func (s *Server) callTool2025(ctx context.Context, next mcp.MethodHandler, metho
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
-	raw, err := json.Marshal(params)
+	t, err := s.startTask(ctx, next, method, req, params, v1.Version, ttl)
 	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cannot encode the call's params: " + err.Error()}
-	}
-	t, err := s.eng.Start(ctx, engine.StartSpec{
-		Owner:   s.owner(ctx, req),
-		Tool:    params.Name,
-		Wire:    v1.Version,
-		TTL:     ttl,
-		Request: raw,
-	}, toolWork(next, method, req))
-	if err != nil {
-		s.log.Error("creating task", "tool", params.Name, "err", err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not create the task: " + err.Error()}
+		return nil, err
 	}
 	s.watchStatus(req, t)
 	return &v1.CreateTaskResult{Task: v1.FromTask(t)}, nil
