@@ -36,7 +36,7 @@ const parallelism = 4
 // returns a client of it with conns keep-alive connections.
 func setup(b *testing.B, conns int) (*loadgen.Server, *loadgen.Client) {
 	b.Helper()
-	srv, err := loadgen.StartServer(filepath.Join(b.TempDir(), "tasks.db"))
+	srv, err := loadgen.StartServer(filepath.Join(b.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Addr           string        // listen address, host:port
 	DB             string        // SQLite file
+	SQLiteSync     string        // SQLite synchronous setting: full or normal
 	AllowRemote    bool          // allow a non-loopback listen address
 	Stdio          bool          // serve one client on stdin/stdout instead of HTTP
 	DefaultTTL     time.Duration // retention when a client asks for none
@@ -46,6 +47,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
 	fs.StringVar(&c.DB, "db", "./mcptask.db", "SQLite `file` holding the tasks (created if missing)")
+	fs.StringVar(&c.SQLiteSync, "sqlite-sync", "full", "SQLite synchronous setting: full (every commit on disk before it is acknowledged) or normal (faster single-client writes; a power loss may lose the last commits, a process crash loses nothing)")
 	fs.BoolVar(&c.Stdio, "stdio", false, "serve one MCP client over stdin/stdout (both wires) instead of HTTP; logs go to stderr")
 	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow listening on a non-loopback address (there is no authentication: task IDs are the only protection)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")

@@ -48,7 +48,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			unlock()
 		}
 	}()
-	st, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger.With("component", "store")})
+	st, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger.With("component", "store"), Synchronous: sqlite.Sync(cfg.SQLiteSync)})
 	if err != nil {
 		return nil, fmt.Errorf("opening the task store %s: %w", cfg.DB, err)
 	}

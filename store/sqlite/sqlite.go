@@ -1,7 +1,8 @@
 // Package sqlite is the SQLite backend of mcptask's [store.Store], built on
 // the pure-Go driver modernc.org/sqlite (no cgo).
 //
-// The database runs in WAL mode with synchronous=FULL: when a write method
+// The database runs in WAL mode with synchronous=FULL (by default; see
+// Options.Synchronous): when a write method
 // returns nil, its change is committed and on disk. Reads (Get, List,
 // ListActive) use a pool of read-only connections and never wait for
 // writers. All writes of the process go through one connection, driven by
@@ -49,7 +50,24 @@ type Options struct {
 	// MaxReadConns is the size of the read connection pool. Zero means
 	// the larger of 4 and GOMAXPROCS.
 	MaxReadConns int
+
+	// Synchronous is SQLite's synchronous setting: SyncFull (the default)
+	// flushes every commit to disk before it returns, so a committed task
+	// survives a power loss or OS crash too; SyncNormal flushes at WAL
+	// checkpoints only: commits survive a crash of the process, but the
+	// last ones may be lost on power loss, in exchange for faster
+	// single-client writes.
+	Synchronous Sync
 }
+
+// Sync is a value of SQLite's synchronous setting in WAL mode.
+type Sync string
+
+// The synchronous settings Open accepts.
+const (
+	SyncFull   Sync = "FULL"
+	SyncNormal Sync = "NORMAL"
+)
 
 // Defaults of [Options] and of [Store.List].
 const (
@@ -109,6 +127,14 @@ func Open(path string, opts *Options) (*Store, error) {
 	if o.MaxReadConns <= 0 {
 		o.MaxReadConns = max(4, runtime.GOMAXPROCS(0))
 	}
+	switch Sync(strings.ToUpper(string(o.Synchronous))) {
+	case "", SyncFull:
+		o.Synchronous = SyncFull
+	case SyncNormal:
+		o.Synchronous = SyncNormal
+	default:
+		return nil, fmt.Errorf("sqlite store: Synchronous must be %s or %s, not %q", SyncFull, SyncNormal, o.Synchronous)
+	}
 	if path == "" {
 		return nil, errors.New("sqlite store: empty database path")
 	}
@@ -138,7 +164,7 @@ func (s *Store) open(o Options) error {
 
 	var err error
 	s.wdb, err = sql.Open("sqlite", dsn(s.path, url.Values{
-		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(FULL)"},
+		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(" + string(o.Synchronous) + ")"},
 		"_txlock": {"immediate"},
 	}))
 	if err != nil {

@@ -626,3 +626,27 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 	}
 }
+
+func TestSynchronousOption(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		in   Sync
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{{"", 2}, {SyncFull, 2}, {"normal", 1}} {
+		s, err := Open(filepath.Join(dir, "sync-"+string(tc.in)+".db"), &Options{Synchronous: tc.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		if err := s.wdb.QueryRow("PRAGMA synchronous").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if got != tc.want {
+			t.Errorf("Synchronous %q: PRAGMA synchronous = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "bad.db"), &Options{Synchronous: "OFF"}); err == nil {
+		t.Error("Synchronous OFF accepted")
+	}
+}

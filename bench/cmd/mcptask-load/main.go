@@ -25,6 +25,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mcptask/mcptask/store/sqlite"
 	"io"
 	"os"
 	"os/signal"
@@ -57,6 +58,7 @@ func main() {
 type config struct {
 	url         string
 	db          string
+	sqliteSync  string
 	conc        int
 	dur         time.Duration
 	count       int64
@@ -101,6 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.plainArgs, "plain-args", "", "JSON arguments of the plain tool (default: {} in-process, "+daemonPlainArgs+" with -url)")
 	fs.StringVar(&c.taskTool, "task-tool", "", "tool with task support whose tasks complete at once (default: noop_task in-process, "+daemonTaskTool+" with -url)")
 	fs.StringVar(&c.taskArgs, "task-args", "", "JSON arguments of the task tool (default: {} in-process, "+strconv.Quote(daemonTaskArgs)+" with -url)")
+	fs.StringVar(&c.sqliteSync, "sqlite-sync", "full", "in-process server: SQLite synchronous setting, full or normal")
 	fs.BoolVar(&c.memory, "memory", false, "memory mode: create -tasks completed tasks and measure the heap at -points (in-process server only)")
 	fs.Int64Var(&c.tasks, "tasks", 100_000, "memory mode: number of tasks to create")
 	points := fs.String("points", "1000,10000,50000,100000", "memory mode: comma-separated numbers of retained tasks at which to measure the heap (those above -tasks are dropped; -tasks is always measured)")
@@ -219,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			defer os.RemoveAll(dir)
 			db = filepath.Join(dir, "tasks.db")
 		}
-		srv, err = loadgen.StartServer(db)
+		srv, err = loadgen.StartServer(db, &sqlite.Options{Synchronous: sqlite.Sync(cfg.sqliteSync)})
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 
 func start(t *testing.T) (*Server, *Client) {
 	t.Helper()
-	srv, err := StartServer(filepath.Join(t.TempDir(), "tasks.db"))
+	srv, err := StartServer(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

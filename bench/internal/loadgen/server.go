@@ -51,9 +51,9 @@ type Server struct {
 }
 
 // StartServer assembles the server on the SQLite file dbPath (created if
-// missing) and serves it on a free loopback port.
-func StartServer(dbPath string) (*Server, error) {
-	st, err := sqlite.Open(dbPath, nil)
+// missing; opts may be nil) and serves it on a free loopback port.
+func StartServer(dbPath string, opts *sqlite.Options) (*Server, error) {
+	st, err := sqlite.Open(dbPath, opts)
 	if err != nil {
 		return nil, err
 	}
