@@ -56,6 +56,9 @@ func (s *Server) gate(ctx context.Context, method string, meta map[string]any, r
 }
 
 func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.GetTaskParams) (mcp.Result, error) {
+	if p == nil { // params absent or null: the go-sdk passes a nil pointer
+		p = &ext2026.GetTaskParams{}
+	}
 	if !ext2026.UsesWire(p.GetMeta()) {
 		return s.get2025(ctx, p.TaskID)
 	}
@@ -71,6 +74,9 @@ func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.
 }
 
 func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext2026.UpdateTaskParams) (mcp.Result, error) {
+	if p == nil { // params absent or null: the go-sdk passes a nil pointer
+		p = &ext2026.UpdateTaskParams{}
+	}
 	if !ext2026.UsesWire(p.GetMeta()) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("tasks/update belongs to the %s tasks extension; on %s, answer the server's requests during tasks/result", ext2026.Version, v1.Version)}
 	}
@@ -96,6 +102,9 @@ func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext20
 }
 
 func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext2026.CancelTaskParams) (mcp.Result, error) {
+	if p == nil { // params absent or null: the go-sdk passes a nil pointer
+		p = &ext2026.CancelTaskParams{}
+	}
 	if !ext2026.UsesWire(p.GetMeta()) {
 		return s.cancel2025(ctx, p.TaskID)
 	}
@@ -112,6 +121,9 @@ func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext20
 }
 
 func (s *Server) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *v1.TaskIDParams) (mcp.Result, error) {
+	if p == nil { // params absent or null: the go-sdk passes a nil pointer
+		p = &v1.TaskIDParams{}
+	}
 	if ext2026.UsesWire(p.GetMeta()) {
 		return nil, removedOn2026(methodResult)
 	}
@@ -119,6 +131,9 @@ func (s *Server) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *v1.T
 }
 
 func (s *Server) tasksList(ctx context.Context, _ *mcp.ServerSession, p *v1.ListTasksParams) (mcp.Result, error) {
+	if p == nil { // params absent or null: the go-sdk passes a nil pointer
+		p = &v1.ListTasksParams{}
+	}
 	if ext2026.UsesWire(p.GetMeta()) {
 		return nil, removedOn2026(methodList)
 	}
