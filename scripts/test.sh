@@ -28,6 +28,9 @@ step "fuzz smoke (seed corpora run above; a short coverage-guided run here)"
 go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 10s ./task
 go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 15s .
 
+step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio)"
+scripts/interop.sh
+
 step "conformance suite"
 scripts/conformance.sh all
 
