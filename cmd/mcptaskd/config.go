@@ -115,6 +115,11 @@ func (c *Config) validate() error {
 	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
 		errs = append(errs, fmt.Errorf("-default-ttl (%v) must not exceed -max-ttl (%v)", c.DefaultTTL, c.MaxTTL))
 	}
+	switch strings.ToLower(c.SQLiteSync) {
+	case "full", "normal":
+	default:
+		errs = append(errs, fmt.Errorf("-sqlite-sync must be full or normal, got %q", c.SQLiteSync))
+	}
 	if c.MaxResultBytes <= 0 {
 		errs = append(errs, fmt.Errorf("-max-result-bytes must be positive, got %d", c.MaxResultBytes))
 	}
