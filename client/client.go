@@ -1,0 +1,218 @@
+// Package client is the host side of mcptask: an MCP client, built on the
+// official Go SDK's client, that never loses a long-running tool call.
+//
+// It speaks both task wires: on 2026-07-28 it declares the
+// io.modelcontextprotocol/tasks extension in each request's capabilities;
+// on 2025-11-25 it reads the server's tasks capability and each tool's
+// execution.taskSupport and adds params.task. Where the server has no tasks
+// it falls back to a plain call and says so ([Call.Fallback]).
+//
+// A call returns either the immediate result or a task. [Client.Wait]
+// polls the task at the server's latest pollInterval (with jitter) until it
+// ends, the deadline passes or ctx is done, answering the task's input
+// requests through the host's handlers. With a journal file
+// ([Options.Journal]), a host that crashes mid-wait reattaches to its tasks
+// on restart ([Client.Resume]) instead of calling the tools again.
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Wire revisions a client may speak.
+const (
+	Wire20260728 = "2026-07-28"
+	Wire20251125 = "2025-11-25"
+)
+
+// Options configures [Dial] and [Connect]. The zero value is usable.
+type Options struct {
+	// ClientInfo names the host to the server. Nil means "mcptask-client".
+	ClientInfo *mcp.Implementation
+	// HTTPClient carries Streamable HTTP requests ([Dial] only). Nil means
+	// a client with keep-alive and no overall timeout (waits are bounded by
+	// contexts and deadlines instead).
+	HTTPClient *http.Client
+	// ProtocolVersion forces a wire revision (Wire20260728 or
+	// Wire20251125). Empty means the newest the server speaks.
+	ProtocolVersion string
+	// Elicit answers a server's elicitation request, made by a task
+	// (taskID set) or by a plain call (taskID empty). Nil declines every
+	// elicitation.
+	Elicit func(ctx context.Context, taskID string, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// Sample answers a server's sampling request. Nil means the client
+	// does not declare sampling.
+	Sample func(ctx context.Context, taskID string, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	// Journal is the path of the durable journal of tasks in flight. Empty
+	// means no journal (and no Resume).
+	Journal string
+	// TTL is the retention to ask for on the 2025-11-25 wire. Zero lets the
+	// server choose.
+	TTL time.Duration
+	// Logger receives the client's records. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Client is a connection to one MCP server. It is safe for concurrent use.
+type Client struct {
+	impl *clientImpl
+}
+
+// Dial connects to the Streamable HTTP endpoint at url.
+func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
+	return dial(ctx, url, opts)
+}
+
+// Connect connects over any go-sdk transport, e.g. an mcp.CommandTransport
+// running a server on stdio. The journal records the endpoint as target.
+func Connect(ctx context.Context, t mcp.Transport, target string, opts *Options) (*Client, error) {
+	return connect(ctx, t, target, opts)
+}
+
+// Close ends the connection. Tasks keep running on the server.
+func (c *Client) Close() error { return c.impl.close() }
+
+// Wire returns the wire revision negotiated with the server.
+func (c *Client) Wire() string { return c.impl.wire }
+
+// TasksSupported reports whether the server offers tasks on this wire.
+func (c *Client) TasksSupported() bool { return c.impl.tasksSupported() }
+
+// Tool is a tool of the server, with its task support when the server says
+// it ("forbidden", "optional", "required"; empty when unknown, as on the
+// 2026-07-28 wire where the server decides per call).
+type Tool struct {
+	*mcp.Tool
+	TaskSupport string
+}
+
+// Tools lists the server's tools.
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) { return c.impl.tools(ctx) }
+
+// Call is the answer to a tool call: a result, or a task to wait for.
+type Call struct {
+	// Result is the immediate result when the server ran the call
+	// synchronously.
+	Result *mcp.CallToolResult
+	// Task is the task the server created, when it did.
+	Task *TaskStatus
+	// Fallback, when not empty, says why the call ran as a plain call
+	// although the client would have accepted a task (e.g. "the server
+	// has no tasks capability").
+	Fallback string
+}
+
+// CallTool calls a tool with arguments (any JSON-encodable value, or nil).
+// A task the server creates is recorded in the journal before CallTool
+// returns.
+func (c *Client) CallTool(ctx context.Context, name string, args any) (*Call, error) {
+	return c.impl.callTool(ctx, name, args)
+}
+
+// TaskStatus is a snapshot of a task.
+type TaskStatus struct {
+	ID            string
+	Status        string // working, input_required, completed, failed, cancelled
+	StatusMessage string
+	CreatedAt     time.Time
+	LastUpdatedAt time.Time
+	TTL           time.Duration // zero when unlimited
+	PollInterval  time.Duration // zero when the server suggests none
+}
+
+// Terminal reports whether the task has ended.
+func (s *TaskStatus) Terminal() bool {
+	return s.Status == "completed" || s.Status == "failed" || s.Status == "cancelled"
+}
+
+// WaitOptions configures [Client.Wait]. The zero value is usable.
+type WaitOptions struct {
+	// Deadline bounds the whole wait; zero means none (ctx still applies).
+	Deadline time.Duration
+	// OnStatus, if set, is called with each new status seen (status,
+	// status message or last update changed).
+	OnStatus func(*TaskStatus)
+}
+
+// Wait polls a task until it ends and returns its result. It honours the
+// latest pollInterval with jitter, the deadline and ctx; it hands each input
+// request to the Elicit / Sample handlers once per key and sends the
+// answers. A failed task returns a *TaskError, a cancelled one
+// ErrCancelled, a task the server no longer knows ErrTaskNotFound; a wait
+// cut short returns ctx's error or ErrDeadline, and the task keeps
+// running. The task leaves the journal once it has ended.
+func (c *Client) Wait(ctx context.Context, taskID string, opts *WaitOptions) (*mcp.CallToolResult, error) {
+	return c.impl.wait(ctx, taskID, opts)
+}
+
+// Get returns the current status of a task.
+func (c *Client) Get(ctx context.Context, taskID string) (*TaskStatus, error) {
+	return c.impl.get(ctx, taskID)
+}
+
+// Cancel asks the server to cancel a task and returns its status after.
+func (c *Client) Cancel(ctx context.Context, taskID string) (*TaskStatus, error) {
+	return c.impl.cancel(ctx, taskID)
+}
+
+// List returns a page of the requester's tasks (2025-11-25 wire only; on
+// 2026-07-28 it returns ErrUnsupported) and the cursor of the next page
+// ("" at the end).
+func (c *Client) List(ctx context.Context, cursor string) ([]TaskStatus, string, error) {
+	return c.impl.list(ctx, cursor)
+}
+
+// Pending returns the journal's tasks in flight for this client's target.
+func (c *Client) Pending() ([]JournalEntry, error) { return c.impl.pending() }
+
+// Outcome is the end of one resumed task.
+type Outcome struct {
+	Entry  JournalEntry
+	Result *mcp.CallToolResult
+	Err    error
+}
+
+// Resume waits for every task of the journal that belongs to this
+// client's target, without calling any tool again, and returns their
+// outcomes.
+func (c *Client) Resume(ctx context.Context, opts *WaitOptions) ([]Outcome, error) {
+	return c.impl.resume(ctx, opts)
+}
+
+// JournalEntry is one task in flight, as the journal records it.
+type JournalEntry struct {
+	TaskID    string    `json:"taskId"`
+	Target    string    `json:"target"` // server URL or transport name
+	Wire      string    `json:"wire"`
+	Tool      string    `json:"tool"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Errors of the client.
+var (
+	// ErrCancelled means the task ended cancelled.
+	ErrCancelled = errors.New("task was cancelled")
+	// ErrTaskNotFound means the server does not know the task (it never
+	// existed, expired, or belongs to someone else).
+	ErrTaskNotFound = errors.New("task not found on the server")
+	// ErrDeadline means the wait's deadline passed; the task keeps running.
+	ErrDeadline = errors.New("deadline passed while waiting for the task")
+	// ErrUnsupported means the server or wire does not offer the operation.
+	ErrUnsupported = errors.New("not supported by this server or wire")
+)
+
+// TaskError is the JSON-RPC error a failed task ended with.
+type TaskError struct {
+	TaskID  string
+	Code    int64
+	Message string
+	Data    []byte
+}
+
+func (e *TaskError) Error() string { return "task " + e.TaskID + " failed: " + e.Message }
