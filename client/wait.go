@@ -1,0 +1,225 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Polling bounds.
+const (
+	// defaultPoll is used when the server suggests no poll interval.
+	defaultPoll = 500 * time.Millisecond
+	// minPoll keeps a server suggesting a tiny interval from making the
+	// client spin.
+	minPoll = 10 * time.Millisecond
+	// jitter is the relative spread of each pause (±20%), so that many
+	// clients of one server do not poll in step.
+	jitter = 0.2
+)
+
+// pollDelay returns the pause before the next poll for the server's latest
+// suggested interval, with jitter.
+func pollDelay(suggested time.Duration) time.Duration {
+	d := suggested
+	if d <= 0 {
+		d = defaultPoll
+	}
+	d = time.Duration(float64(d) * (1 - jitter + 2*jitter*rand.Float64()))
+	return max(d, minPoll)
+}
+
+// waiter is the state of one Wait.
+type waiter struct {
+	c        *clientImpl
+	id       string
+	opts     WaitOptions
+	ctx      context.Context // the caller's
+	dctx     context.Context // ctx bounded by the deadline
+	last     *TaskStatus     // the last status seen
+	reported *TaskStatus     // the last status given to OnStatus
+}
+
+func (c *clientImpl) wait(ctx context.Context, id string, o *WaitOptions) (*mcp.CallToolResult, error) {
+	if id == "" {
+		return nil, errors.New("client: Wait needs a task ID")
+	}
+	w := &waiter{c: c, id: id, ctx: ctx, dctx: ctx}
+	if o != nil {
+		w.opts = *o
+	}
+	if w.opts.Deadline > 0 {
+		var cancel context.CancelFunc
+		w.dctx, cancel = context.WithTimeout(ctx, w.opts.Deadline)
+		defer cancel()
+	}
+	var res *mcp.CallToolResult
+	var err error
+	switch {
+	case c.modern():
+		res, err = w.wait2026()
+	case c.wire == Wire20251125:
+		res, err = w.wait2025()
+	default:
+		return nil, fmt.Errorf("waiting for a task on MCP %s: %w", c.wire, ErrUnsupported)
+	}
+	if ended(err) {
+		c.forget(id)
+		if c.journal != nil {
+			// The outcome matters more than the bookkeeping: a task left in
+			// the journal is merely waited for again by a later Resume
+			// (never called again).
+			if jerr := c.journal.remove(c.target, id); jerr != nil {
+				c.log.Warn("could not remove an ended task from the journal", "task", id, "journal", c.journal.path, "err", jerr)
+			}
+		}
+	}
+	return res, err
+}
+
+// ended reports whether a Wait outcome means the task is over for the
+// host: it ended (result, failure, cancellation) or the server no longer
+// knows it.
+func ended(err error) bool {
+	var te *TaskError
+	return err == nil || errors.As(err, &te) || errors.Is(err, ErrCancelled) || errors.Is(err, ErrTaskNotFound)
+}
+
+// cut returns the error of a wait cut short, or nil while it may go on:
+// the caller's ctx error, or ErrDeadline.
+func (w *waiter) cut() error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	if w.dctx.Err() != nil {
+		status := "unknown"
+		if w.last != nil {
+			status = w.last.Status
+		}
+		return fmt.Errorf("task %s still %s after %v: %w", w.id, status, w.opts.Deadline, ErrDeadline)
+	}
+	return nil
+}
+
+// fail returns the error for a failed request: the cut if the wait was cut
+// short meanwhile, ErrTaskNotFound for the server's -32602, or err with
+// context.
+func (w *waiter) fail(what string, err error) error {
+	if cut := w.cut(); cut != nil {
+		return cut
+	}
+	if isNotFound(err) {
+		return notFound(w.id, err)
+	}
+	return fmt.Errorf("task %s: %s: %w", w.id, what, err)
+}
+
+// seen records a new status and reports it to OnStatus when it changed.
+func (w *waiter) seen(st *TaskStatus) {
+	w.last = st
+	if w.opts.OnStatus == nil {
+		return
+	}
+	if r := w.reported; r != nil && r.Status == st.Status && r.StatusMessage == st.StatusMessage && r.LastUpdatedAt.Equal(st.LastUpdatedAt) {
+		return
+	}
+	cp := *st
+	w.reported = &cp
+	w.opts.OnStatus(&cp)
+}
+
+// pause sleeps for the next poll interval, or until wake fires, or until
+// the wait is cut short.
+func (w *waiter) pause(wake <-chan struct{}) error {
+	var poll time.Duration
+	if w.last != nil {
+		poll = w.last.PollInterval
+	}
+	t := time.NewTimer(pollDelay(poll))
+	defer t.Stop()
+	select {
+	case <-w.dctx.Done():
+		return w.cut()
+	case <-t.C:
+	case <-wake:
+	}
+	return nil
+}
+
+// claim marks input request keys of a task as being answered and returns
+// those no other Wait claimed before.
+func (c *clientImpl) claim(id string, keys []string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.handled[id]
+	if m == nil {
+		m = map[string]bool{}
+		c.handled[id] = m
+	}
+	var out []string
+	for _, k := range keys {
+		if !m[k] {
+			m[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// unclaim releases keys whose answers could not be delivered.
+func (c *clientImpl) unclaim(id string, keys []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		delete(c.handled[id], k)
+	}
+}
+
+// forget drops the client's memory of an ended task.
+func (c *clientImpl) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.handled, id)
+}
+
+func (c *clientImpl) pending() ([]JournalEntry, error) {
+	if c.journal == nil {
+		return nil, fmt.Errorf("client: no journal configured (Options.Journal): %w", ErrUnsupported)
+	}
+	return c.journal.pending(c.target)
+}
+
+func (c *clientImpl) resume(ctx context.Context, o *WaitOptions) ([]Outcome, error) {
+	entries, err := c.pending()
+	if err != nil {
+		return nil, err
+	}
+	if o != nil && o.OnStatus != nil {
+		// The tasks are waited for concurrently; OnStatus is called by one
+		// at a time.
+		cp := *o
+		var mu sync.Mutex
+		cp.OnStatus = func(st *TaskStatus) {
+			mu.Lock()
+			defer mu.Unlock()
+			o.OnStatus(st)
+		}
+		o = &cp
+	}
+	out := make([]Outcome, len(entries))
+	var wg sync.WaitGroup
+	for i, e := range entries {
+		out[i].Entry = e
+		wg.Go(func() {
+			c.log.Info("resuming a task", "task", e.TaskID, "tool", e.Tool, "createdAt", e.CreatedAt)
+			out[i].Result, out[i].Err = c.wait(ctx, e.TaskID, o)
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
