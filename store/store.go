@@ -22,7 +22,9 @@ var ErrExists = errors.New("task already exists")
 // committed before Create returns, so a following Get (from any connection
 // or process) finds it.
 type Store interface {
-	// Create durably inserts t. It returns ErrExists if t.ID is taken.
+	// Create durably inserts t. It returns ErrExists if t.ID is taken,
+	// and a *DuplicateError holding the existing task if t.IdempotencyKey
+	// is set and t.Owner already has a task with that key.
 	Create(ctx context.Context, t *task.Task) error
 
 	// Get returns the task with the given ID, or ErrNotFound. It returns
@@ -53,8 +55,62 @@ type Store interface {
 	// Delete removes the task with the given ID, or returns ErrNotFound.
 	Delete(ctx context.Context, id task.ID) error
 
+	// Claim atomically takes over non-terminal tasks for an engine (see
+	// ClaimRequest) and returns them as they are after the claim: Runner
+	// set to the claimer and LeaseExpiresAt to Now+Lease. Two concurrent
+	// claimers never get the same task (on PostgreSQL: FOR UPDATE SKIP
+	// LOCKED).
+	Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error)
+
+	// Heartbeat extends to until the leases of those tasks among ids that
+	// runner still holds and that are not terminal, and returns the other
+	// ids (taken over by another engine, ended, e.g. cancelled, or gone):
+	// the runner must stop their work.
+	Heartbeat(ctx context.Context, runner string, ids []task.ID, until time.Time) (lost []task.ID, err error)
+
 	// Close releases the store's resources.
 	Close() error
+}
+
+// ClaimRequest says which tasks Claim takes over.
+type ClaimRequest struct {
+	// Runner is the claiming engine's instance ID.
+	Runner string
+	// Now is the claim time: tasks whose LeaseExpiresAt is before Now
+	// (zero included) are claimable.
+	Now time.Time
+	// Lease is the length of the new lease.
+	Lease time.Duration
+	// Limit caps the number of tasks claimed; <= 0 means no cap.
+	Limit int
+	// IgnoreLeases claims every non-terminal task not held by Runner,
+	// whatever its lease: for an engine starting on a store that it owns
+	// exclusively (one process per SQLite file), where every unfinished
+	// task was left by a process that is gone.
+	IgnoreLeases bool
+}
+
+// DuplicateError is returned by Create when t.IdempotencyKey is set and
+// the same owner already has a task with that key; Task is that task.
+type DuplicateError struct {
+	Task *task.Task
+}
+
+func (e *DuplicateError) Error() string {
+	return "a task with this idempotency key exists: " + string(e.Task.ID)
+}
+
+// ChangeFeed is implemented by stores that announce task changes across
+// processes (PostgreSQL: LISTEN/NOTIFY, sent in the same transaction as the
+// change). Engines use it to deliver cancellation and client input to work
+// running in another process promptly; they poll as a fallback.
+type ChangeFeed interface {
+	// Changes calls fn with the ID of every task created or updated by any
+	// process, until ctx is done or the feed fails; it then returns the
+	// reason. fn must be quick. Changes may be called again after an
+	// error (e.g. a lost connection); announcements made meanwhile are
+	// lost, which the callers' polling covers.
+	Changes(ctx context.Context, fn func(task.ID)) error
 }
 
 // ErrBadCursor is returned by List for a cursor it did not issue.

@@ -50,6 +50,14 @@ type Task struct {
 	// Attempts counts the times the task's work was started: 1 for the
 	// first run, more after re-runs following a crash or a shutdown.
 	Attempts int64
+	// LeaseExpiresAt is when Runner's hold on the work ends unless renewed
+	// by a heartbeat; after it, another engine may take the task over.
+	// Zero when no engine holds the task.
+	LeaseExpiresAt time.Time
+	// IdempotencyKey is the client-chosen key that makes a retried call
+	// return this task instead of creating another; unique per Owner.
+	// Empty when the client chose none.
+	IdempotencyKey string
 }
 
 // Error is a JSON-RPC error object stored with a failed task.
@@ -96,6 +104,7 @@ func (t *Task) Transition(to Status, now time.Time) error {
 		t.InputRequests = nil
 		t.InputResponses = nil
 		t.Runner = ""
+		t.LeaseExpiresAt = time.Time{}
 	}
 	return nil
 }
