@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mcptask/mcptask/client"
+)
+
+// Exit codes of mcptask, the one place they are defined. The help text and
+// the README list them from exitCodes.
+const (
+	exitOK          = 0   // the tool succeeded (or the command did what it was asked)
+	exitToolError   = 1   // the tool's result has isError: true
+	exitFailed      = 2   // the task failed with a JSON-RPC error, or the server refused the call
+	exitCancelled   = 3   // the task was cancelled
+	exitConnection  = 4   // the server is unreachable or answered garbage, or does not know the task
+	exitUsage       = 5   // the command line is wrong
+	exitDeadline    = 6   // --timeout passed while the task still runs
+	exitInterrupted = 130 // Ctrl-C (or SIGTERM) stopped the wait; the task still runs
+)
+
+// exitCodes documents the exit codes, in the help text and the README.
+var exitCodes = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "success: the tool's result is printed"},
+	{exitToolError, "tool error: the tool completed with isError: true (its result is printed)"},
+	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (unknown tool, bad arguments)"},
+	{exitCancelled, "cancelled: the task was cancelled"},
+	{exitConnection, "connection or protocol error: server unreachable, garbage answer, or a task the server does not know"},
+	{exitUsage, "usage error: bad command, flag or argument"},
+	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
+	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},
+}
+
+// exitCodesText renders exitCodes for the help text.
+func exitCodesText() string {
+	var b strings.Builder
+	for _, e := range exitCodes {
+		fmt.Fprintf(&b, "  %-4d %s\n", e.code, e.meaning)
+	}
+	return b.String()
+}
+
+// errInterrupted is the cause of the main context's cancellation when a
+// signal asked mcptask to stop.
+var errInterrupted = errors.New("interrupted")
+
+// usageError is a mistake on the command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// errWaitDeadline is the cause of a wait's context when --timeout passed.
+var errWaitDeadline = errors.New("deadline passed")
+
+// refusedError is a JSON-RPC error with which the server answered a
+// tools/call: it refused the call (unknown tool, invalid params, a failed
+// plain call, ...).
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// exitCodeOf maps an error of the client (or of mcptask) to an exit code.
+func exitCodeOf(ctx context.Context, err error) int {
+	var te *client.TaskError
+	var ue *usageError
+	var re *refusedError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, errInterrupted) || errors.Is(context.Cause(ctx), errInterrupted):
+		return exitInterrupted
+	case errors.As(err, &te):
+		return exitFailed
+	case errors.Is(err, client.ErrCancelled):
+		return exitCancelled
+	case errors.Is(err, client.ErrDeadline), errors.Is(err, errWaitDeadline):
+		return exitDeadline
+	case errors.As(err, &re):
+		return exitFailed
+	default:
+		return exitConnection
+	}
+}
