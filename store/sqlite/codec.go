@@ -21,7 +21,8 @@ import (
 
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
-	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts`
+	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
+	lease_expires_at_ms, idempotency_key`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -32,12 +33,15 @@ type row struct {
 	inputSeq                                     int64
 	runner                                       string
 	attempts                                     int64
+	leaseMS                                      int64 // 0 when no lease
+	idempotencyKey                               string
 }
 
 // insertArgs binds the columns of insertSQL.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
-		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts}
+		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts,
+		r.leaseMS, r.idempotencyKey}
 }
 
 // updateArgs binds the parameters of updateSQL: every column but the ID,
@@ -47,13 +51,15 @@ func (r *row) updateArgs() []any {
 }
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
-	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
+	lease_expires_at_ms, idempotency_key)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
-	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?
+	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
+	lease_expires_at_ms = ?, idempotency_key = ?
 	WHERE id = ?`
 
 // encodeTask validates t and encodes it into column values. It does not
@@ -66,21 +72,23 @@ func encodeTask(t *task.Task) (*row, error) {
 		return nil, fmt.Errorf("sqlite store: task %s has the unknown status %q", t.ID, t.Status)
 	}
 	r := &row{
-		id:            string(t.ID),
-		owner:         t.Owner,
-		tool:          t.Tool,
-		wire:          t.Wire,
-		status:        string(t.Status),
-		statusMessage: t.StatusMessage,
-		createdMS:     t.CreatedAt.UnixMilli(),
-		updatedMS:     t.LastUpdatedAt.UnixMilli(),
-		ttlNS:         int64(t.TTL),
-		pollNS:        int64(t.PollInterval),
-		request:       rawArg(t.Request),
-		result:        rawArg(t.Result),
-		inputSeq:      t.InputSeq,
-		runner:        t.Runner,
-		attempts:      t.Attempts,
+		id:             string(t.ID),
+		owner:          t.Owner,
+		tool:           t.Tool,
+		wire:           t.Wire,
+		status:         string(t.Status),
+		statusMessage:  t.StatusMessage,
+		createdMS:      t.CreatedAt.UnixMilli(),
+		updatedMS:      t.LastUpdatedAt.UnixMilli(),
+		ttlNS:          int64(t.TTL),
+		pollNS:         int64(t.PollInterval),
+		request:        rawArg(t.Request),
+		result:         rawArg(t.Result),
+		inputSeq:       t.InputSeq,
+		runner:         t.Runner,
+		attempts:       t.Attempts,
+		leaseMS:        leaseMS(t.LeaseExpiresAt),
+		idempotencyKey: t.IdempotencyKey,
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
@@ -101,6 +109,34 @@ func encodeTask(t *task.Task) (*row, error) {
 
 // msTime is the UTC time of Unix millisecond ms.
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// leaseMS encodes a lease expiry as Unix milliseconds (rounded down), 0
+// meaning no lease. (A lease at exactly the Unix epoch would read back as
+// no lease; no engine takes such a lease.)
+func leaseMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// leaseTime decodes what leaseMS encoded.
+func leaseTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return msTime(ms)
+}
+
+// ceilMS is t in Unix milliseconds, rounded up: a stored millisecond
+// value v is before t exactly when v < ceilMS(t).
+func ceilMS(t time.Time) int64 {
+	ms := t.UnixMilli() // rounded down
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
+}
 
 var (
 	minNanoTime = time.Unix(0, math.MinInt64)
@@ -197,11 +233,14 @@ func scanTask(sc scanner) (*task.Task, error) {
 		id, status                            string
 		createdMS, updatedMS, ttlNS, pollNS   int64
 		request, result, errJSON, reqs, resps []byte
+		leaseMS                               int64
 	)
 	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts); err != nil {
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&leaseMS, &t.IdempotencyKey); err != nil {
 		return nil, err
 	}
+	t.LeaseExpiresAt = leaseTime(leaseMS)
 	t.ID = task.ID(id)
 	t.Status = task.Status(status)
 	t.CreatedAt = msTime(createdMS)

@@ -27,28 +27,37 @@ var migrations = []migration{
 // milliseconds in UTC, durations integer nanoseconds. expires_at_ns is
 // updated_at + TTL, stored only while the task is terminal (NULL
 // otherwise), so that DeleteExpired can never touch a running task.
+// lease_expires_at_ms is 0 when no engine holds the task (not NULL, so that
+// Claim's "lease before now" is one range of tasks_claim).
+// idempotency_key is the empty string when the client chose none.
 // JSON values are stored as TEXT exactly as given; NULL means absent.
+//
+// Nothing has shipped with schema version 1 yet: it may still change in
+// place. Once a release has created files with it, change the schema by
+// appending a migration instead.
 const schemaV1 = `
 CREATE TABLE tasks (
-	id              TEXT    NOT NULL PRIMARY KEY,
-	owner           TEXT    NOT NULL,
-	tool            TEXT    NOT NULL,
-	wire            TEXT    NOT NULL,
-	status          TEXT    NOT NULL,
-	status_message  TEXT    NOT NULL,
-	created_at_ms   INTEGER NOT NULL,
-	updated_at_ms   INTEGER NOT NULL,
-	ttl_ns          INTEGER NOT NULL,
-	poll_ns         INTEGER NOT NULL,
-	expires_at_ns   INTEGER,
-	request         TEXT,
-	result          TEXT,
-	error           TEXT,
-	input_requests  TEXT,
-	input_responses TEXT,
-	input_seq       INTEGER NOT NULL,
-	runner          TEXT    NOT NULL,
-	attempts        INTEGER NOT NULL DEFAULT 0
+	id                  TEXT    NOT NULL PRIMARY KEY,
+	owner               TEXT    NOT NULL,
+	tool                TEXT    NOT NULL,
+	wire                TEXT    NOT NULL,
+	status              TEXT    NOT NULL,
+	status_message      TEXT    NOT NULL,
+	created_at_ms       INTEGER NOT NULL,
+	updated_at_ms       INTEGER NOT NULL,
+	ttl_ns              INTEGER NOT NULL,
+	poll_ns             INTEGER NOT NULL,
+	expires_at_ns       INTEGER,
+	request             TEXT,
+	result              TEXT,
+	error               TEXT,
+	input_requests      TEXT,
+	input_responses     TEXT,
+	input_seq           INTEGER NOT NULL,
+	runner              TEXT    NOT NULL,
+	attempts            INTEGER NOT NULL DEFAULT 0,
+	lease_expires_at_ms INTEGER NOT NULL DEFAULT 0,
+	idempotency_key     TEXT    NOT NULL DEFAULT ''
 );
 
 -- List: one owner's tasks, newest first, keyset-paginated on (created, id).
@@ -57,6 +66,15 @@ CREATE INDEX tasks_owner_created ON tasks (owner, created_at_ms, id);
 -- ListActive: the few non-terminal tasks, oldest first.
 CREATE INDEX tasks_active ON tasks (created_at_ms, id)
 	WHERE status IN ('working', 'input_required');
+
+-- Claim: the non-terminal tasks by end of lease (0, no lease, first).
+CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id)
+	WHERE status IN ('working', 'input_required');
+
+-- Create: an idempotency key is unique per owner; the lookup of the
+-- existing task uses this index too.
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (owner, idempotency_key)
+	WHERE idempotency_key <> '';
 
 -- DeleteExpired: terminal tasks by end of retention.
 CREATE INDEX tasks_expires ON tasks (expires_at_ns)

@@ -98,7 +98,8 @@ type Store struct {
 	// Statements of the read pool.
 	getStmt, listFirstStmt, listNextStmt, listActiveStmt *sql.Stmt
 	// Statements of the write connection, used inside batch transactions.
-	wGetStmt, insertStmt, updateStmt, deleteStmt, deleteExpiredStmt *sql.Stmt
+	wGetStmt, wByKeyStmt, insertStmt, updateStmt, deleteStmt, deleteExpiredStmt *sql.Stmt
+	claimStmt, claimAllStmt, takeStmt, heartbeatStmt                            *sql.Stmt
 
 	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
 	closing    chan struct{} // closed by Close
@@ -215,10 +216,15 @@ func (s *Store) open(o Options) error {
 		{s.rdb, &s.listActiveStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE status IN ('working', 'input_required')
 			ORDER BY created_at_ms, id`},
 		{s.wdb, &s.wGetStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`},
+		{s.wdb, &s.wByKeyStmt, byKeySQL},
 		{s.wdb, &s.insertStmt, insertSQL},
 		{s.wdb, &s.updateStmt, updateSQL},
 		{s.wdb, &s.deleteStmt, `DELETE FROM tasks WHERE id = ?`},
 		{s.wdb, &s.deleteExpiredStmt, `DELETE FROM tasks WHERE expires_at_ns < ?`},
+		{s.wdb, &s.claimStmt, claimSQL},
+		{s.wdb, &s.claimAllStmt, claimAllSQL},
+		{s.wdb, &s.takeStmt, takeSQL},
+		{s.wdb, &s.heartbeatStmt, heartbeatSQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("preparing %q: %w", p.sql, err)
@@ -226,6 +232,12 @@ func (s *Store) open(o Options) error {
 	}
 	return nil
 }
+
+// byKeySQL reads the task of an owner (?) with an idempotency key (?, not
+// empty). The redundant condition that the key is not empty lets SQLite
+// use the partial index tasks_idempotency.
+const byKeySQL = `SELECT ` + taskColumns + ` FROM tasks
+	WHERE owner = ? AND idempotency_key = ? AND idempotency_key <> ''`
 
 // dsn is the modernc.org/sqlite data source name of the file at the
 // absolute path abs. A file: URI keeps any character of the path (even
@@ -254,7 +266,8 @@ func (s *Store) Close() error {
 func (s *Store) closeDBs() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
-		s.wGetStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt} {
+		s.wGetStmt, s.wByKeyStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
+		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -280,9 +293,11 @@ func (s *Store) closed() bool {
 func (s *Store) Path() string { return s.path }
 
 // Create durably inserts t, or returns [store.ErrExists] if its ID is
-// taken. The store keeps timestamps at millisecond precision in UTC.
-// JSON fields are kept byte for byte; Error.Data and the values of the
-// input maps must be valid JSON.
+// taken, or a [*store.DuplicateError] holding the existing task if
+// t.IdempotencyKey is set and t.Owner already has a task with that key
+// (whatever its ID; the key is checked first). The store keeps timestamps
+// at millisecond precision in UTC. JSON fields are kept byte for byte;
+// Error.Data and the values of the input maps must be valid JSON.
 func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	if t == nil {
 		return errors.New("sqlite store: Create of a nil task")
@@ -293,6 +308,18 @@ func (s *Store) Create(ctx context.Context, t *task.Task) error {
 		return err
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
+		if r.idempotencyKey != "" {
+			// The write transaction holds the database's write lock, so
+			// no other writer, in this process or another, can insert
+			// the key between this read and the insert.
+			old, err := scanTask(tx.Stmt(s.wByKeyStmt).QueryRow(r.owner, r.idempotencyKey))
+			if err == nil {
+				return &store.DuplicateError{Task: old}
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("sqlite store: insert task %s: looking up its idempotency key: %w", r.id, err)
+			}
+		}
 		res, err := tx.Stmt(s.insertStmt).Exec(r.insertArgs()...)
 		if err != nil {
 			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
@@ -354,6 +381,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		}
 		t.CreatedAt = msTime(r.createdMS)
 		t.LastUpdatedAt = msTime(r.updatedMS)
+		t.LeaseExpiresAt = leaseTime(r.leaseMS)
 		out = t
 		return nil
 	})

@@ -143,12 +143,21 @@ func TestPragmasAndSchema(t *testing.T) {
 		t.Error("a read connection could write")
 	}
 	// The queries use their indexes.
-	for query, index := range map[string]string{
-		`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`: "tasks_owner_created",
-		`SELECT id FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`:                           "tasks_active",
-		`DELETE FROM tasks WHERE expires_at_ns < 5`:                                                                               "tasks_expires",
+	for _, c := range []struct {
+		query string
+		args  []any
+		index string // the plan must name it, and sort nothing
+	}{
+		{`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`, nil, "tasks_owner_created"},
+		{`SELECT id FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`, nil, "tasks_active"},
+		{`DELETE FROM tasks WHERE expires_at_ns < 5`, nil, "tasks_expires"},
+		// Claim: a range of the index, not a scan of every active task.
+		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
+		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},
+		{byKeySQL, []any{"alice", "k"}, "SEARCH tasks USING INDEX tasks_idempotency (owner=? AND idempotency_key=?)"},
+		{heartbeatSQL, []any{int64(5), "id", "engine-1"}, "(id=?)"},
 	} {
-		rows, err := s.wdb.Query("EXPLAIN QUERY PLAN " + query)
+		rows, err := s.wdb.Query("EXPLAIN QUERY PLAN "+c.query, c.args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,8 +171,8 @@ func TestPragmasAndSchema(t *testing.T) {
 			plan = append(plan, detail)
 		}
 		rows.Close()
-		if p := strings.Join(plan, "; "); !strings.Contains(p, index) || strings.Contains(p, "TEMP B-TREE") {
-			t.Errorf("plan of %q = %q, want a scan of %s without sorting", query, p, index)
+		if p := strings.Join(plan, "; "); !strings.Contains(p, c.index) || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("plan of %q = %q, want a use of %s without sorting", c.query, p, c.index)
 		}
 	}
 }
@@ -210,6 +219,14 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 	if err := s.Delete(ctx, tk.ID); !errors.Is(err, ErrClosed) {
 		t.Errorf("Delete after Close: %v", err)
+	}
+	if _, err := s.Claim(ctx, store.ClaimRequest{Runner: "e", Now: now, Lease: time.Second}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Claim after Close: %v", err)
+	}
+	for _, ids := range [][]task.ID{{tk.ID}, nil} {
+		if _, err := s.Heartbeat(ctx, "e", ids, now); !errors.Is(err, ErrClosed) {
+			t.Errorf("Heartbeat(%v) after Close: %v", ids, err)
+		}
 	}
 }
 

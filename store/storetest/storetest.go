@@ -62,6 +62,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteExpiredFollowsUpdates", s.deleteExpiredFollowsUpdates},
 		{"Delete", s.delete},
 		{"LargeResult", s.largeResult},
+		{"LeaseAndKeyRoundTrip", s.leaseAndKeyRoundTrip},
+		{"CreateIdempotencyKey", s.createIdempotencyKey},
+		{"CreateIdempotencyKeyConcurrent", s.createIdempotencyKeyConcurrent},
+		{"Claim", s.claim},
+		{"ClaimLeaseBoundary", s.claimLeaseBoundary},
+		{"ClaimLimit", s.claimLimit},
+		{"ClaimIgnoreLeases", s.claimIgnoreLeases},
+		{"ClaimConcurrent", s.claimConcurrent},
+		{"Heartbeat", s.heartbeat},
+		{"HeartbeatTakeover", s.heartbeatTakeover},
 	} {
 		t.Run(c.name, c.fn)
 	}
@@ -121,20 +131,27 @@ func fullTask() *task.Task {
 		InputResponses: map[string]json.RawMessage{
 			"input-1": json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`),
 		},
-		InputSeq: 3,
-		Runner:   "engine-7f3a",
-		Attempts: 2,
+		InputSeq:       3,
+		Runner:         "engine-7f3a",
+		Attempts:       2,
+		LeaseExpiresAt: base.Add(45*time.Second + 999_999*time.Nanosecond),
+		IdempotencyKey: "retry-key: «é» \"quoted\" 🙂",
 	}
 }
 
 // want returns what a store must give back for t: t with timestamps
-// truncated to milliseconds, in UTC.
+// truncated to milliseconds, in UTC (a zero LeaseExpiresAt stays zero).
 func want(t *task.Task) *task.Task {
 	w := t.Clone()
-	w.CreatedAt = w.CreatedAt.Truncate(time.Millisecond).UTC()
-	w.LastUpdatedAt = w.LastUpdatedAt.Truncate(time.Millisecond).UTC()
+	w.CreatedAt = ms(w.CreatedAt)
+	w.LastUpdatedAt = ms(w.LastUpdatedAt)
+	w.LeaseExpiresAt = ms(w.LeaseExpiresAt)
 	return w
 }
+
+// ms is what a store keeps of the timestamp tm: millisecond precision, in
+// UTC. The zero time stays zero.
+func ms(tm time.Time) time.Time { return tm.Truncate(time.Millisecond).UTC() }
 
 // diff describes how got differs from want, or returns "". JSON values are
 // compared by meaning, not bytes (a store may re-encode them), and a nil
@@ -169,8 +186,14 @@ func diff(got, want *task.Task) string {
 	for _, f := range []struct {
 		name      string
 		got, want time.Time
-	}{{"CreatedAt", got.CreatedAt, want.CreatedAt}, {"LastUpdatedAt", got.LastUpdatedAt, want.LastUpdatedAt}} {
-		if !f.got.Equal(f.want) {
+	}{
+		{"CreatedAt", got.CreatedAt, want.CreatedAt},
+		{"LastUpdatedAt", got.LastUpdatedAt, want.LastUpdatedAt},
+		{"LeaseExpiresAt", got.LeaseExpiresAt, want.LeaseExpiresAt},
+	} {
+		if f.got.IsZero() != f.want.IsZero() {
+			add(f.name+".IsZero()", f.got.IsZero(), f.want.IsZero())
+		} else if !f.got.Equal(f.want) {
 			add(f.name, f.got.Format(time.RFC3339Nano), f.want.Format(time.RFC3339Nano))
 		} else if f.got.Location() != time.UTC {
 			add(f.name+".Location()", f.got.Location(), "UTC")
@@ -212,6 +235,9 @@ func diff(got, want *task.Task) string {
 	}
 	if got.Attempts != want.Attempts {
 		add("Attempts", got.Attempts, want.Attempts)
+	}
+	if got.IdempotencyKey != want.IdempotencyKey {
+		add("IdempotencyKey", fmt.Sprintf("%q", got.IdempotencyKey), fmt.Sprintf("%q", want.IdempotencyKey))
 	}
 	return strings.Join(d, "\n")
 }
@@ -419,6 +445,7 @@ func (s *suite) update(t *testing.T) {
 			return err
 		}
 		cur.Runner = "engine-1"
+		cur.LeaseExpiresAt = now.Add(30 * time.Second)
 		return cur.SetStatusMessage("need input", now)
 	})
 	if err != nil {
@@ -433,6 +460,7 @@ func (s *suite) update(t *testing.T) {
 	expected.InputSeq = 1
 	expected.InputRequests = map[string]json.RawMessage{"input-1": json.RawMessage(`{"method":"elicitation/create"}`)}
 	expected.Runner = "engine-1"
+	expected.LeaseExpiresAt = ms(now.Add(30 * time.Second))
 	checkTask(t, "task returned by Update", got, expected)
 	checkTask(t, "Get after Update", mustGet(t, st, tk.ID), expected)
 	checkTask(t, "another task after Update", mustGet(t, st, other.ID), want(other))
@@ -452,6 +480,7 @@ func (s *suite) update(t *testing.T) {
 	expected.LastUpdatedAt = later.Truncate(time.Millisecond).UTC()
 	expected.InputRequests = nil
 	expected.Runner = ""
+	expected.LeaseExpiresAt = time.Time{}
 	expected.Result = json.RawMessage(`{"content":[]}`)
 	checkTask(t, "task returned by the second Update", got, expected)
 	checkTask(t, "Get after the second Update", mustGet(t, st, tk.ID), expected)

@@ -1,0 +1,264 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// leaseAndKeyRoundTrip checks that LeaseExpiresAt (millisecond precision,
+// UTC, zero staying zero) and IdempotencyKey are kept by every method that
+// writes or reads tasks.
+func (s *suite) leaseAndKeyRoundTrip(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+
+	// Sub-millisecond digits and a non-UTC zone: truncated, in UTC.
+	held := newTask("alice", base)
+	held.Runner = "engine-1"
+	held.LeaseExpiresAt = base.Add(30 * time.Second)
+	held.IdempotencyKey = "req-é-🙂-" + strings.Repeat("k", 300)
+	// A millisecond-precise UTC lease comes back exactly.
+	exact := newTask("alice", base.Add(time.Second))
+	exact.Runner = "engine-2"
+	exact.LeaseExpiresAt = time.Date(2026, 7, 28, 9, 0, 0, 7_000_000, time.UTC)
+	exact.IdempotencyKey = "k"
+	// Neither: a zero lease stays zero (not the Unix epoch), the key empty.
+	none := newTask("alice", base.Add(2*time.Second))
+	mustCreate(t, st, held, exact, none)
+
+	for _, tk := range []*task.Task{held, exact, none} {
+		checkTask(t, "Get", mustGet(t, st, tk.ID), want(tk))
+	}
+	if got := mustGet(t, st, exact.ID); !got.LeaseExpiresAt.Equal(exact.LeaseExpiresAt) {
+		t.Errorf("millisecond-precise lease = %v, want %v", got.LeaseExpiresAt, exact.LeaseExpiresAt)
+	}
+	if got := mustGet(t, st, none.ID); !got.LeaseExpiresAt.IsZero() || got.IdempotencyKey != "" {
+		t.Errorf("task without lease nor key: LeaseExpiresAt = %v (IsZero %v), IdempotencyKey = %q; want zero and empty",
+			got.LeaseExpiresAt, got.LeaseExpiresAt.IsZero(), got.IdempotencyKey)
+	}
+	listed, _, err := st.List(ctx, "alice", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := st.ListActive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string][]*task.Task{"List": listed, "ListActive": active} {
+		checkSameSet(t, what, got, []*task.Task{held, exact, none})
+		for _, g := range got {
+			for _, tk := range []*task.Task{held, exact, none} {
+				if g.ID == tk.ID {
+					checkTask(t, what, g, want(tk))
+				}
+			}
+		}
+	}
+
+	// Update sets a lease where there was none, clears one, and keeps the
+	// key; ending a task (task.Transition) drops Runner and lease.
+	lease := base.Add(time.Minute)
+	got, err := st.Update(ctx, none.ID, func(tk *task.Task) error {
+		tk.Runner = "engine-3"
+		tk.LeaseExpiresAt = lease
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := want(none)
+	w.Runner = "engine-3"
+	w.LeaseExpiresAt = ms(lease)
+	checkTask(t, "task returned by an Update setting a lease", got, w)
+	checkTask(t, "Get after an Update setting a lease", mustGet(t, st, none.ID), w)
+
+	got, err = st.Update(ctx, held.ID, func(tk *task.Task) error {
+		tk.Runner = ""
+		tk.LeaseExpiresAt = time.Time{}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = want(held)
+	w.Runner = ""
+	w.LeaseExpiresAt = time.Time{}
+	checkTask(t, "task returned by an Update clearing the lease", got, w)
+	checkTask(t, "Get after an Update clearing the lease", mustGet(t, st, held.ID), w)
+
+	got, err = st.Update(ctx, exact.ID, func(tk *task.Task) error {
+		return tk.Complete(json.RawMessage(`{}`), base.Add(time.Hour))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = want(exact)
+	if err := w.Complete(json.RawMessage(`{}`), ms(base.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	checkTask(t, "task returned by an Update ending it", got, w)
+	checkTask(t, "Get after an Update ending the task", mustGet(t, st, exact.ID), w)
+}
+
+// checkDuplicateKey creates tk, whose owner already has the task existing
+// with tk's idempotency key, and checks the outcome: a *store.DuplicateError
+// holding existing as it is now, and nothing stored.
+func checkDuplicateKey(t *testing.T, st store.Store, tk *task.Task, existing *task.Task) {
+	t.Helper()
+	err := st.Create(t.Context(), tk)
+	var de *store.DuplicateError
+	if !errors.As(err, &de) {
+		t.Fatalf("Create with the idempotency key %q that %q already used: err = %v, want a *store.DuplicateError",
+			tk.IdempotencyKey, tk.Owner, err)
+	}
+	if de.Task == nil {
+		t.Fatal("DuplicateError.Task is nil")
+	}
+	checkTask(t, "DuplicateError.Task", de.Task, existing)
+	if _, err := st.Get(t.Context(), tk.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the task refused as a duplicate was stored (Get err = %v)", err)
+	}
+}
+
+func (s *suite) createIdempotencyKey(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	first := newTask("alice", base)
+	first.IdempotencyKey = "key-1"
+	mustCreate(t, st, first)
+
+	retry := newTask("alice", base.Add(time.Second))
+	retry.IdempotencyKey = "key-1"
+	retry.Request = json.RawMessage(`{"name":"echo","arguments":{"text":"other"}}`)
+	checkDuplicateKey(t, st, retry, want(first))
+
+	// The existing task comes back as it is now.
+	updated, err := st.Update(ctx, first.ID, func(tk *task.Task) error {
+		tk.Runner = "engine-1"
+		tk.LeaseExpiresAt = base.Add(time.Minute)
+		return tk.SetStatusMessage("halfway", base.Add(2*time.Second))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDuplicateKey(t, st, retry, updated)
+
+	// The same key for another owner, another key (keys are compared
+	// exactly, case included), no key at all: distinct tasks.
+	bob := newTask("bob", base)
+	bob.IdempotencyKey = "key-1"
+	other := newTask("alice", base)
+	other.IdempotencyKey = "key-2"
+	upper := newTask("alice", base)
+	upper.IdempotencyKey = "KEY-1"
+	noKey1, noKey2 := newTask("alice", base), newTask("alice", base)
+	anon1, anon2 := newTask("", base), newTask("", base)
+	mustCreate(t, st, bob, other, upper, noKey1, noKey2, anon1, anon2)
+	for _, tk := range []*task.Task{bob, other, upper, noKey1, noKey2, anon1, anon2} {
+		checkTask(t, "task created with a distinct (owner, key)", mustGet(t, st, tk.ID), want(tk))
+	}
+	checkSameSet(t, "alice's tasks", listAll(t, st, "alice", 100), []*task.Task{first, other, upper, noKey1, noKey2})
+
+	// A terminal task keeps its key.
+	completed, err := st.Update(ctx, first.ID, func(tk *task.Task) error {
+		return tk.Complete(json.RawMessage(`{"content":[]}`), base.Add(3*time.Second))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDuplicateKey(t, st, retry, completed)
+
+	// Deleting the task frees its key.
+	if err := st.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Create(ctx, retry); err != nil {
+		t.Fatalf("Create with the key of a deleted task: %v", err)
+	}
+	checkTask(t, "task created with the key of a deleted task", mustGet(t, st, retry.ID), want(retry))
+	checkDuplicateKey(t, st, newTaskWithKey("alice", "key-1"), want(retry))
+
+	// So does DeleteExpired.
+	old := newTask("carol", base.Add(-48*time.Hour))
+	old.IdempotencyKey = "key-3"
+	if err := old.Complete(json.RawMessage(`{}`), base.Add(-47*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, st, old)
+	again := newTaskWithKey("carol", "key-3")
+	checkDuplicateKey(t, st, again, want(old))
+	if n, err := st.DeleteExpired(ctx, base); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired = %d, %v; want 1", n, err)
+	}
+	if err := st.Create(ctx, again); err != nil {
+		t.Fatalf("Create with the key of a task deleted by DeleteExpired: %v", err)
+	}
+	checkTask(t, "task created with the key of an expired task", mustGet(t, st, again.ID), want(again))
+}
+
+func newTaskWithKey(owner, key string) *task.Task {
+	tk := newTask(owner, base)
+	tk.IdempotencyKey = key
+	return tk
+}
+
+// createIdempotencyKeyConcurrent races Creates with one key: for each
+// owner exactly one wins, and every other gets the winner.
+func (s *suite) createIdempotencyKeyConcurrent(t *testing.T) {
+	st := s.store(t)
+	const n = 20
+	var alice, others []*task.Task
+	for i := range n {
+		alice = append(alice, newTaskWithKey("alice", "same"))
+		others = append(others, newTaskWithKey(fmt.Sprintf("owner-%d", i), "same"))
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []*task.Task
+		dups    []*task.Task // DuplicateError.Task
+	)
+	for i := range n {
+		wg.Go(func() {
+			err := st.Create(t.Context(), alice[i])
+			var de *store.DuplicateError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, alice[i])
+			case errors.As(err, &de) && de.Task != nil:
+				dups = append(dups, de.Task)
+			default:
+				t.Errorf("concurrent Create with one key: %v", err)
+			}
+		})
+		wg.Go(func() {
+			if err := st.Create(t.Context(), others[i]); err != nil {
+				t.Errorf("Create with a key that only another owner uses: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("%d concurrent Creates with one key: %d succeeded, want 1", n, len(winners))
+	}
+	if len(dups) != n-1 {
+		t.Errorf("%d concurrent Creates with one key: %d DuplicateErrors, want %d", n, len(dups), n-1)
+	}
+	for _, d := range dups {
+		checkTask(t, "DuplicateError.Task of a concurrent Create", d, want(winners[0]))
+	}
+	checkSameSet(t, "alice's tasks", listAll(t, st, "alice", 100), winners)
+	for _, tk := range others {
+		checkTask(t, "task of another owner", mustGet(t, st, tk.ID), want(tk))
+	}
+}
