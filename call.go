@@ -97,13 +97,21 @@ func (s *Server) startTask(ctx context.Context, next mcp.MethodHandler, method s
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "cannot encode the call's params: " + err.Error()}
 	}
+	key, err := idempotencyKey(params.Meta)
+	if err != nil {
+		return nil, err
+	}
 	t, err := s.eng.Start(ctx, engine.StartSpec{
-		Owner:   s.owner(ctx, req),
-		Tool:    params.Name,
-		Wire:    wire,
-		TTL:     ttl,
-		Request: raw,
+		Owner:          s.owner(ctx, req),
+		Tool:           params.Name,
+		Wire:           wire,
+		TTL:            ttl,
+		Request:        raw,
+		IdempotencyKey: key,
 	}, toolWork(next, method, req))
+	if errors.Is(err, engine.ErrIdempotencyConflict) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the idempotency key was already used for a call of another tool"}
+	}
 	if err != nil {
 		s.log.Error("creating task", "tool", params.Name, "err", err)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not create the task: " + err.Error()}

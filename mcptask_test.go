@@ -68,7 +68,7 @@ func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Store: st, Logger: logger, MaxResultBytes: 64 << 10})
+	eng, err := engine.New(engine.Options{Store: st, Logger: logger, MaxResultBytes: 64 << 10, Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,5 +568,50 @@ func TestConcurrentTasks(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestIdempotentCall: a retried tools/call with the same idempotency key
+// (mcptask's key, or the SEP-1686 draft's client task key) returns the
+// same task; the work runs once.
+func TestIdempotentCall(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	call := func(meta map[string]any, tool string) *wiretest.Response {
+		m := c.Meta()
+		for k, v := range meta {
+			m[k] = v
+		}
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"label": "idem"}, "_meta": m}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	id := func(r *wiretest.Response) string {
+		var h wiretest.Task
+		if r.Error != nil || json.Unmarshal(r.Result, &h) != nil || h.TaskID == "" {
+			t.Fatalf("no task handle: %+v %s", r.Error, r.Result)
+		}
+		return h.TaskID
+	}
+	for _, meta := range []map[string]any{
+		{"io.mcptask/idempotency-key": "retry-1"},
+		{"modelcontextprotocol.io/task": map[string]any{"taskId": "client-chosen-7"}},
+	} {
+		first, again := id(call(meta, "work")), id(call(meta, "work"))
+		if first != again {
+			t.Errorf("%v: retry created task %s, first was %s", meta, again, first)
+		}
+		if r := call(meta, "rerunnable"); r.Error == nil || r.Error.Code != -32602 {
+			t.Errorf("%v: key reused for another tool: %+v", meta, r.Error)
+		}
+	}
+	if r := call(map[string]any{"io.mcptask/idempotency-key": 7}, "work"); r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("non-string key: %+v", r.Error)
+	}
+	if a, b := id(call(nil, "work")), id(call(nil, "work")); a == b {
+		t.Errorf("calls without a key share task %s", a)
 	}
 }

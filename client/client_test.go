@@ -396,9 +396,13 @@ func TestResumeAfterHostKilled(t *testing.T) {
 				t.Fatalf("journal after the crash: %+v %v", pending, err)
 			}
 			s.Release()
-			outcomes, err := c.Resume(testCtx(t), nil)
+			var statuses atomic.Int32
+			outcomes, err := c.Resume(testCtx(t), &client.WaitOptions{OnStatus: func(*client.TaskStatus) { statuses.Add(1) }})
 			if err != nil || len(outcomes) != 1 {
 				t.Fatalf("Resume: %+v %v", outcomes, err)
+			}
+			if statuses.Load() == 0 {
+				t.Errorf("Resume never called OnStatus")
 			}
 			o := outcomes[0]
 			if o.Err != nil || o.Entry.TaskID != id || text(o.Result) != "counted run 1" {

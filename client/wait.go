@@ -204,10 +204,11 @@ func (c *clientImpl) resume(ctx context.Context, o *WaitOptions) ([]Outcome, err
 		// at a time.
 		cp := *o
 		var mu sync.Mutex
+		onStatus := o.OnStatus // not o.OnStatus inside: o is replaced below
 		cp.OnStatus = func(st *TaskStatus) {
 			mu.Lock()
 			defer mu.Unlock()
-			o.OnStatus(st)
+			onStatus(st)
 		}
 		o = &cp
 	}

@@ -46,6 +46,16 @@ type Options struct {
 	// Recover fails every such task: a tool with side effects is never
 	// silently run twice.
 	Recover func(ctx context.Context, t *task.Task) Runner
+	// Lease is how long an engine holds a task's work without renewing
+	// it. Running engines renew their leases every Lease/3; an engine that
+	// dies loses them, and another engine on the same store takes the
+	// tasks over (by Recover) about one Lease later. Zero means 15 s.
+	Lease time.Duration
+	// Exclusive says this engine is the only one using the store (e.g.
+	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
+	// takes over every unfinished task at once instead of waiting for
+	// leases to expire, and it does not look for expired leases later.
+	Exclusive bool
 	// MaxAttempts bounds how often a task's work is started: a re-runnable
 	// task whose runs keep being cut short (e.g. the tool crashes the
 	// process) fails once it has started this many times, instead of
@@ -149,6 +159,9 @@ func New(opts Options) (*Engine, error) {
 	if e.opts.InputPollInterval <= 0 {
 		e.opts.InputPollInterval = 2 * time.Second
 	}
+	if e.opts.Lease <= 0 {
+		e.opts.Lease = 15 * time.Second
+	}
 	if e.opts.MaxAttempts <= 0 {
 		e.opts.MaxAttempts = 3
 	}
@@ -199,8 +212,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.started = true
 	e.mu.Unlock()
-	if err := e.recoverOrphans(ctx); err != nil {
+	if err := e.claimOrphans(ctx, true); err != nil {
 		return err
+	}
+	e.bg.Add(1)
+	go e.leaseLoop()
+	if feed, ok := e.store.(store.ChangeFeed); ok {
+		e.bg.Add(1)
+		go e.feedLoop(feed)
 	}
 	if e.opts.SweepInterval > 0 {
 		e.bg.Add(1)
@@ -221,6 +240,25 @@ type StartSpec struct {
 	TTL *time.Duration
 	// Request is the creating call's params, kept for re-runs.
 	Request json.RawMessage
+	// IdempotencyKey, if set, makes Start return the requester's existing
+	// task with that key instead of starting the work again.
+	IdempotencyKey string
+}
+
+// ErrIdempotencyConflict is returned by Start when an idempotency key is
+// reused for a call of another tool.
+var ErrIdempotencyConflict = errors.New("the idempotency key was already used for a call of another tool")
+
+// existing returns the task an idempotent retry refers to.
+func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
+	if t.Tool != spec.Tool {
+		return nil, ErrIdempotencyConflict
+	}
+	if t.Expired(e.now()) {
+		return nil, fmt.Errorf("engine: the task with this idempotency key has expired and is about to be deleted; retry with another key")
+	}
+	e.log.Info("task reused by an idempotent retry", "task", t.ID, "tool", t.Tool, "owner", t.Owner)
+	return t, nil
 }
 
 // Start creates a task durably and starts its work in the background. It
@@ -232,7 +270,9 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	t.Wire = spec.Wire
 	t.Request = spec.Request
 	t.Runner = e.id
+	t.LeaseExpiresAt = t.CreatedAt.Add(e.opts.Lease)
 	t.Attempts = 1
+	t.IdempotencyKey = spec.IdempotencyKey
 	// Count the work before creating the task, so that Shutdown, once it
 	// has marked the engine closed, waits for every task it let through.
 	e.mu.Lock()
@@ -244,6 +284,10 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	e.mu.Unlock()
 	if err := e.store.Create(parent, t); err != nil {
 		e.wg.Done()
+		var dup *store.DuplicateError
+		if errors.As(err, &dup) {
+			return e.existing(dup.Task, spec)
+		}
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
 	e.changed(t)
@@ -309,6 +353,9 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	}
 	now := e.now()
 	t, uerr := e.write(context.WithoutCancel(ctx), r.id, func(t *task.Task) error {
+		if t.Runner != e.id && !t.Status.Terminal() {
+			return errLost // another engine took the task over
+		}
 		if terr != nil {
 			return t.Fail(terr, terr.Message, now)
 		}
@@ -316,9 +363,9 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	})
 	var te *task.TransitionError
 	switch {
-	case errors.As(uerr, &te):
-		// Cancelled (or otherwise ended) while the work ran: the stored
-		// outcome stands, the late result is dropped.
+	case errors.As(uerr, &te), errors.Is(uerr, errLost):
+		// Cancelled (or otherwise ended, or taken over) while the work
+		// ran: the stored state stands, the late result is dropped.
 		return
 	case uerr != nil:
 		e.log.Error("recording task outcome", "task", r.id, "err", uerr)

@@ -37,6 +37,9 @@ func (h *Handle) TaskID() task.ID { return h.run.id }
 // visible to the next tasks/get.
 func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
+		if t.Runner != h.e.id && !t.Status.Terminal() {
+			return errLost
+		}
 		return t.SetStatusMessage(msg, h.e.now())
 	})
 	return err
@@ -51,6 +54,9 @@ func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
 	var key string
 	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
+		if t.Runner != h.e.id && !t.Status.Terminal() {
+			return errLost
+		}
 		k, err := t.AddInputRequest(request, h.e.now())
 		key = k
 		return err

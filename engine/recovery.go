@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -13,70 +14,105 @@ import (
 const (
 	msgOutcomeUnknown = "The server stopped while this task was running; its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
 	msgRerun          = "The server restarted while this task was running; the task is being run again."
-	msgHandedBack     = "The server is shutting down; this task will run again when the server restarts."
+	msgHandedBack     = "The server is shutting down; this task will run again on the next server that takes it over."
 )
 
 // CodeOutcomeUnknown is the JSON-RPC error code of a task failed by the
 // recovery policy (an internal error: the outcome is unknown).
 const CodeOutcomeUnknown = task.CodeInternalError
 
-// recoverOrphans resolves every non-terminal task in the store: no work runs
-// for them yet in this process, so the process that ran them is gone.
-func (e *Engine) recoverOrphans(ctx context.Context) error {
-	orphans, err := e.store.ListActive(ctx)
+// claimOrphans takes over the tasks no live engine holds and resolves them
+// by the recovery policy. At start-up of an exclusive engine that is every
+// unfinished task (the process that ran them is gone); otherwise, the tasks
+// whose lease expired (their engine died or lost the store).
+func (e *Engine) claimOrphans(ctx context.Context, startup bool) error {
+	claimed, err := e.store.Claim(ctx, store.ClaimRequest{
+		Runner:       e.id,
+		Now:          e.now(),
+		Lease:        e.opts.Lease,
+		IgnoreLeases: startup && e.opts.Exclusive,
+	})
 	if err != nil {
-		return fmt.Errorf("engine: listing unfinished tasks: %w", err)
+		return fmt.Errorf("engine: claiming unfinished tasks: %w", err)
 	}
-	for _, t := range orphans {
-		var work Runner
-		if e.opts.Recover != nil {
-			work = e.opts.Recover(ctx, t)
-		}
-		if work == nil {
-			e.failUnknown(ctx, t.ID, msgOutcomeUnknown)
-			continue
-		}
-		if t.Attempts >= e.opts.MaxAttempts {
-			e.failUnknown(ctx, t.ID, fmt.Sprintf("The task's work was started %d times and never finished (the server stopped each time); it is not run again.", t.Attempts))
-			continue
-		}
-		now := e.now()
-		nt, err := e.write(ctx, t.ID, func(t *task.Task) error {
-			if t.Status.Terminal() {
-				return &ErrTerminal{Status: t.Status}
-			}
-			if t.Status == task.InputRequired {
-				if err := t.Transition(task.Working, now); err != nil {
-					return err
-				}
-			}
-			t.InputRequests, t.InputResponses = nil, nil
-			t.StatusMessage = msgRerun
-			t.LastUpdatedAt = now.UTC()
-			t.Runner = e.id
-			t.Attempts++
-			return nil
-		})
-		if err != nil {
-			e.log.Error("re-running task after restart", "task", t.ID, "err", err)
-			continue
-		}
-		e.log.Info("task re-run after restart", "task", nt.ID, "tool", nt.Tool)
-		e.wg.Add(1)
-		e.launch(context.Background(), nt, work)
+	for _, t := range claimed {
+		e.takeOver(ctx, t)
 	}
 	return nil
+}
+
+// takeOver resolves one claimed task by the recovery policy: re-run it, or
+// fail it with an "outcome unknown" error.
+func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
+	e.mu.Lock()
+	_, running := e.runs[t.ID]
+	e.mu.Unlock()
+	if running {
+		// Our own lease lapsed (e.g. a slow heartbeat) and the claim just
+		// renewed it: the work goes on.
+		return
+	}
+	var work Runner
+	if e.opts.Recover != nil {
+		work = e.opts.Recover(ctx, t)
+	}
+	if work == nil {
+		e.failUnknown(ctx, t.ID, msgOutcomeUnknown)
+		return
+	}
+	if t.Attempts >= e.opts.MaxAttempts {
+		e.failUnknown(ctx, t.ID, fmt.Sprintf("The task's work was started %d times and never finished (the server stopped each time); it is not run again.", t.Attempts))
+		return
+	}
+	now := e.now()
+	nt, err := e.write(ctx, t.ID, func(t *task.Task) error {
+		if t.Status.Terminal() {
+			return &ErrTerminal{Status: t.Status}
+		}
+		if t.Runner != e.id {
+			return errLost
+		}
+		if t.Status == task.InputRequired {
+			if err := t.Transition(task.Working, now); err != nil {
+				return err
+			}
+		}
+		t.InputRequests, t.InputResponses = nil, nil
+		t.StatusMessage = msgRerun
+		t.LastUpdatedAt = now.UTC()
+		t.Attempts++
+		return nil
+	})
+	if err != nil {
+		e.log.Error("re-running task after restart", "task", t.ID, "err", err)
+		return
+	}
+	e.log.Info("task re-run after restart", "task", nt.ID, "tool", nt.Tool, "attempt", nt.Attempts)
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		e.wg.Add(1)
+	}
+	e.mu.Unlock()
+	if closed {
+		e.resolveInterrupted(&run{id: nt.ID, tool: nt.Tool})
+		return
+	}
+	e.launch(context.Background(), nt, work)
 }
 
 // failUnknown fails a task whose outcome cannot be known.
 func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
 	now := e.now()
 	t, err := e.write(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+		if t.Runner != e.id && !t.Status.Terminal() {
+			return errLost // another engine holds it now
+		}
 		return t.Fail(&task.Error{Code: CodeOutcomeUnknown, Message: msg}, msg, now)
 	})
 	var te *task.TransitionError
 	switch {
-	case errors.As(err, &te):
+	case errors.As(err, &te), errors.Is(err, errLost):
 	case err != nil:
 		e.log.Error("failing task with unknown outcome", "task", id, "err", err)
 	default:
@@ -98,7 +134,13 @@ func (e *Engine) resolveInterrupted(r *run) {
 			if t.Status.Terminal() {
 				return &ErrTerminal{Status: t.Status}
 			}
+			if t.Runner != e.id {
+				return errLost
+			}
+			// Handed back at once: no lease, so another engine (or this
+			// one, restarted) claims it without waiting.
 			t.Runner = ""
+			t.LeaseExpiresAt = time.Time{}
 			return t.SetStatusMessage(msgHandedBack, now)
 		})
 		if err == nil {

@@ -14,10 +14,11 @@ type watchers struct {
 	subs []func(*task.Task)
 }
 
-// Watch returns a channel that is closed at the next change this engine
-// makes to the task with the given ID (status, status message, input
-// requests, outcome). Changes made by other processes sharing the store are
-// not seen: waiters must also poll.
+// Watch returns a channel that is closed at the next change to the task
+// with the given ID (status, status message, input requests, outcome) made
+// by this engine, or announced by the store's change feed when it has one.
+// Without a feed, changes made by other processes are not seen: waiters
+// must also poll.
 func (e *Engine) Watch(id task.ID) <-chan struct{} {
 	w := &e.watch
 	w.mu.Lock()
@@ -58,16 +59,24 @@ func (e *Engine) changed(t *task.Task) {
 	if t == nil {
 		return
 	}
+	e.wakeWatchers(t.ID)
 	w := &e.watch
 	w.mu.Lock()
-	ch := w.chs[t.ID]
-	delete(w.chs, t.ID)
 	subs := w.subs
+	w.mu.Unlock()
+	for _, fn := range subs {
+		fn(t.Clone())
+	}
+}
+
+// wakeWatchers closes the Watch channel of a task.
+func (e *Engine) wakeWatchers(id task.ID) {
+	w := &e.watch
+	w.mu.Lock()
+	ch := w.chs[id]
+	delete(w.chs, id)
 	w.mu.Unlock()
 	if ch != nil {
 		close(ch)
-	}
-	for _, fn := range subs {
-		fn(t.Clone())
 	}
 }

@@ -120,7 +120,7 @@ func newHandler(dbPath string, logger *slog.Logger) (http.Handler, func(), error
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := engine.New(engine.Options{Store: st, Logger: logger})
+	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: true})
 	if err != nil {
 		st.Close()
 		return nil, nil, err

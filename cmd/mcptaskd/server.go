@@ -62,6 +62,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		MaxResultBytes: cfg.MaxResultBytes,
 		SweepInterval:  cfg.SweepInterval,
 		Logger:         logger,
+		// One mcptaskd per SQLite file (lockDB): every unfinished task
+		// found at start-up was left by a process that is gone.
+		Exclusive: true,
 	})
 	if err != nil {
 		st.Close()

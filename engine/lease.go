@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// errLost means this engine no longer holds a task: another engine took it
+// over after the lease expired, or it was handed back.
+var errLost = errors.New("the task is held by another engine")
+
+// leaseLoop renews the leases of the work running here, stops work whose
+// task ended elsewhere or was taken over (the polling fallback of the change
+// feed), and, unless the engine is exclusive, takes over tasks whose lease
+// expired.
+func (e *Engine) leaseLoop() {
+	defer e.bg.Done()
+	tick := time.NewTicker(e.opts.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.base.Done():
+			return
+		case <-tick.C:
+		}
+		e.heartbeat(e.base)
+		if !e.opts.Exclusive {
+			if err := e.claimOrphans(e.base, false); err != nil && e.base.Err() == nil {
+				e.log.Error("taking over tasks with expired leases", "err", err)
+			}
+		}
+	}
+}
+
+// heartbeat renews the leases of the running work and stops the work of
+// tasks this engine lost.
+func (e *Engine) heartbeat(ctx context.Context) {
+	e.mu.Lock()
+	ids := make([]task.ID, 0, len(e.runs))
+	for id := range e.runs {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	lost, err := e.store.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("renewing task leases", "err", err)
+		}
+		return
+	}
+	for _, id := range lost {
+		e.stopLost(ctx, id)
+	}
+}
+
+// stopLost stops the local work of a task this engine no longer runs: it
+// ended (e.g. cancelled through another engine) or was taken over.
+func (e *Engine) stopLost(ctx context.Context, id task.ID) {
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r == nil {
+		return
+	}
+	t, err := e.store.Get(ctx, id)
+	switch {
+	case err == nil && t.Status.Terminal():
+		e.log.Info("stopping work of a task ended elsewhere", "task", id, "status", t.Status)
+		r.cancel(context.Canceled)
+	case errors.Is(err, store.ErrNotFound) || (err == nil && t.Runner != e.id):
+		e.log.Warn("stopping work of a task this engine lost", "task", id)
+		r.cancel(errLost)
+	}
+}
+
+// feedLoop follows the store's change feed: changes made by other engines
+// wake this engine's waiters and stop work cancelled elsewhere at once.
+func (e *Engine) feedLoop(feed store.ChangeFeed) {
+	defer e.bg.Done()
+	for {
+		err := feed.Changes(e.base, e.remoteChange)
+		if e.base.Err() != nil {
+			return
+		}
+		e.log.Warn("task change feed interrupted; polling covers the gap", "err", err)
+		select {
+		case <-e.base.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// remoteChange reacts to a change announced by the store.
+func (e *Engine) remoteChange(id task.ID) {
+	e.wakeWatchers(id)
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.signal() // input may have arrived
+	go func() {
+		if t, err := e.store.Get(e.base, id); err == nil && t.Status.Terminal() {
+			r.cancel(context.Canceled)
+		}
+	}()
+}
