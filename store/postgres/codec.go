@@ -1,0 +1,371 @@
+package postgres
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// taskColumns are the columns a task is read from, in scanTask's order.
+const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
+	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
+	lease_expires_at_ms, idempotency_key`
+
+// row is a task encoded into column values, ready to bind.
+type row struct {
+	id, owner, tool, wire, status, statusMessage string
+	createdMS, updatedMS, ttlNS, pollNS          int64
+	expiresNS                                    *int64  // nil while not terminal
+	request, result, errJSON, inReqs, inResps    *string // nil when absent
+	inputSeq                                     int64
+	runner                                       string
+	attempts                                     int64
+	leaseMS                                      *int64  // nil when no engine holds the task
+	idemKey                                      *string // nil when the client chose none
+}
+
+// insertArgs binds the columns of insertSQL, in order.
+func (r *row) insertArgs() []any {
+	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
+		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq,
+		r.runner, r.attempts, r.leaseMS, r.idemKey}
+}
+
+// insertSQL inserts a task unless its ID or its (owner, idempotency key)
+// is taken, and announces it on the change channel ($22) in the same
+// statement, hence the same transaction. It returns one row when it
+// inserted, none on a conflict.
+const insertSQL = `WITH ins AS (
+	INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
+		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
+		runner, attempts, lease_expires_at_ms, idempotency_key)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+	ON CONFLICT DO NOTHING
+	RETURNING id
+)
+SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify($22, ins.id) AS n`
+
+// updateSQL writes every column of a task but its ID ($21), and announces
+// the change on the change channel ($22). It returns one row when the task
+// exists.
+const updateSQL = `WITH upd AS (
+	UPDATE %[1]s.tasks SET owner = $1, tool = $2, wire = $3, status = $4, status_message = $5,
+		created_at_ms = $6, updated_at_ms = $7, ttl_ns = $8, poll_ns = $9, expires_at_ns = $10,
+		request = $11, result = $12, error = $13, input_requests = $14, input_responses = $15,
+		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20
+	WHERE id = $21
+	RETURNING id
+)
+SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($22, upd.id) AS n`
+
+// updateArgs binds the parameters of updateSQL but the channel: every
+// column but the ID, then the ID.
+func (r *row) updateArgs() []any {
+	return append(r.insertArgs()[1:], r.id)
+}
+
+// encodeTask validates t and encodes it into column values. It does not
+// change t.
+func encodeTask(t *task.Task) (*row, error) {
+	if _, err := task.ParseID(string(t.ID)); err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	if !t.Status.Valid() {
+		return nil, fmt.Errorf("postgres store: task %s has the unknown status %q", t.ID, t.Status)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"owner", t.Owner}, {"tool", t.Tool}, {"wire", t.Wire}, {"status message", t.StatusMessage},
+		{"runner", t.Runner}, {"idempotency key", t.IdempotencyKey},
+	} {
+		if err := checkText(f.v); err != nil {
+			return nil, fmt.Errorf("postgres store: task %s: the %s %w", t.ID, f.name, err)
+		}
+	}
+	r := &row{
+		id:            string(t.ID),
+		owner:         t.Owner,
+		tool:          t.Tool,
+		wire:          t.Wire,
+		status:        string(t.Status),
+		statusMessage: t.StatusMessage,
+		createdMS:     t.CreatedAt.UnixMilli(),
+		updatedMS:     t.LastUpdatedAt.UnixMilli(),
+		ttlNS:         int64(t.TTL),
+		pollNS:        int64(t.PollInterval),
+		inputSeq:      t.InputSeq,
+		runner:        t.Runner,
+		attempts:      t.Attempts,
+	}
+	if t.Status.Terminal() {
+		// What task.ExpiresAt will say once the task is read back.
+		ns := unixNano(msTime(r.updatedMS).Add(t.TTL))
+		r.expiresNS = &ns
+	}
+	if !t.LeaseExpiresAt.IsZero() {
+		ms := t.LeaseExpiresAt.UnixMilli()
+		r.leaseMS = &ms
+	}
+	if t.IdempotencyKey != "" {
+		k := t.IdempotencyKey
+		r.idemKey = &k
+	}
+	var err error
+	if r.request, err = rawArg(t.Request); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: request %w", t.ID, err)
+	}
+	if r.result, err = rawArg(t.Result); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: result %w", t.ID, err)
+	}
+	if r.errJSON, err = encodeError(t.Error); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: %w", t.ID, err)
+	}
+	if r.inReqs, err = encodeMap(t.InputRequests); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: input requests: %w", t.ID, err)
+	}
+	if r.inResps, err = encodeMap(t.InputResponses); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: input responses: %w", t.ID, err)
+	}
+	return r, nil
+}
+
+// checkText reports a string that a PostgreSQL text value cannot hold:
+// one with a NUL byte or that is not valid UTF-8 (the database encoding
+// this store requires).
+func checkText(s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("contains a NUL byte, which PostgreSQL text cannot hold")
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("is not valid UTF-8")
+	}
+	return nil
+}
+
+// msTime is the UTC time of Unix millisecond ms.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+var (
+	minNanoTime = time.Unix(0, math.MinInt64)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNano is t in Unix nanoseconds, saturated to the int64 range (years
+// 1678 to 2262) instead of overflowing.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minNanoTime):
+		return math.MinInt64
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// rawArg binds a JSON value as text, byte for byte, or NULL when empty.
+func rawArg(r json.RawMessage) (*string, error) {
+	if len(r) == 0 {
+		return nil, nil
+	}
+	s := string(r)
+	if err := checkText(s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// encodeError writes e as a JSON object, keeping e.Data byte for byte.
+func encodeError(e *task.Error) (*string, error) {
+	if e == nil {
+		return nil, nil
+	}
+	msg, err := json.Marshal(e.Message)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte(`{"code":`)
+	b = strconv.AppendInt(b, e.Code, 10)
+	b = append(b, `,"message":`...)
+	b = append(b, msg...)
+	if len(e.Data) > 0 {
+		if !json.Valid(e.Data) {
+			return nil, fmt.Errorf("error data is not valid JSON")
+		}
+		b = append(b, `,"data":`...)
+		b = append(b, e.Data...)
+	}
+	b = append(b, '}')
+	s := string(b)
+	return &s, checkText(s)
+}
+
+// encodeMap writes m as a JSON object with sorted keys, keeping each value
+// byte for byte (encoding/json would re-encode them). A nil map is NULL,
+// an empty one {}; a nil value is null.
+func encodeMap(m map[string]json.RawMessage) (*string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if !utf8.ValidString(k) {
+			return nil, fmt.Errorf("key %q is not valid UTF-8", k)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kj, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kj)
+		b.WriteByte(':')
+		v := m[k]
+		switch {
+		case len(v) == 0:
+			b.WriteString("null")
+		case !json.Valid(v):
+			return nil, fmt.Errorf("the value for %q is not valid JSON", k)
+		default:
+			b.Write(v)
+		}
+	}
+	b.WriteByte('}')
+	s := b.String()
+	if err := checkText(s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// scanTask reads one task selected with taskColumns.
+func scanTask(sc pgx.Row) (*task.Task, error) {
+	var (
+		t                                     task.Task
+		id, status                            string
+		createdMS, updatedMS, ttlNS, pollNS   int64
+		request, result, errJSON, reqs, resps []byte
+		leaseMS                               *int64
+		idemKey                               *string
+	)
+	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&leaseMS, &idemKey); err != nil {
+		return nil, err
+	}
+	t.ID = task.ID(id)
+	t.Status = task.Status(status)
+	t.CreatedAt = msTime(createdMS)
+	t.LastUpdatedAt = msTime(updatedMS)
+	t.TTL = time.Duration(ttlNS)
+	t.PollInterval = time.Duration(pollNS)
+	if leaseMS != nil {
+		t.LeaseExpiresAt = msTime(*leaseMS)
+	}
+	if idemKey != nil {
+		t.IdempotencyKey = *idemKey
+	}
+	if len(request) > 0 {
+		t.Request = request
+	}
+	if len(result) > 0 {
+		t.Result = result
+	}
+	if errJSON != nil {
+		t.Error = new(task.Error)
+		if err := json.Unmarshal(errJSON, t.Error); err != nil {
+			return nil, fmt.Errorf("postgres store: task %s: corrupt error column: %w", id, err)
+		}
+	}
+	if reqs != nil {
+		if err := json.Unmarshal(reqs, &t.InputRequests); err != nil {
+			return nil, fmt.Errorf("postgres store: task %s: corrupt input_requests column: %w", id, err)
+		}
+	}
+	if resps != nil {
+		if err := json.Unmarshal(resps, &t.InputResponses); err != nil {
+			return nil, fmt.Errorf("postgres store: task %s: corrupt input_responses column: %w", id, err)
+		}
+	}
+	return &t, nil
+}
+
+// scanAll reads every row of rows as a task and closes rows.
+func scanAll(rows pgx.Rows) ([]*task.Task, error) {
+	defer rows.Close()
+	var tasks []*task.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		tasks = append(tasks, t)
+	}
+	return tasks, rows.Err()
+}
+
+// List cursors are base64url(version | created_at_ms | id | mac), where
+// mac is a truncated HMAC-SHA256, under the schema's own random key (kept
+// in its meta table), of the owner and the rest. A cursor is therefore
+// valid only for the owner and the schema that issued it, on any instance
+// sharing that schema, and survives restarts.
+const (
+	cursorVersion = 1
+	cursorMACLen  = 16
+	cursorMinLen  = 1 + 8 + 1 + cursorMACLen
+)
+
+var cursorEncoding = base64.RawURLEncoding.Strict()
+
+func (s *Store) cursorMAC(owner string, payload []byte) []byte {
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write([]byte("mcptask/postgres list cursor\x00"))
+	m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(owner))))
+	m.Write([]byte(owner))
+	m.Write(payload)
+	return m.Sum(nil)[:cursorMACLen]
+}
+
+// makeCursor returns the cursor of the position just after t in owner's
+// listing.
+func (s *Store) makeCursor(owner string, t *task.Task) string {
+	b := make([]byte, 0, cursorMinLen+len(t.ID))
+	b = append(b, cursorVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.CreatedAt.UnixMilli()))
+	b = append(b, t.ID...)
+	b = append(b, s.cursorMAC(owner, b)...)
+	return cursorEncoding.EncodeToString(b)
+}
+
+// parseCursor checks that c was issued for owner and returns its position.
+func (s *Store) parseCursor(owner, c string) (createdMS int64, id string, err error) {
+	b, err := cursorEncoding.DecodeString(c)
+	if err != nil || len(b) < cursorMinLen || b[0] != cursorVersion {
+		return 0, "", store.ErrBadCursor
+	}
+	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
+	if !hmac.Equal(mac, s.cursorMAC(owner, payload)) {
+		return 0, "", store.ErrBadCursor
+	}
+	id = string(payload[9:])
+	if _, err := task.ParseID(id); err != nil {
+		return 0, "", store.ErrBadCursor
+	}
+	return int64(binary.BigEndian.Uint64(payload[1:9])), id, nil
+}

@@ -1,0 +1,550 @@
+// Package postgres is the PostgreSQL backend of mcptask's [store.Store],
+// built on github.com/jackc/pgx/v5 and its connection pool. Any number of
+// mcptask instances may share one database: every method is one
+// transaction, and the methods that several instances run against the
+// same tasks at once are written for it (Update locks the task's row,
+// Claim and DeleteExpired skip the rows other instances have locked).
+//
+// A store lives in one PostgreSQL schema ("mcptask" unless
+// Options.Schema says otherwise), created by [Open] if it is missing. The
+// schema is versioned in its schema_migrations table; Open migrates an
+// older one and refuses a newer one, under an advisory lock so that
+// instances starting at once on an empty database all come up.
+//
+// A write method that returns nil has committed its change (durable as
+// the server's synchronous_commit setting makes commits; "on" by default).
+//
+// *Store implements [store.ChangeFeed] with LISTEN/NOTIFY: Create, Update
+// and Claim announce the IDs of the tasks they change in the same
+// transaction, on a channel of the schema's own. This has a price under
+// concurrent writes: PostgreSQL commits the transactions that notify one
+// at a time, holding a database-wide lock through each commit's WAL flush,
+// so those commits never share a flush the way plain commits do.
+// Heartbeat, Delete and DeleteExpired announce nothing.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Options configures [Open]. A nil *Options, like the zero value, means
+// the defaults.
+type Options struct {
+	// Logger receives the store's log records: schema creation and
+	// migrations, failed rollbacks. Nil discards them.
+	Logger *slog.Logger
+
+	// Schema is the PostgreSQL schema that holds the store's tables,
+	// created if missing. Instances that share a schema share their
+	// tasks; stores in different schemas of one database are independent
+	// (tests use a schema each). Empty means [DefaultSchema].
+	Schema string
+
+	// MaxConns caps the connection pool. Zero means the DSN's
+	// pool_max_conns if it has one, else [DefaultMaxConns]. A running
+	// Changes call holds one more connection, outside the pool.
+	MaxConns int32
+}
+
+// Defaults of [Options] and of [Store.List].
+const (
+	// DefaultSchema is the schema used when Options.Schema is empty.
+	DefaultSchema = "mcptask"
+	// DefaultMaxConns is the pool size used when neither Options.MaxConns
+	// nor the DSN sets one. Commits wait for the WAL flush on the server,
+	// so more connections than CPUs pay off under concurrent writes.
+	DefaultMaxConns = 16
+	// DefaultListLimit is the page size List uses when asked for limit <= 0.
+	DefaultListLimit = 100
+	// MaxListLimit caps the page size of List; a larger limit gets pages
+	// of this size, with a cursor to the rest.
+	MaxListLimit = 1000
+	// deleteExpiredBatch is the number of tasks DeleteExpired deletes per
+	// transaction.
+	deleteExpiredBatch = 500
+)
+
+// ErrClosed is returned by the methods of a [Store] after Close.
+var ErrClosed = errors.New("postgres store: closed")
+
+// Store is a [store.Store] and a [store.ChangeFeed] kept in one schema of
+// a PostgreSQL database. It is safe for concurrent use. Create it with
+// [Open] and release it with [Store.Close].
+type Store struct {
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	schema  string
+	channel string // LISTEN/NOTIFY channel of the schema
+
+	cursorKey []byte
+
+	// SQL texts with the schema filled in.
+	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL string
+	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL string
+	claimSQL, heartbeatSQL                                     string
+
+	ctx    context.Context // canceled by Close; ends running Changes calls
+	cancel context.CancelFunc
+	feedMu sync.Mutex     // orders feeds.Add after Close's cancel
+	feeds  sync.WaitGroup // running Changes calls
+
+	closeOnce sync.Once
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.ChangeFeed = (*Store)(nil)
+)
+
+// Open connects to the PostgreSQL database at dsn (a URL such as
+// postgres://user@host:5432/db?sslmode=disable, or key=value pairs; see
+// pgxpool.ParseConfig), creates the schema if it is missing and migrates
+// it to the current version. opts may be nil. The database must use the
+// UTF8 encoding.
+func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := checkSchemaName(o.Schema); err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	if o.MaxConns < 0 {
+		return nil, fmt.Errorf("postgres store: negative MaxConns %d", o.MaxConns)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	switch {
+	case o.MaxConns > 0:
+		cfg.MaxConns = o.MaxConns
+	case !dsnSetsMaxConns(dsn):
+		cfg.MaxConns = DefaultMaxConns
+	}
+	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+
+	quoted := pgx.Identifier{o.Schema}.Sanitize()
+	s := &Store{
+		log:    o.Logger.With("schema", o.Schema),
+		schema: o.Schema,
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	if err := s.open(ctx, quoted); err != nil {
+		s.pool.Close()
+		s.cancel()
+		return nil, fmt.Errorf("postgres store: open schema %s: %w", quoted, err)
+	}
+	return s, nil
+}
+
+// dsnSetsMaxConns reports whether dsn sets pool_max_conns itself.
+func dsnSetsMaxConns(dsn string) bool {
+	// pgxpool.ParseConfig takes the pool settings out of the parameters
+	// it parses; pgconn's parser leaves them in.
+	c, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false
+	}
+	_, ok := c.RuntimeParams["pool_max_conns"]
+	return ok
+}
+
+func (s *Store) open(ctx context.Context, quoted string) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var enc string
+	if err := conn.QueryRow(ctx, `SHOW server_encoding`).Scan(&enc); err != nil {
+		return err
+	}
+	if enc != "UTF8" {
+		return fmt.Errorf("the database's encoding is %s; mcptask needs UTF8", enc)
+	}
+	m := &migrator{schema: s.schema, quoted: quoted, log: s.log}
+	if err := m.migrate(ctx, conn.Conn()); err != nil {
+		return err
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT key, value FROM %s.meta WHERE key IN ('cursor_key', 'channel')`, quoted))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var channel []byte
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		switch k {
+		case "cursor_key":
+			s.cursorKey = v
+		case "channel":
+			channel = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(s.cursorKey) == 0 || len(channel) == 0 {
+		return errors.New("the meta table lacks the cursor key or the channel name")
+	}
+	s.channel = string(channel)
+
+	q := func(sql string) string { return fmt.Sprintf(sql, quoted) }
+	s.getSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1`)
+	s.byKeySQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1 AND idempotency_key = $2`)
+	s.lockSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1 FOR UPDATE`)
+	s.listFirstSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1
+		ORDER BY created_at_ms DESC, id DESC LIMIT $2`)
+	s.listNextSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1 AND (created_at_ms, id) < ($2, $3)
+		ORDER BY created_at_ms DESC, id DESC LIMIT $4`)
+	s.listActiveSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE status IN ('working', 'input_required')
+		ORDER BY created_at_ms, id`)
+	s.insertSQL = q(insertSQL)
+	s.updateSQL = q(updateSQL)
+	s.deleteSQL = q(`DELETE FROM %[1]s.tasks WHERE id = $1`)
+	s.deleteExpiredSQL = q(deleteExpiredSQL)
+	s.claimSQL = q(claimSQL)
+	s.heartbeatSQL = q(heartbeatSQL)
+	return nil
+}
+
+// Schema returns the name of the schema that holds the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
+// Channel returns the LISTEN/NOTIFY channel on which the store's writes
+// announce task IDs (see [Store.Changes]).
+func (s *Store) Channel() string { return s.channel }
+
+// Close ends running Changes calls, waits for them to return, and closes
+// the connection pool, waiting for the connections in use to be
+// released. It is safe to call more than once and from several
+// goroutines; it always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.feedMu.Lock()
+		s.cancel()
+		s.feedMu.Unlock()
+		s.feeds.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+func (s *Store) closed() bool { return s.ctx.Err() != nil }
+
+// Create durably inserts t, or returns [store.ErrExists] if its ID is
+// taken, or a *[store.DuplicateError] holding the existing task if
+// t.IdempotencyKey is set and t.Owner already has a task with that key
+// (the ID is checked first). The store keeps timestamps at millisecond
+// precision in UTC. JSON fields are kept byte for byte; Error.Data and
+// the values of the input maps must be valid JSON, and no text may hold
+// a NUL byte or invalid UTF-8.
+//
+// The insert and its change announcement are one statement: one round
+// trip to the server when the task is new.
+func (s *Store) Create(ctx context.Context, t *task.Task) error {
+	if t == nil {
+		return errors.New("postgres store: Create of a nil task")
+	}
+	if s.closed() {
+		return ErrClosed
+	}
+	r, err := encodeTask(t)
+	if err != nil {
+		return err
+	}
+	args := append(r.insertArgs(), s.channel)
+	// A conflict names a row that a concurrent Delete may remove before
+	// we read it; then the insert is tried again.
+	for range 3 {
+		var id string
+		err := s.pool.QueryRow(ctx, s.insertSQL, args...).Scan(&id)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		}
+		if _, err := s.Get(ctx, t.ID); err == nil {
+			return store.ErrExists
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if r.idemKey != nil {
+			existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.owner, *r.idemKey))
+			if err == nil {
+				return &store.DuplicateError{Task: existing}
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("postgres store: read the task of idempotency key %q: %w", *r.idemKey, err)
+			}
+		}
+	}
+	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
+}
+
+// Get returns the task with the given ID, or [store.ErrNotFound].
+func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	t, err := scanTask(s.pool.QueryRow(ctx, s.getSQL, string(id)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Update reads the task with the given ID, calls fn with it and writes
+// back what fn left in it, in one transaction that holds the task's row
+// lock (SELECT ... FOR UPDATE) from the read to the commit: Updates of
+// one task, from any instance, run one after the other; Updates of
+// different tasks do not wait for each other. Nothing is retried. fn runs
+// in the caller's goroutine while the row is locked and a connection of
+// the pool is held, so it must be quick; it must not call Update or Delete
+// on the same task (that would wait for itself). It may call Get, which
+// takes another connection: when every connection of the pool is held by
+// an Update whose fn calls Get, they wait until their contexts end. A
+// panic in fn rolls back and is re-raised. Changing the
+// task's ID is an error. The returned task is what a following Get
+// returns.
+//
+// Update takes two round trips to the server when fn succeeds: BEGIN
+// with the locking read, then the write, its change announcement and
+// COMMIT.
+func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (_ *task.Task, err error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
+	}
+	// A connection left inside a transaction (by an error, or a panic in
+	// fn) is rolled back here; Release destroys one that cannot be.
+	inTx := false
+	defer func() {
+		if inTx {
+			s.rollback(conn)
+		}
+		conn.Release()
+	}()
+
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.lockSQL, string(id))
+	br := conn.SendBatch(ctx, b)
+	inTx = true
+	_, err = br.Exec()
+	var t *task.Task
+	if err == nil {
+		t, err = scanTask(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: read task %s: %w", id, err)
+	}
+
+	if err := fn(t); err != nil {
+		return nil, err
+	}
+	if t.ID != id {
+		return nil, fmt.Errorf("postgres store: Update of task %s: fn changed the ID to %q", id, t.ID)
+	}
+	r, err := encodeTask(t)
+	if err != nil {
+		return nil, err
+	}
+	b = &pgx.Batch{}
+	b.Queue(s.updateSQL, append(r.updateArgs(), s.channel)...)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	var got string
+	err = br.QueryRow().Scan(&got)
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// The row is locked, so it cannot have vanished: any error here
+		// is the server's or the connection's. If COMMIT itself failed
+		// on a broken connection, the outcome is unknown.
+		return nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
+	}
+	inTx = false
+	if tag.String() != "COMMIT" {
+		return nil, fmt.Errorf("postgres store: update task %s: the transaction was rolled back (%s)", id, tag)
+	}
+	t.CreatedAt = msTime(r.createdMS)
+	t.LastUpdatedAt = msTime(r.updatedMS)
+	t.LeaseExpiresAt = time.Time{}
+	if r.leaseMS != nil {
+		t.LeaseExpiresAt = msTime(*r.leaseMS)
+	}
+	return t, nil
+}
+
+// rollback ends the transaction open on conn, if any. If that fails the
+// connection is closed, so that the pool discards it instead of handing
+// out a connection in an unknown state.
+func (s *Store) rollback(conn *pgxpool.Conn) {
+	if conn.Conn().IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		s.log.Warn("postgres store: rollback failed; dropping the connection", "err", err)
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
+// List returns up to limit tasks of owner, newest first (ties broken by
+// ID), after the position of cursor. A limit <= 0 means
+// [DefaultListLimit], and limits above [MaxListLimit] are lowered to it.
+// Cursors are signed: one that this schema did not issue for this owner
+// gives [store.ErrBadCursor]. A cursor is valid on every instance sharing
+// the schema, across restarts, and when the task it points after is
+// deleted.
+func (s *Store) List(ctx context.Context, owner string, cursor string, limit int) ([]*task.Task, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var (
+		rows pgx.Rows
+		err  error
+	)
+	if cursor == "" {
+		rows, err = s.pool.Query(ctx, s.listFirstSQL, owner, limit+1)
+	} else {
+		createdMS, id, cerr := s.parseCursor(owner, cursor)
+		if cerr != nil {
+			return nil, "", cerr
+		}
+		rows, err = s.pool.Query(ctx, s.listNextSQL, owner, createdMS, id, limit+1)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres store: list: %w", err)
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres store: list: %w", err)
+	}
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		next = s.makeCursor(owner, tasks[limit-1])
+	}
+	return tasks, next, nil
+}
+
+// ListActive returns every working or input_required task, oldest first.
+func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.listActiveSQL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: list active: %w", err)
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: list active: %w", err)
+	}
+	return tasks, nil
+}
+
+// deleteExpiredSQL deletes up to $2 terminal tasks whose retention ended
+// before $1 (Unix ns), skipping those that another transaction has locked
+// (an instance sweeping at the same moment, or an Update), and returns how
+// many it deleted.
+const deleteExpiredSQL = `WITH del AS (
+	DELETE FROM %[1]s.tasks WHERE id IN (
+		SELECT id FROM %[1]s.tasks WHERE expires_at_ns < $1
+		ORDER BY expires_at_ns LIMIT $2
+		FOR UPDATE SKIP LOCKED)
+	RETURNING 1
+)
+SELECT count(*) FROM del`
+
+// DeleteExpired deletes the terminal tasks whose retention ended before now
+// and returns how many it deleted. Working and input_required tasks are
+// never deleted. It deletes in batches, one transaction each, skipping
+// the rows locked by others: instances sweeping at once share the work
+// instead of waiting for each other, and no task is counted twice. A
+// task being updated at that moment is left for the next sweep.
+func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
+	if s.closed() {
+		return 0, ErrClosed
+	}
+	total := 0
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, s.deleteExpiredSQL, unixNano(now), deleteExpiredBatch).Scan(&n); err != nil {
+			return total, fmt.Errorf("postgres store: delete expired: %w", err)
+		}
+		total += n
+		if n < deleteExpiredBatch {
+			return total, nil
+		}
+	}
+}
+
+// Delete removes the task with the given ID, or returns [store.ErrNotFound].
+// It waits for an Update of the task in progress.
+func (s *Store) Delete(ctx context.Context, id task.ID) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	tag, err := s.pool.Exec(ctx, s.deleteSQL, string(id))
+	if err != nil {
+		return fmt.Errorf("postgres store: delete task %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// migrationLockKey is the key of the transaction-level advisory lock that
+// every Open holds while it checks and migrates its schema, whatever the
+// schema: instances starting at once on an empty database take turns, so
+// exactly one creates the schema and the others find it done. ("mcptask"
+// in ASCII.)
+const migrationLockKey int64 = 0x6d6370_7461736b
+
+// migration brings the schema from one version to the next inside the
+// transaction tx. migrations[i] takes the schema from version i to i+1;
+// the version applied is recorded in the schema_migrations table in the
+// same transaction. The SQL texts name the schema as %[1]s (quoted). To
+// change the schema, append a migration; never edit one that has shipped.
+type migration struct {
+	name string
+	up   func(ctx context.Context, tx pgx.Tx, m *migrator) error
+}
+
+var migrations = []migration{
+	{"create tasks and meta", migrateV1},
+}
+
+// Units are part of the column names: timestamps are bigint Unix
+// milliseconds in UTC, durations bigint nanoseconds, exactly as the SQLite
+// backend keeps them, so that every value round-trips exactly.
+// expires_at_ns is updated_at + TTL, stored only while the task is
+// terminal (NULL otherwise), so that DeleteExpired can never touch a
+// running task. lease_expires_at_ms is NULL when no engine holds the task,
+// idempotency_key NULL when the client chose none. JSON values are stored
+// as text exactly as given (jsonb would reorder keys and refuses \u0000);
+// NULL means absent. IDs sort bytewise (COLLATE "C"), as in SQLite,
+// whatever the database's collation.
+const schemaV1 = `
+CREATE TABLE %[1]s.tasks (
+	id                  text   COLLATE "C" NOT NULL PRIMARY KEY,
+	owner               text   NOT NULL,
+	tool                text   NOT NULL,
+	wire                text   NOT NULL,
+	status              text   NOT NULL
+		CHECK (status IN ('working', 'input_required', 'completed', 'failed', 'cancelled')),
+	status_message      text   NOT NULL,
+	created_at_ms       bigint NOT NULL,
+	updated_at_ms       bigint NOT NULL,
+	ttl_ns              bigint NOT NULL,
+	poll_ns             bigint NOT NULL,
+	expires_at_ns       bigint,
+	request             text,
+	result              text,
+	error               text,
+	input_requests      text,
+	input_responses     text,
+	input_seq           bigint NOT NULL,
+	runner              text   NOT NULL,
+	attempts            bigint NOT NULL DEFAULT 0,
+	lease_expires_at_ms bigint,
+	idempotency_key     text
+);
+
+-- List: one owner's tasks, newest first, keyset-paginated on (created, id).
+CREATE INDEX tasks_owner_created ON %[1]s.tasks (owner, created_at_ms, id);
+
+-- ListActive: the few non-terminal tasks, oldest first.
+CREATE INDEX tasks_active ON %[1]s.tasks (created_at_ms, id)
+	WHERE status IN ('working', 'input_required');
+
+-- Claim: the same tasks, never held first, then by end of lease.
+CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
+	WHERE status IN ('working', 'input_required');
+
+-- DeleteExpired: terminal tasks by end of retention.
+CREATE INDEX tasks_expires ON %[1]s.tasks (expires_at_ns)
+	WHERE expires_at_ns IS NOT NULL;
+
+-- Create: one task per (owner, idempotency key).
+CREATE UNIQUE INDEX tasks_idempotency ON %[1]s.tasks (owner, idempotency_key)
+	WHERE idempotency_key IS NOT NULL;
+
+-- Schema-wide settings: the key that signs List cursors, the channel of
+-- the change feed.
+CREATE TABLE %[1]s.meta (
+	key   text  NOT NULL PRIMARY KEY,
+	value bytea NOT NULL
+);
+`
+
+func migrateV1(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	if _, err := tx.Exec(ctx, fmt.Sprintf(schemaV1, m.quoted)); err != nil {
+		return err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.meta (key, value) VALUES ('cursor_key', $1), ('channel', $2)`, m.quoted),
+		key, []byte(channelName(m.schema)))
+	return err
+}
+
+// channelName is the LISTEN/NOTIFY channel of the schema: "mcptask_"
+// followed by the schema's name when that fits PostgreSQL's 63-byte limit
+// on identifiers, or by a hash of it otherwise. It is chosen once, when
+// the schema is created, and kept in the meta table, so renaming the
+// schema later does not split its instances over two channels.
+func channelName(schema string) string {
+	const prefix = "mcptask_"
+	if len(prefix)+len(schema) <= maxIdentifierLen {
+		return prefix + schema
+	}
+	sum := sha256.Sum256([]byte(schema))
+	return prefix + hex.EncodeToString(sum[:16])
+}
+
+// maxIdentifierLen is PostgreSQL's limit on identifiers (NAMEDATALEN-1),
+// schema and channel names included.
+const maxIdentifierLen = 63
+
+// migrator migrates one schema.
+type migrator struct {
+	schema string // as given
+	quoted string // quoted for SQL text
+	log    *slog.Logger
+}
+
+// migrate creates the schema if it is missing and brings it to the latest
+// version, in one transaction that holds the advisory lock
+// migrationLockKey: of several instances starting at once, one migrates
+// and the others then find the schema current.
+func (m *migrator) migrate(ctx context.Context, conn *pgx.Conn) (err error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
+		}
+	}()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
+		return fmt.Errorf("taking the migration lock: %w", err)
+	}
+	// Only create what is missing: CREATE SCHEMA needs the CREATE
+	// privilege on the database even with IF NOT EXISTS, which a role
+	// given an existing schema may lack.
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = $1)`, m.schema).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+m.quoted); err != nil {
+			return fmt.Errorf("creating schema %s: %w", m.quoted, err)
+		}
+		m.log.Info("postgres store: created schema", "schema", m.schema)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s.schema_migrations (
+		version    integer     NOT NULL PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`, m.quoted)); err != nil {
+		return err
+	}
+	var v int
+	if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(max(version), 0) FROM %s.schema_migrations`, m.quoted)).Scan(&v); err != nil {
+		return err
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("schema %s has version %d, newer than this program's %d", m.quoted, v, len(migrations))
+	}
+	for ; v < len(migrations); v++ {
+		mg := migrations[v]
+		if err := mg.up(ctx, tx, m); err != nil {
+			return fmt.Errorf("schema migration %d (%s): %w", v+1, mg.name, err)
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s.schema_migrations (version, name) VALUES ($1, $2)`, m.quoted), v+1, mg.name); err != nil {
+			return err
+		}
+		m.log.Info("postgres store: applied schema migration", "schema", m.schema, "version", v+1, "name", mg.name)
+	}
+	return tx.Commit(ctx)
+}
+
+// checkSchemaName refuses a schema name PostgreSQL cannot hold.
+func checkSchemaName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty schema name")
+	case len(s) > maxIdentifierLen:
+		return fmt.Errorf("schema name %q is longer than %d bytes", s, maxIdentifierLen)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("schema name %q contains a NUL byte", s)
+	case strings.HasPrefix(s, "pg_"):
+		return fmt.Errorf("schema name %q: names starting with pg_ are reserved by PostgreSQL", s)
+	}
+	return nil
+}
