@@ -105,9 +105,10 @@ func (e *DuplicateError) Error() string {
 // change). Engines use it to deliver cancellation and client input to work
 // running in another process promptly; they poll as a fallback.
 type ChangeFeed interface {
-	// Changes calls fn with the ID of every task created or updated by any
-	// process, until ctx is done or the feed fails; it then returns the
-	// reason. fn must be quick. Changes may be called again after an
+	// Changes calls fn with the ID of every task updated (or claimed) by
+	// any process, until ctx is done or the feed fails; it then returns the
+	// reason. Creations are not announced: nobody waits for a task that
+	// does not exist yet. fn must be quick. Changes may be called again after an
 	// error (e.g. a lost connection); announcements made meanwhile are
 	// lost, which the callers' polling covers.
 	Changes(ctx context.Context, fn func(task.ID)) error

@@ -18,6 +18,9 @@ type Config struct {
 	Addr           string        // listen address, host:port
 	DB             string        // SQLite file
 	SQLiteSync     string        // SQLite synchronous setting: full or normal
+	Postgres       string        // PostgreSQL DSN; when set, the store is PostgreSQL, not SQLite
+	PostgresSchema string        // PostgreSQL schema holding the tasks
+	Lease          time.Duration // how long an instance holds a task without a heartbeat
 	AllowRemote    bool          // allow a non-loopback listen address
 	Stdio          bool          // serve one client on stdin/stdout instead of HTTP
 	DefaultTTL     time.Duration // retention when a client asks for none
@@ -48,6 +51,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
 	fs.StringVar(&c.DB, "db", "./mcptask.db", "SQLite `file` holding the tasks (created if missing)")
 	fs.StringVar(&c.SQLiteSync, "sqlite-sync", "full", "SQLite synchronous setting: full (every commit on disk before it is acknowledged) or normal (faster single-client writes; a power loss may lose the last commits, a process crash loses nothing)")
+	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL `DSN` (e.g. postgres://user@127.0.0.1:5432/db); when set, tasks live in PostgreSQL, shared by every mcptaskd on the same database and schema, instead of the SQLite -db file")
+	fs.StringVar(&c.PostgresSchema, "postgres-schema", "mcptask", "PostgreSQL schema holding the tasks (created if missing)")
+	fs.DurationVar(&c.Lease, "lease", 15*time.Second, "with -postgres: how long an instance holds a running task without renewing it; a crashed instance's tasks are taken over after about this long")
 	fs.BoolVar(&c.Stdio, "stdio", false, "serve one MCP client over stdin/stdout (both wires) instead of HTTP; logs go to stderr")
 	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow listening on a non-loopback address (there is no authentication: task IDs are the only protection)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
@@ -114,6 +120,9 @@ func (c *Config) validate() error {
 	}
 	if c.DefaultTTL > c.MaxTTL && c.MaxTTL > 0 {
 		errs = append(errs, fmt.Errorf("-default-ttl (%v) must not exceed -max-ttl (%v)", c.DefaultTTL, c.MaxTTL))
+	}
+	if c.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("-lease must be positive, got %v", c.Lease))
 	}
 	switch strings.ToLower(c.SQLiteSync) {
 	case "full", "normal":

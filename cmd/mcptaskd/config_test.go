@@ -15,7 +15,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
+		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
 		SweepInterval: time.Minute, LogFormat: "text", LogLevel: slog.LevelInfo,
 	}

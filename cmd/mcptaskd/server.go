@@ -17,7 +17,6 @@ import (
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store"
-	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -39,7 +38,7 @@ type App struct {
 // NewApp opens the store and assembles the server. It does not resolve
 // the tasks a previous process left unfinished: [App.Start] does.
 func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
-	unlock, err := lockDB(cfg.DB)
+	st, unlock, exclusive, err := openStore(cfg, logger.With("component", "store"))
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +47,6 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			unlock()
 		}
 	}()
-	st, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger.With("component", "store"), Synchronous: sqlite.Sync(cfg.SQLiteSync)})
-	if err != nil {
-		return nil, fmt.Errorf("opening the task store %s: %w", cfg.DB, err)
-	}
 	eng, err := engine.New(engine.Options{
 		Store: st,
 		Policy: task.Policy{
@@ -63,8 +58,12 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		SweepInterval:  cfg.SweepInterval,
 		Logger:         logger,
 		// One mcptaskd per SQLite file (lockDB): every unfinished task
-		// found at start-up was left by a process that is gone.
-		Exclusive: true,
+		// found at start-up was left by a process that is gone. On
+		// PostgreSQL, instances share the tasks and take over expired
+		// leases.
+		Exclusive:  exclusive,
+		Lease:      cfg.Lease,
+		InstanceID: instanceID(),
 	})
 	if err != nil {
 		st.Close()

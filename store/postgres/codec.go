@@ -48,18 +48,17 @@ func (r *row) insertArgs() []any {
 }
 
 // insertSQL inserts a task unless its ID or its (owner, idempotency key)
-// is taken, and announces it on the change channel ($22) in the same
-// statement, hence the same transaction. It returns one row when it
-// inserted, none on a conflict.
-const insertSQL = `WITH ins AS (
-	INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
+// is taken. It returns one row when it inserted, none on a conflict. A
+// creation is not announced on the change channel: nobody can be waiting
+// for a task before it exists, and a notifying transaction takes a
+// database-wide lock until its commit is flushed, which would serialise
+// every creation of every instance.
+const insertSQL = `INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
 		runner, attempts, lease_expires_at_ms, idempotency_key)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 	ON CONFLICT DO NOTHING
-	RETURNING id
-)
-SELECT ins.id FROM ins CROSS JOIN LATERAL pg_notify($22, ins.id) AS n`
+	RETURNING id`
 
 // updateSQL writes every column of a task but its ID ($21), and announces
 // the change on the change channel ($22). It returns one row when the task

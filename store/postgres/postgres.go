@@ -281,7 +281,7 @@ func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	if err != nil {
 		return err
 	}
-	args := append(r.insertArgs(), s.channel)
+	args := r.insertArgs()
 	// A conflict names a row that a concurrent Delete may remove before
 	// we read it; then the insert is tried again.
 	for range 3 {
