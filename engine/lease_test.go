@@ -2,28 +2,75 @@ package engine_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 )
 
-// sharedEngine starts a non-exclusive engine on its own connection to the
-// SQLite file at path, as one of several engines sharing a store.
-func sharedEngine(t *testing.T, path string, lease time.Duration, recover func(context.Context, *task.Task) engine.Runner) (*engine.Engine, *sqlite.Store) {
-	t.Helper()
-	st, err := sqlite.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
+// backend opens stores that share one task space: the same SQLite file, or
+// the same PostgreSQL schema.
+type backend struct {
+	name string
+	open func(t *testing.T) store.Store
+}
+
+// backends returns SQLite, and PostgreSQL when MCPTASK_TEST_POSTGRES_DSN
+// names a server (a schema of its own, dropped at the end).
+func backends(t *testing.T) []backend {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	bs := []backend{{"sqlite", func(t *testing.T) store.Store {
+		st, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}}}
+	dsn := os.Getenv("MCPTASK_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Log("PostgreSQL variant skipped: set MCPTASK_TEST_POSTGRES_DSN (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run it")
+		return bs
 	}
+	schema := "engine_test_" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return append(bs, backend{"postgres", func(t *testing.T) store.Store {
+		st, err := postgres.Open(context.Background(), dsn, &postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}})
+}
+
+// sharedEngine starts a non-exclusive engine on its own store of b, as one
+// of several engines sharing a task space.
+func sharedEngine(t *testing.T, b backend, lease time.Duration, recover func(context.Context, *task.Task) engine.Runner) (*engine.Engine, store.Store) {
+	t.Helper()
+	st := b.open(t)
 	e, err := engine.New(engine.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		SweepInterval: -1, Lease: lease, Recover: recover,
@@ -55,12 +102,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestTakeoverAfterLeaseExpiry: a task held by an engine that died is left
 // alone while its lease lives, then taken over and resolved by policy.
 func TestTakeoverAfterLeaseExpiry(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shared.db")
-	ctx := context.Background()
-	st, err := sqlite.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { testTakeover(t, b) })
 	}
+}
+
+func testTakeover(t *testing.T, be backend) {
+	ctx := context.Background()
+	st := be.open(t)
 	now := time.Now()
 	dead := func(tool string) task.ID {
 		tk := task.New(task.Policy{}, "", tool, nil, now)
@@ -76,7 +125,7 @@ func TestTakeoverAfterLeaseExpiry(t *testing.T) {
 	st.Close()
 
 	var reruns atomic.Int32
-	e, st2 := sharedEngine(t, path, 150*time.Millisecond, func(_ context.Context, tk *task.Task) engine.Runner {
+	e, st2 := sharedEngine(t, be, 150*time.Millisecond, func(_ context.Context, tk *task.Task) engine.Runner {
 		if tk.Tool != "safe" {
 			return nil
 		}
@@ -109,9 +158,20 @@ func TestTakeoverAfterLeaseExpiry(t *testing.T) {
 // the work running on engine A (by the heartbeat's polling: SQLite has no
 // change feed).
 func TestCancelReachesAnotherEngine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shared.db")
-	a, _ := sharedEngine(t, path, 150*time.Millisecond, nil)
-	b, _ := sharedEngine(t, path, 150*time.Millisecond, nil)
+	for _, be := range backends(t) {
+		t.Run(be.name, func(t *testing.T) { testCancelAcross(t, be) })
+	}
+}
+
+func testCancelAcross(t *testing.T, be backend) {
+	// A long lease: on PostgreSQL the change feed must deliver the cancel
+	// well before the first heartbeat (lease/3) could.
+	lease := 150 * time.Millisecond
+	if be.name == "postgres" {
+		lease = time.Hour
+	}
+	a, _ := sharedEngine(t, be, lease, nil)
+	b, _ := sharedEngine(t, be, lease, nil)
 	ctx := context.Background()
 	started, stopped := make(chan struct{}), make(chan error, 1)
 	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, func(ctx context.Context) (json.RawMessage, error) {
@@ -143,7 +203,12 @@ func TestCancelReachesAnotherEngine(t *testing.T) {
 // TestHandBackOnShutdown: re-runnable work of an engine that shuts down is
 // taken over by another engine at once, not after a lease.
 func TestHandBackOnShutdown(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "shared.db")
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) { testHandBack(t, b) })
+	}
+}
+
+func testHandBack(t *testing.T, b backend) {
 	ran := make(chan string, 4)
 	recover := func(_ context.Context, tk *task.Task) engine.Runner {
 		return func(ctx context.Context) (json.RawMessage, error) {
@@ -151,10 +216,7 @@ func TestHandBackOnShutdown(t *testing.T) {
 			return json.RawMessage(`{"content":[]}`), nil
 		}
 	}
-	st, err := sqlite.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := b.open(t)
 	a, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Lease: time.Hour, Recover: recover})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +240,7 @@ func TestHandBackOnShutdown(t *testing.T) {
 	_ = a.Shutdown(sctx) // no grace: hand the work back
 	st.Close()
 	// A lease of an hour: only a hand-back lets B take the task at once.
-	_, st2 := sharedEngine(t, path, time.Hour, recover)
+	_, st2 := sharedEngine(t, b, time.Hour, recover)
 	waitFor(t, "re-run on the other engine", func() bool {
 		got, _ := st2.Get(ctx, tk.ID)
 		return got.Status == task.Completed
