@@ -25,8 +25,11 @@ step "go test -race"
 go test -race -count=1 -timeout 20m ./...
 
 step "fuzz smoke (seed corpora run above; a short coverage-guided run here)"
-go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 10s ./task
-go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 15s .
+# Counted runs (Nx), not timed ones: a timed run whose time ends while a
+# worker is busy reports "context deadline exceeded" on a loaded machine.
+go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 100000x ./task
+go test -run '^$' -fuzz '^FuzzLiftTaskMessage$' -fuzztime 20000x ./wire/v20251125
+go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 2000x .
 
 step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio)"
 scripts/interop.sh
