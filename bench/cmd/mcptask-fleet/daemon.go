@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// buildDaemon builds cmd/mcptaskd into dir and returns the binary's path.
+// It must run inside the mcptask module (e.g. from the repository).
+func buildDaemon(ctx context.Context, dir string, stderr io.Writer) (string, error) {
+	bin := filepath.Join(dir, "mcptaskd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/mcptask/mcptask/cmd/mcptaskd")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building mcptaskd (run from the mcptask module, or give -mcptaskd): %w", err)
+	}
+	return bin, nil
+}
+
+// logRecord is one JSON log record of a daemon.
+type logRecord struct {
+	Time time.Time `json:"time"`
+	Msg  string    `json:"msg"`
+	Task string    `json:"task"`
+}
+
+// daemon is one running mcptaskd process.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	URL  string
+
+	mu      sync.Mutex
+	records []logRecord
+	raw     bytes.Buffer // its stderr, for errors
+
+	exited chan struct{}
+}
+
+// startDaemon starts mcptaskd (bin) on a free loopback port with args
+// (JSON logs are added), and waits until it serves /healthz.
+func startDaemon(ctx context.Context, bin, name string, args ...string) (*daemon, error) {
+	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...)
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{name: name, cmd: cmd, exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	urls := make(chan string, 1)
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				urls <- u
+			}
+		}
+	})
+	readers.Go(func() {
+		r := bufio.NewReaderSize(stderr, 1<<16)
+		for {
+			line, err := r.ReadBytes('\n')
+			var rec logRecord
+			if json.Unmarshal(line, &rec) == nil {
+				d.mu.Lock()
+				d.records = append(d.records, rec)
+				d.mu.Unlock()
+			}
+			d.mu.Lock()
+			if d.raw.Len() < 1<<20 {
+				d.raw.Write(line)
+			}
+			d.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	})
+	go func() {
+		readers.Wait()
+		cmd.Wait()
+		close(d.exited)
+	}()
+	select {
+	case d.URL = <-urls:
+	case <-d.exited:
+		return nil, fmt.Errorf("%s exited before listening:\n%s", name, d.log())
+	case <-time.After(60 * time.Second):
+		d.kill()
+		return nil, fmt.Errorf("%s did not listen within 60s:\n%s", name, d.log())
+	case <-ctx.Done():
+		d.kill()
+		return nil, ctx.Err()
+	}
+	health := strings.TrimSuffix(d.URL, "/mcp") + "/healthz"
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(health)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			d.kill()
+			return nil, fmt.Errorf("%s: /healthz not OK within 30s:\n%s", name, d.log())
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
+
+func (d *daemon) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.raw.String()
+}
+
+// find returns the first record with message msg about task id.
+func (d *daemon) find(msg, id string) (logRecord, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.records {
+		if r.Msg == msg && r.Task == id {
+			return r, true
+		}
+	}
+	return logRecord{}, false
+}
+
+// kill kills the process with SIGKILL and waits until it is reaped.
+func (d *daemon) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
+// stop stops the process gracefully (SIGTERM), or kills it after timeout.
+func (d *daemon) stop(timeout time.Duration) {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.exited:
+	case <-time.After(timeout):
+		d.kill()
+	}
+}
+
+// newSchemaName returns a fresh schema name for one measurement.
+func newSchemaName() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "mcptask_fleet_" + hex.EncodeToString(b)
+}
+
+// dropSchema drops a schema with everything in it.
+func dropSchema(dsn, schema string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("dropping schema %s: %w", schema, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("dropping schema %s: %w", schema, err)
+	}
+	return nil
+}
+
+// tempDir makes a temporary directory and returns a function removing it.
+func tempDir() (string, func(), error) {
+	dir, err := os.MkdirTemp("", "mcptask-fleet-")
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+var errNoDSN = errors.New("no PostgreSQL DSN: give -postgres or set MCPTASK_TEST_POSTGRES_DSN")
