@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -19,7 +20,15 @@ var errLost = errors.New("the task is held by another engine")
 // expired.
 func (e *Engine) leaseLoop() {
 	defer e.bg.Done()
-	tick := time.NewTicker(e.opts.Lease / 3)
+	// Start at a random point of the period, so that instances started
+	// together do not heartbeat and claim in step.
+	period := e.opts.Lease / 3
+	select {
+	case <-e.base.Done():
+		return
+	case <-time.After(rand.N(period)):
+	}
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
