@@ -2,10 +2,6 @@ package sqlite
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -15,7 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/cursor"
+
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -272,51 +269,13 @@ func scanTask(sc scanner) (*task.Task, error) {
 	return &t, nil
 }
 
-// List cursors are base64url(version | created_at_ms | id | mac), where
-// mac is a truncated HMAC-SHA256, under the database's own random key, of
-// the owner and the rest. A cursor is therefore valid only for the owner
-// and the database that issued it, and survives restarts.
-const (
-	cursorVersion = 1
-	cursorMACLen  = 16
-	cursorMinLen  = 1 + 8 + 1 + cursorMACLen
-)
-
-var cursorEncoding = base64.RawURLEncoding.Strict()
-
-func (s *Store) cursorMAC(owner string, payload []byte) []byte {
-	m := hmac.New(sha256.New, s.cursorKey)
-	m.Write([]byte("mcptask/sqlite list cursor\x00"))
-	m.Write(binary.BigEndian.AppendUint64(nil, uint64(len(owner))))
-	m.Write([]byte(owner))
-	m.Write(payload)
-	return m.Sum(nil)[:cursorMACLen]
-}
-
-// makeCursor returns the cursor of the position just after t in owner's
+// makeCursor returns the cursor of the position just after t in owner"s
 // listing.
 func (s *Store) makeCursor(owner string, t *task.Task) string {
-	b := make([]byte, 0, cursorMinLen+len(t.ID))
-	b = append(b, cursorVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(t.CreatedAt.UnixMilli()))
-	b = append(b, t.ID...)
-	b = append(b, s.cursorMAC(owner, b)...)
-	return cursorEncoding.EncodeToString(b)
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite list cursor"}.Make(owner, t)
 }
 
 // parseCursor checks that c was issued for owner and returns its position.
 func (s *Store) parseCursor(owner, c string) (createdMS int64, id string, err error) {
-	b, err := cursorEncoding.DecodeString(c)
-	if err != nil || len(b) < cursorMinLen || b[0] != cursorVersion {
-		return 0, "", store.ErrBadCursor
-	}
-	payload, mac := b[:len(b)-cursorMACLen], b[len(b)-cursorMACLen:]
-	if !hmac.Equal(mac, s.cursorMAC(owner, payload)) {
-		return 0, "", store.ErrBadCursor
-	}
-	id = string(payload[9:])
-	if _, err := task.ParseID(id); err != nil {
-		return 0, "", store.ErrBadCursor
-	}
-	return int64(binary.BigEndian.Uint64(payload[1:9])), id, nil
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite list cursor"}.Parse(owner, c)
 }
