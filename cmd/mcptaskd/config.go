@@ -31,6 +31,20 @@ type Config struct {
 	SweepInterval  time.Duration // how often expired tasks are deleted
 	LogFormat      string        // text or json
 	LogLevel       slog.Level
+
+	// Authentication of /mcp (package authn); off when all three files
+	// are empty.
+	Tokens         string // static tokens file (JSON)
+	JWTKey         string // HMAC secret or PEM public key verifying JWTs
+	JWKS           string // local JWKS file verifying JWTs
+	JWTIssuer      string // required "iss" of JWTs, if set
+	JWTAudience    string // required "aud" of JWTs, if set
+	JWTTenantClaim string // JWT claim holding the tenant
+}
+
+// AuthEnabled reports whether /mcp requires a bearer token.
+func (c *Config) AuthEnabled() bool {
+	return c.Tokens != "" || c.JWTKey != "" || c.JWKS != ""
 }
 
 // envPrefix prefixes the environment variable of each flag: -max-ttl is
@@ -55,7 +69,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.PostgresSchema, "postgres-schema", "mcptask", "PostgreSQL schema holding the tasks (created if missing)")
 	fs.DurationVar(&c.Lease, "lease", 15*time.Second, "with -postgres: how long an instance holds a running task without renewing it; a crashed instance's tasks are taken over after about this long")
 	fs.BoolVar(&c.Stdio, "stdio", false, "serve one MCP client over stdin/stdout (both wires) instead of HTTP; logs go to stderr")
-	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow listening on a non-loopback address (there is no authentication: task IDs are the only protection)")
+	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow listening on a non-loopback address without authentication (task IDs are then the only protection); not needed with -tokens, -jwt-key or -jwks")
+	fs.StringVar(&c.Tokens, "tokens", "", "JSON `file` of static bearer tokens ([{\"token_sha256\": HEX, \"principal\": P, \"tenant\": T, \"scopes\": [...], \"expires\": RFC3339}]); enables authentication of /mcp")
+	fs.StringVar(&c.JWTKey, "jwt-key", "", "`file` verifying JWT bearer tokens: an HMAC secret (32+ bytes) or a PEM RSA, ECDSA or Ed25519 public key; enables authentication of /mcp")
+	fs.StringVar(&c.JWKS, "jwks", "", "local JWKS `file` verifying JWT bearer tokens (key chosen by \"kid\"; nothing is fetched); enables authentication of /mcp")
+	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "required \"iss\" of JWTs (unchecked if empty)")
+	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required \"aud\" of JWTs (unchecked if empty)")
+	fs.StringVar(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT `claim` holding the tenant (the principal is \"sub\")")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
@@ -134,10 +154,19 @@ func (c *Config) validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("invalid -addr %q: %v", c.Addr, err))
-	} else if !c.AllowRemote && !isLoopbackAddr(c.Addr) {
-		errs = append(errs, fmt.Errorf("-addr %q is not a loopback address; mcptaskd has no authentication yet "+
-			"(anyone who can reach it and learns a task ID can read or cancel that task), so it listens on "+
-			"loopback only unless -allow-remote is given", c.Addr))
+	} else if !c.AllowRemote && !c.AuthEnabled() && !isLoopbackAddr(c.Addr) {
+		errs = append(errs, fmt.Errorf("-addr %q is not a loopback address; without authentication "+
+			"(anyone who can reach mcptaskd and learns a task ID can read or cancel that task) it listens on "+
+			"loopback only: enable authentication with -tokens, -jwt-key or -jwks, or give -allow-remote", c.Addr))
+	}
+	if c.JWTKey != "" && c.JWKS != "" {
+		errs = append(errs, errors.New("give -jwt-key or -jwks, not both"))
+	}
+	if c.JWTKey == "" && c.JWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
+		errs = append(errs, errors.New("-jwt-issuer and -jwt-audience need -jwt-key or -jwks"))
+	}
+	if c.JWTTenantClaim == "" {
+		errs = append(errs, errors.New("-jwt-tenant-claim must name a claim"))
 	}
 	return errors.Join(errs...)
 }

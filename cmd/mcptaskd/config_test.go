@@ -17,7 +17,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := Config{
 		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
-		SweepInterval: time.Minute, LogFormat: "text", LogLevel: slog.LevelInfo,
+		SweepInterval: time.Minute, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -45,6 +45,23 @@ func TestParseConfigEnvAndFlags(t *testing.T) {
 		c.LogLevel != slog.LevelWarn {
 		t.Fatalf("got %+v", c)
 	}
+
+	env = map[string]string{
+		"MCPTASK_TOKENS":           "/etc/mcptask/tokens.json",
+		"MCPTASK_JWKS":             "/etc/mcptask/jwks.json",
+		"MCPTASK_JWT_ISSUER":       "https://idp.example",
+		"MCPTASK_JWT_AUDIENCE":     "mcptaskd",
+		"MCPTASK_JWT_TENANT_CLAIM": "org",
+		"MCPTASK_ADDR":             "0.0.0.0:8080",
+	}
+	c, err = parseConfig([]string{"-jwt-audience", "other"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.AuthEnabled() || c.Tokens != "/etc/mcptask/tokens.json" || c.JWKS != "/etc/mcptask/jwks.json" || c.JWTIssuer != "https://idp.example" ||
+		c.JWTAudience != "other" || c.JWTTenantClaim != "org" || c.AllowRemote {
+		t.Fatalf("auth from env: %+v", c)
+	}
 }
 
 func TestParseConfigErrors(t *testing.T) {
@@ -65,6 +82,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"-max-result-bytes", "-1"}, nil, "-max-result-bytes must be positive"},
 		{nil, map[string]string{"MCPTASK_MAX_TTL": "forever"}, "MCPTASK_MAX_TTL"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
+		{[]string{"-jwt-key", "k", "-jwks", "j"}, nil, "not both"},
+		{[]string{"-jwt-issuer", "https://idp"}, nil, "need -jwt-key or -jwks"},
+		{[]string{"-tokens", "t", "-jwt-audience", "a"}, nil, "need -jwt-key or -jwks"},
+		{[]string{"-jwt-key", "k", "-jwt-tenant-claim", ""}, nil, "-jwt-tenant-claim"},
 	} {
 		_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -75,6 +96,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"-addr", "0.0.0.0:8080", "-allow-remote"},
 		{"-addr", "localhost:0"},
 		{"-addr", "127.0.0.2:0"},
+		{"-addr", "0.0.0.0:8080", "-tokens", "tokens.json"},
+		{"-addr", ":8080", "-jwt-key", "key.pem", "-jwt-issuer", "https://idp", "-jwt-audience", "mcptaskd"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err != nil {
 			t.Errorf("args %q: %v", args, err)

@@ -14,6 +14,8 @@
 //	         [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
 //	         [-max-result-bytes 4194304] [-shutdown-grace 10s]
 //	         [-sweep-interval 1m] [-log-format text|json] [-log-level info]
+//	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
+//	         [-jwt-audience AUD] [-jwt-tenant-claim tenant]
 //
 // Once listening, mcptaskd prints "listening on http://HOST:PORT/mcp" to
 // standard output (useful with -addr 127.0.0.1:0, which picks a free
@@ -21,8 +23,10 @@
 //
 // Every flag has an environment variable: MCPTASK_ADDR, MCPTASK_DB,
 // MCPTASK_ALLOW_REMOTE, MCPTASK_DEFAULT_TTL, and so on; the command line
-// wins. There is no authentication yet: the server listens on loopback
-// only unless -allow-remote is given.
+// wins. With -tokens, -jwt-key or -jwks, /mcp requires a bearer token
+// (package authn) and each task is visible to its creator only; without
+// them there is no authentication, and the server listens on loopback only
+// unless -allow-remote is given.
 //
 // SIGINT or SIGTERM shuts down gracefully: HTTP stops, running tasks get
 // -shutdown-grace to finish, then those still running are stopped and

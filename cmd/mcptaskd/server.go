@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store"
@@ -31,6 +32,7 @@ type App struct {
 	tasks    *mcptask.Server
 	mcp      *mcp.Server
 	handler  http.Handler
+	verifier *authn.Verifier // nil without authentication
 	unlock   func()
 	stopping atomic.Bool
 }
@@ -38,6 +40,22 @@ type App struct {
 // NewApp opens the store and assembles the server. It does not resolve
 // the tasks a previous process left unfinished: [App.Start] does.
 func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
+	// Load the keys and tokens first: a bad file stops the start before
+	// the store is touched.
+	var verifier *authn.Verifier
+	if cfg.AuthEnabled() {
+		verifier, err = authn.New(authn.Options{
+			TokensFile:  cfg.Tokens,
+			JWTKeyFile:  cfg.JWTKey,
+			JWKSFile:    cfg.JWKS,
+			Issuer:      cfg.JWTIssuer,
+			Audience:    cfg.JWTAudience,
+			TenantClaim: cfg.JWTTenantClaim,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	st, unlock, exclusive, err := openStore(cfg, logger.With("component", "store"))
 	if err != nil {
 		return nil, err
@@ -84,7 +102,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// unfinished tasks asks each tool whether it may be re-run.
 	demo.Register(ts)
 
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, unlock: unlock}
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
@@ -99,11 +117,18 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		// Origin headers are served.
 		mcpHandler = mcptask.LoopbackOnly(mcpHandler)
 	}
+	if verifier != nil {
+		// Every /mcp request needs a bearer token; its TokenInfo makes
+		// "user:TENANT/PRINCIPAL" the owner of the tasks it creates, and
+		// only that owner sees them. A missing or refused token gets 401
+		// with an RFC 6750 challenge.
+		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd")(mcpHandler)
+	}
 	mux := http.NewServeMux()
 	// Browsers' cross-origin POSTs are refused; MCP clients outside a
 	// browser send no Origin or Sec-Fetch-Site headers.
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
-	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
 	a.handler = mux
 	return a, nil
 }
@@ -194,9 +219,13 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 	fmt.Fprintf(stdout, "listening on %s\n", url)
 	logger.Info("mcptaskd listening", "url", url, "db", cfg.DB, "version", version(),
 		"defaultTTL", cfg.DefaultTTL, "maxTTL", cfg.MaxTTL, "pollInterval", cfg.PollInterval)
-	if isLoopbackAddr(cfg.Addr) {
+	switch {
+	case app.verifier != nil:
+		logger.Info("authentication: /mcp requires a bearer token; each task is visible to its creator only",
+			"accepts", app.verifier.String())
+	case isLoopbackAddr(cfg.Addr):
 		logger.Info("no authentication: task IDs are the only protection of tasks; listening on loopback only")
-	} else {
+	default:
 		logger.Warn("no authentication and listening on a non-loopback address (-allow-remote): anyone who can reach " +
 			"this server can call its tools, and anyone who learns a task ID can read its result or cancel it")
 	}
@@ -235,6 +264,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 // is done, then shuts down like the HTTP server does.
 func runStdio(ctx context.Context, cfg Config, app *App, logger *slog.Logger) error {
 	logger.Info("mcptaskd serving on stdio", "db", cfg.DB, "version", version())
+	if app.verifier != nil {
+		logger.Warn("authentication applies to HTTP only: the stdio client is not authenticated")
+	}
 	err := app.tasks.Run(ctx, &mcp.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		err = nil
