@@ -1,16 +1,14 @@
 package postgres
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
 
 	"github.com/mcptask/mcptask/store/internal/cursor"
 
@@ -185,65 +183,22 @@ func rawArg(r json.RawMessage) (*string, error) {
 	return &s, nil
 }
 
-// encodeError writes e as a JSON object, keeping e.Data byte for byte.
+// encodeError binds e as a JSON text column, or NULL.
 func encodeError(e *task.Error) (*string, error) {
-	if e == nil {
-		return nil, nil
-	}
-	msg, err := json.Marshal(e.Message)
-	if err != nil {
-		return nil, err
-	}
-	b := []byte(`{"code":`)
-	b = strconv.AppendInt(b, e.Code, 10)
-	b = append(b, `,"message":`...)
-	b = append(b, msg...)
-	if len(e.Data) > 0 {
-		if !json.Valid(e.Data) {
-			return nil, fmt.Errorf("error data is not valid JSON")
-		}
-		b = append(b, `,"data":`...)
-		b = append(b, e.Data...)
-	}
-	b = append(b, '}')
-	s := string(b)
-	return &s, checkText(s)
+	return textColumn(jsoncol.EncodeError(e))
 }
 
-// encodeMap writes m as a JSON object with sorted keys, keeping each value
-// byte for byte (encoding/json would re-encode them). A nil map is NULL,
-// an empty one {}; a nil value is null.
+// encodeMap binds m as a JSON text column, or NULL for a nil map.
 func encodeMap(m map[string]json.RawMessage) (*string, error) {
-	if m == nil {
-		return nil, nil
+	return textColumn(jsoncol.EncodeMap(m))
+}
+
+// textColumn binds encoded JSON as text PostgreSQL accepts, or NULL.
+func textColumn(b []byte, err error) (*string, error) {
+	if b == nil || err != nil {
+		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if !utf8.ValidString(k) {
-			return nil, fmt.Errorf("key %q is not valid UTF-8", k)
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		kj, err := json.Marshal(k)
-		if err != nil {
-			return nil, err
-		}
-		b.Write(kj)
-		b.WriteByte(':')
-		v := m[k]
-		switch {
-		case len(v) == 0:
-			b.WriteString("null")
-		case !json.Valid(v):
-			return nil, fmt.Errorf("the value for %q is not valid JSON", k)
-		default:
-			b.Write(v)
-		}
-	}
-	b.WriteByte('}')
-	s := b.String()
+	s := string(b)
 	if err := checkText(s); err != nil {
 		return nil, err
 	}
@@ -283,21 +238,8 @@ func scanTask(sc pgx.Row) (*task.Task, error) {
 	if len(result) > 0 {
 		t.Result = result
 	}
-	if errJSON != nil {
-		t.Error = new(task.Error)
-		if err := json.Unmarshal(errJSON, t.Error); err != nil {
-			return nil, fmt.Errorf("postgres store: task %s: corrupt error column: %w", id, err)
-		}
-	}
-	if reqs != nil {
-		if err := json.Unmarshal(reqs, &t.InputRequests); err != nil {
-			return nil, fmt.Errorf("postgres store: task %s: corrupt input_requests column: %w", id, err)
-		}
-	}
-	if resps != nil {
-		if err := json.Unmarshal(resps, &t.InputResponses); err != nil {
-			return nil, fmt.Errorf("postgres store: task %s: corrupt input_responses column: %w", id, err)
-		}
+	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return &t, nil
 }
@@ -316,7 +258,7 @@ func scanAll(rows pgx.Rows) ([]*task.Task, error) {
 	return tasks, rows.Err()
 }
 
-// makeCursor returns the cursor of the position just after t in owner"s
+// makeCursor returns the cursor of the position just after t in owner's
 // listing.
 func (s *Store) makeCursor(owner string, t *task.Task) string {
 	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/postgres list cursor"}.Make(owner, t)
