@@ -71,6 +71,14 @@ type daemon struct {
 func startDaemon(t testing.TB, name, db string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"-addr", "127.0.0.1:0", "-db", db, "-log-format", "json", "-log-level", "info"}, extra...)
+	return spawnDaemon(t, name, args...)()
+}
+
+// spawnDaemon starts mcptaskd with args and returns at once; the returned
+// function waits until the process serves /healthz. Several processes can
+// so start at the same moment.
+func spawnDaemon(t testing.TB, name string, args ...string) (await func() *daemon) {
+	t.Helper()
 	cmd := exec.Command(daemonBin, args...)
 	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
 	stderr, err := cmd.StderrPipe()
@@ -121,24 +129,26 @@ func startDaemon(t testing.TB, name, db string, extra ...string) *daemon {
 			t.Logf("--- log of %s ---\n%s", d.name, d.Logs())
 		}
 	})
-
-	select {
-	case d.URL = <-urls:
-	case <-d.exited:
-		t.Fatalf("%s exited before listening: %v\n%s", name, d.waitErr, d.Logs())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start listening within 60s\n%s", name, d.Logs())
-	}
-	d.Base = strings.TrimSuffix(d.URL, "/mcp")
-	waitUntil(t, 30*time.Second, "healthz OK", func() (bool, error) {
-		resp, err := http.Get(d.Base + "/healthz")
-		if err != nil {
-			return false, nil
+	return func() *daemon {
+		t.Helper()
+		select {
+		case d.URL = <-urls:
+		case <-d.exited:
+			t.Fatalf("%s exited before listening: %v\n%s", name, d.waitErr, d.Logs())
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s did not start listening within 60s\n%s", name, d.Logs())
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	return d
+		d.Base = strings.TrimSuffix(d.URL, "/mcp")
+		waitUntil(t, 30*time.Second, name+" healthz OK", func() (bool, error) {
+			resp, err := http.Get(d.Base + "/healthz")
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		})
+		return d
+	}
 }
 
 func (d *daemon) running() bool {

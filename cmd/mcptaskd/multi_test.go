@@ -1,23 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -77,83 +73,6 @@ func pgFlags(t testing.TB, dsn, schema string, lease time.Duration) []string {
 	return []string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "unused.db"),
 		"-log-format", "json", "-log-level", "info",
 		"-postgres", dsn, "-postgres-schema", schema, "-lease", lease.String(), "-shutdown-grace", "2s"}
-}
-
-// spawnDaemon starts mcptaskd with args like startDaemon does, but returns
-// at once; the returned function waits until the process serves /healthz.
-// Several processes can so start at the same moment.
-func spawnDaemon(t *testing.T, name string, args ...string) (await func() *daemon) {
-	t.Helper()
-	cmd := exec.Command(daemonBin, args...)
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{t: t, cmd: cmd, name: name, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	var readers sync.WaitGroup
-	readers.Go(func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	})
-	readers.Go(func() {
-		r := bufio.NewReaderSize(stderr, 1<<16)
-		for {
-			line, err := r.ReadBytes('\n')
-			d.mu.Lock()
-			d.logs.Write(line)
-			d.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	})
-	go func() {
-		readers.Wait() // Wait closes the pipes: read them to the end first
-		d.waitErr = cmd.Wait()
-		close(d.exited)
-	}()
-	t.Cleanup(func() {
-		if d.running() {
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
-		if t.Failed() {
-			t.Logf("--- log of %s ---\n%s", d.name, d.Logs())
-		}
-	})
-	return func() *daemon {
-		t.Helper()
-		select {
-		case d.URL = <-urls:
-		case <-d.exited:
-			t.Fatalf("%s exited before listening: %v\n%s", name, d.waitErr, d.Logs())
-		case <-time.After(60 * time.Second):
-			t.Fatalf("%s did not start listening within 60s\n%s", name, d.Logs())
-		}
-		d.Base = strings.TrimSuffix(d.URL, "/mcp")
-		waitUntil(t, 30*time.Second, name+" healthz OK", func() (bool, error) {
-			resp, err := http.Get(d.Base + "/healthz")
-			if err != nil {
-				return false, nil
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, nil
-		})
-		return d
-	}
 }
 
 // startTogether starts one mcptaskd per name with the same args, all at
