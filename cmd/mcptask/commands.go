@@ -486,14 +486,9 @@ does not know a task.`,
 		var out []jsonStatus
 		for _, id := range pos {
 			rctx, cancel := requestContext(ctx)
+			// Cancel reports an already ended task as its status, on both
+			// wires (the client tells that case apart on 2025-11-25).
 			s, err := c.Cancel(rctx, id)
-			if err != nil && !errors.Is(err, client.ErrTaskNotFound) && ctx.Err() == nil {
-				// The 2025-11-25 wire refuses to cancel a task that has
-				// ended: tell that case apart.
-				if st, gerr := c.Get(rctx, id); gerr == nil && st.Terminal() {
-					s, err = st, nil
-				}
-			}
 			cancel()
 			if err != nil {
 				code = max(code, exitCodeOf(ctx, err))
