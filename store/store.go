@@ -17,6 +17,10 @@ var ErrNotFound = errors.New("task not found")
 // ErrExists is returned by Create when a task with the same ID exists.
 var ErrExists = errors.New("task already exists")
 
+// ErrTooManyActive is returned by CreateLimited when the task's owner
+// already has as many non-terminal tasks as the quota allows.
+var ErrTooManyActive = errors.New("too many unfinished tasks")
+
 // Store persists tasks. Implementations must be safe for concurrent use.
 // Every method that returns nil has made its change durable: a task is
 // committed before Create returns, so a following Get (from any connection
@@ -26,6 +30,16 @@ type Store interface {
 	// and a *DuplicateError holding the existing task if t.IdempotencyKey
 	// is set and t.Owner already has a task with that key.
 	Create(ctx context.Context, t *task.Task) error
+
+	// CreateLimited is Create with a quota on unfinished work: when
+	// maxActive > 0 and t.Owner already has maxActive or more non-terminal
+	// tasks (working or input_required), it inserts nothing and returns
+	// ErrTooManyActive. An idempotent retry is answered with its
+	// *DuplicateError whatever the count. The count and the insert are
+	// atomic with respect to every other CreateLimited for the same owner,
+	// in any process sharing the store, so concurrent creations never
+	// overshoot the quota. maxActive <= 0 means no quota (as Create).
+	CreateLimited(ctx context.Context, t *task.Task, maxActive int) error
 
 	// Get returns the task with the given ID, or ErrNotFound. It returns
 	// tasks whatever their expiry; callers decide what expired means.
