@@ -49,6 +49,9 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return s.withTaskSupport(res)
 		}
 		if isTasksMethod(method) {
+			if err := s.allowRequest(ctx, method, req); err != nil {
+				return nil, err
+			}
 			return next(context.WithValue(ctx, requestKey{}, req), method, req)
 		}
 		return next(ctx, method, req)
@@ -101,16 +104,24 @@ func (s *Server) startTask(ctx context.Context, next mcp.MethodHandler, method s
 	if err != nil {
 		return nil, err
 	}
+	owner := s.owner(ctx, req)
+	if err := s.allowCreate(ctx, owner, params.Name); err != nil {
+		return nil, err
+	}
 	t, err := s.eng.Start(ctx, engine.StartSpec{
-		Owner:          s.owner(ctx, req),
+		Owner:          owner,
 		Tool:           params.Name,
 		Wire:           wire,
 		TTL:            ttl,
 		Request:        raw,
 		IdempotencyKey: key,
+		MaxActive:      s.opts.Limits.MaxActiveTasks,
 	}, toolWork(next, method, req))
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the idempotency key was already used for a call of another tool"}
+	}
+	if errors.Is(err, engine.ErrTooManyActive) {
+		return nil, s.tooManyActive(ctx, owner, params.Name)
 	}
 	if err != nil {
 		s.log.Error("creating task", "tool", params.Name, "err", err)

@@ -33,6 +33,9 @@ type Options struct {
 	Owner func(ctx context.Context, req mcp.Request) string
 	// Logger receives the adapter's records. Nil means slog.Default().
 	Logger *slog.Logger
+	// Limits bounds what each requester may do. The zero value sets no
+	// limit; see DefaultLimits.
+	Limits Limits
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -44,6 +47,8 @@ type Server struct {
 	mu    sync.RWMutex
 	tools map[string]ToolOptions
 	nonce string // authenticates in-process re-runs
+
+	limits limiters
 
 	conns   sync.Map // *mcp.ServerSession -> *taskConn, for sessions of Run
 	targets sync.Map // task.ID -> *taskConn that gets its status notifications
@@ -59,6 +64,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		s.opts = *opts
 	}
 	s.log = s.opts.Logger
+	s.limits = newLimiters(s.opts.Limits)
 	if s.log == nil {
 		s.log = slog.Default()
 	}

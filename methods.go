@@ -68,9 +68,10 @@ func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *ext2026.
 	}
 	t, err := s.eng.Get(ctx, owner, id)
 	if err != nil {
-		return nil, s.rpcError(id, err)
+		return nil, s.rpcError(ctx, methodGet, id, err)
 	}
-	return ext2026.Detailed(t), nil
+	s.auditOutcome(ctx, methodGet, t)
+	return ext2026.Detailed(s.pollInterval(owner, t)), nil
 }
 
 func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext2026.UpdateTaskParams) (mcp.Result, error) {
@@ -93,7 +94,7 @@ func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext20
 		return ext2026.Ack(), nil
 	}
 	if err != nil {
-		return nil, s.rpcError(id, err)
+		return nil, s.rpcError(ctx, methodUpdate, id, err)
 	}
 	if len(ignored) > 0 {
 		s.log.Debug("tasks/update ignored answers for unknown or answered input requests", "task", id, "keys", ignored)
@@ -115,7 +116,7 @@ func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext20
 	_, err = s.eng.Cancel(ctx, owner, id)
 	var term *engine.ErrTerminal
 	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op here
-		return nil, s.rpcError(id, err)
+		return nil, s.rpcError(ctx, methodCancel, id, err)
 	}
 	return ext2026.Ack(), nil
 }
@@ -140,11 +141,15 @@ func (s *Server) tasksList(ctx context.Context, _ *mcp.ServerSession, p *v1.List
 	return s.list2025(ctx, p.Cursor)
 }
 
-// rpcError translates an engine error into a JSON-RPC error.
-func (s *Server) rpcError(id task.ID, err error) error {
+// rpcError translates an engine error of a request for the task id by
+// method into a JSON-RPC error. A task the requester may not see, whatever
+// the reason, is answered as an unknown task; the audit trail gets the
+// reason.
+func (s *Server) rpcError(ctx context.Context, method string, id task.ID, err error) error {
 	var term *engine.ErrTerminal
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
+		s.auditDenied(ctx, method, id, err)
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %q not found: it does not exist or has expired", id)}
 	case errors.As(err, &term):
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %q is already %s", id, term.Status)}

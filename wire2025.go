@@ -129,11 +129,12 @@ func (s *Server) get2025(ctx context.Context, rawID string) (mcp.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.eng.Get(ctx, s.requesterOf(ctx), id)
+	owner := s.requesterOf(ctx)
+	t, err := s.eng.Get(ctx, owner, id)
 	if err != nil {
-		return nil, s.rpcError(id, err)
+		return nil, s.rpcError(ctx, methodGet, id, err)
 	}
-	return &v1.TaskResult{Task: v1.FromTask(t)}, nil
+	return &v1.TaskResult{Task: v1.FromTask(s.pollInterval(owner, t))}, nil
 }
 
 func (s *Server) cancel2025(ctx context.Context, rawID string) (mcp.Result, error) {
@@ -147,7 +148,7 @@ func (s *Server) cancel2025(ctx context.Context, rawID string) (mcp.Result, erro
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("cannot cancel task %q: it is already %s", id, term.Status)}
 	}
 	if err != nil {
-		return nil, s.rpcError(id, err)
+		return nil, s.rpcError(ctx, methodCancel, id, err)
 	}
 	return &v1.TaskResult{Task: v1.FromTask(t)}, nil
 }
@@ -192,9 +193,10 @@ func (s *Server) result2025(ctx context.Context, ss *mcp.ServerSession, rawID st
 		changed := s.eng.Watch(id)
 		t, err := s.eng.Get(ctx, owner, id)
 		if err != nil {
-			return nil, s.rpcError(id, err)
+			return nil, s.rpcError(ctx, methodResult, id, err)
 		}
 		if t.Status.Terminal() {
+			s.auditOutcome(ctx, methodResult, t)
 			return finalResult(t)
 		}
 		for key, req := range t.InputRequests {

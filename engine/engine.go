@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
@@ -31,6 +32,10 @@ type Options struct {
 	MaxResultBytes int
 	// Logger receives task lifecycle records. Nil means slog.Default().
 	Logger *slog.Logger
+	// Audit receives the audit trail of the changes this engine makes:
+	// tasks created (or reused by an idempotent retry), status changes
+	// and cancellations. Nil writes none.
+	Audit *audit.Logger
 	// InstanceID names this engine in Task.Runner. Empty means a random ID.
 	InstanceID string
 	// SweepInterval is how often expired tasks are deleted. Zero means one
@@ -77,7 +82,28 @@ var (
 	ErrClosed = errors.New("engine is shut down")
 	// ErrBadCursor means a List cursor was not issued by the store.
 	ErrBadCursor = store.ErrBadCursor
+	// ErrTooManyActive means Start was refused because the owner already
+	// has StartSpec.MaxActive unfinished tasks.
+	ErrTooManyActive = store.ErrTooManyActive
 )
+
+// NotFoundError is the ErrNotFound of a task the requester may not see,
+// with the reason, for the audit trail only: requesters must be answered
+// exactly as for an unknown task whatever the reason. errors.Is(err,
+// ErrNotFound) holds.
+type NotFoundError struct {
+	// Reason is audit.ReasonUnknown, audit.ReasonOtherOwner or
+	// audit.ReasonExpired.
+	Reason string
+	// Owner and Tool are the task's, when it exists.
+	Owner, Tool string
+}
+
+func (e *NotFoundError) Error() string { return ErrNotFound.Error() }
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
 
 // ErrTerminal is returned by operations that need a non-terminal task.
 type ErrTerminal struct{ Status task.Status }
@@ -243,6 +269,11 @@ type StartSpec struct {
 	// IdempotencyKey, if set, makes Start return the requester's existing
 	// task with that key instead of starting the work again.
 	IdempotencyKey string
+	// MaxActive, if positive, refuses the task with ErrTooManyActive when
+	// Owner already has that many unfinished (working or input_required)
+	// tasks in the store, counted atomically with the creation, across
+	// every engine sharing the store.
+	MaxActive int
 }
 
 // ErrIdempotencyConflict is returned by Start when an idempotency key is
@@ -258,6 +289,7 @@ func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
 		return nil, fmt.Errorf("engine: the task with this idempotency key has expired and is about to be deleted; retry with another key")
 	}
 	e.log.Info("task reused by an idempotent retry", "task", t.ID, "tool", t.Tool, "owner", t.Owner)
+	e.opts.Audit.Reused(context.Background(), auditTask(t))
 	return t, nil
 }
 
@@ -282,16 +314,20 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if err := e.store.Create(parent, t); err != nil {
+	if err := e.store.CreateLimited(parent, t, spec.MaxActive); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
 			return e.existing(dup.Task, spec)
 		}
+		if errors.Is(err, store.ErrTooManyActive) {
+			return nil, ErrTooManyActive
+		}
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
 	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
+	e.opts.Audit.Created(parent, auditTask(t), t.Wire, t.TTL)
 	e.launch(context.WithoutCancel(parent), t, work)
 	return t.Clone(), nil
 }
@@ -377,20 +413,41 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	}
 }
 
-// visible loads a task the requester may see, or returns ErrNotFound.
+// visible loads a task the requester may see, or returns a *NotFoundError.
 func (e *Engine) visible(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
 	t, err := e.store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
+		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !task.MayAccess(t.Owner, owner) || t.Expired(e.now()) {
-		return nil, ErrNotFound
+	if err := e.denied(t, owner, e.now()); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
+
+// denied returns the *NotFoundError that hides t from the requester
+// owner, or nil if owner may see t.
+func (e *Engine) denied(t *task.Task, owner string, now time.Time) error {
+	switch {
+	case !task.MayAccess(t.Owner, owner):
+		return &NotFoundError{Reason: audit.ReasonOtherOwner, Owner: t.Owner, Tool: t.Tool}
+	case t.Expired(now):
+		return &NotFoundError{Reason: audit.ReasonExpired, Owner: t.Owner, Tool: t.Tool}
+	}
+	return nil
+}
+
+// auditTask names t in the audit trail.
+func auditTask(t *task.Task) audit.Task {
+	return audit.Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner}
+}
+
+// Audit returns the engine's audit trail (see Options.Audit); it may be
+// nil, which writes nothing.
+func (e *Engine) Audit() *audit.Logger { return e.opts.Audit }
 
 // Get returns the task with the given ID if owner may see it.
 func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
@@ -401,13 +458,13 @@ func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task,
 func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	now := e.now()
 	t, err := e.write(ctx, id, func(t *task.Task) error {
-		if !task.MayAccess(t.Owner, owner) || t.Expired(now) {
-			return ErrNotFound
+		if err := e.denied(t, owner, now); err != nil {
+			return err
 		}
 		return fn(t)
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, ErrNotFound
+		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
 	return t, err
 }
@@ -441,6 +498,7 @@ func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Ta
 		r.cancel(context.Canceled)
 	}
 	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool)
+	e.opts.Audit.Cancelled(ctx, auditTask(t))
 	return t, nil
 }
 

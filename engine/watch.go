@@ -47,9 +47,20 @@ func (e *Engine) OnChange(fn func(t *task.Task)) {
 // write updates a task in the store and, when it changed, tells the
 // watchers. Every change the engine makes goes through it.
 func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
-	t, err := e.store.Update(ctx, id, fn)
+	var from task.Status
+	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+		from = t.Status
+		return fn(t)
+	})
 	if err == nil {
 		e.changed(t)
+		if t.Status != from {
+			var code int64
+			if t.Error != nil {
+				code = t.Error.Code
+			}
+			e.opts.Audit.StatusChanged(ctx, auditTask(t), string(from), string(t.Status), code)
+		}
 	}
 	return t, err
 }

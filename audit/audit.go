@@ -1,0 +1,173 @@
+// Package audit writes mcptask's security audit trail: who created which
+// task, how its status changed, who retrieved its result or cancelled it,
+// and who was refused access to a task or by a limit.
+//
+// Each event is one structured [log/slog] record with the message "audit"
+// and an "event" attribute (see the Event constants), so that an audit
+// trail can be kept apart from operational logs by a handler, or with a
+// filter such as jq 'select(.msg == "audit")'. Records name tasks, tools,
+// principals and tenants; they never hold tool arguments, results, tokens
+// or elicitation answers.
+//
+// A nil *Logger writes nothing, so callers need not check for one.
+package audit
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Message is the message of every audit record.
+const Message = "audit"
+
+// The events of the audit trail: the value of a record's "event"
+// attribute.
+const (
+	// EventCreated: a task was created (attributes task, tool, wire, ttl,
+	// and the owner's principal and tenant).
+	EventCreated = "task.created"
+	// EventReused: an idempotent retry got the requester's existing task
+	// instead of a new one.
+	EventReused = "task.reused"
+	// EventStatusChanged: a task moved from one status to another
+	// (attributes from, to; and code for a failure).
+	EventStatusChanged = "task.status_changed"
+	// EventResultRetrieved: a requester was given a finished task's
+	// outcome (result or error).
+	EventResultRetrieved = "task.result_retrieved"
+	// EventCancelled: a requester cancelled a task.
+	EventCancelled = "task.cancelled"
+	// EventDenied: a request named a task the requester may not see
+	// (attribute reason: unknown, other_owner or expired). The requester
+	// was answered exactly as for an unknown task.
+	EventDenied = "task.access_denied"
+	// EventLimited: a request was refused by a per-requester limit
+	// (attribute limit).
+	EventLimited = "request.limited"
+)
+
+// Reasons of an EventDenied record.
+const (
+	ReasonUnknown    = "unknown"     // no such task (never existed, or deleted)
+	ReasonOtherOwner = "other_owner" // the task belongs to another requester
+	ReasonExpired    = "expired"     // the task's retention has ended
+)
+
+// Logger writes audit records to a slog.Logger. The zero value and nil
+// write nothing.
+type Logger struct {
+	l *slog.Logger
+}
+
+// New returns a Logger writing to l; a nil l gives a Logger that writes
+// nothing.
+func New(l *slog.Logger) *Logger {
+	return &Logger{l: l}
+}
+
+// Enabled reports whether records are written.
+func (a *Logger) Enabled() bool { return a != nil && a.l != nil }
+
+// Identity splits a task owner, as the mcptask adapter makes them, into
+// the attributes of a record: "user:TENANT/PRINCIPAL" gives principal and
+// tenant; "user:ID" principal ID; "anon:" and "anon:SESSION" the
+// principal "anonymous" (and session); anything else (an owner made by a
+// custom Options.Owner) is the principal as it is.
+func Identity(owner string) (principal, tenant, session string) {
+	switch {
+	case strings.HasPrefix(owner, "user:"):
+		id := strings.TrimPrefix(owner, "user:")
+		if t, p, ok := strings.Cut(id, "/"); ok {
+			return p, t, ""
+		}
+		return id, "", ""
+	case strings.HasPrefix(owner, "anon:"):
+		return "anonymous", "", strings.TrimPrefix(owner, "anon:")
+	}
+	return owner, "", ""
+}
+
+// who returns the identity attributes of owner, under the given prefix
+// ("" for the requester, "owner_" for a task's owner).
+func who(prefix, owner string) []slog.Attr {
+	p, t, s := Identity(owner)
+	attrs := []slog.Attr{slog.String(prefix+"principal", p), slog.String(prefix+"tenant", t)}
+	if s != "" {
+		attrs = append(attrs, slog.String(prefix+"session", s))
+	}
+	return attrs
+}
+
+// Task names a task in a record.
+type Task struct {
+	ID    string
+	Tool  string
+	Owner string
+}
+
+func (a *Logger) write(ctx context.Context, event string, attrs ...slog.Attr) {
+	if !a.Enabled() {
+		return
+	}
+	a.l.LogAttrs(ctx, slog.LevelInfo, Message, append([]slog.Attr{slog.String("event", event)}, attrs...)...)
+}
+
+func (t Task) attrs() []slog.Attr {
+	return append([]slog.Attr{slog.String("task", t.ID), slog.String("tool", t.Tool)}, who("", t.Owner)...)
+}
+
+// Created records a new task (the requester is its owner).
+func (a *Logger) Created(ctx context.Context, t Task, wire string, ttl time.Duration) {
+	a.write(ctx, EventCreated, append(t.attrs(), slog.String("wire", wire), slog.Duration("ttl", ttl))...)
+}
+
+// Reused records an idempotent retry answered with the existing task t.
+func (a *Logger) Reused(ctx context.Context, t Task) {
+	a.write(ctx, EventReused, t.attrs()...)
+}
+
+// StatusChanged records a status change of t. code is the JSON-RPC error
+// code of a failure, 0 otherwise.
+func (a *Logger) StatusChanged(ctx context.Context, t Task, from, to string, code int64) {
+	attrs := append(t.attrs(), slog.String("from", from), slog.String("to", to))
+	if code != 0 {
+		attrs = append(attrs, slog.Int64("code", code))
+	}
+	a.write(ctx, EventStatusChanged, attrs...)
+}
+
+// ResultRetrieved records that requester (the task's owner) was given the
+// outcome of t, which ended with status.
+func (a *Logger) ResultRetrieved(ctx context.Context, t Task, status, method string) {
+	a.write(ctx, EventResultRetrieved, append(t.attrs(), slog.String("status", status), slog.String("method", method))...)
+}
+
+// Cancelled records that t was cancelled by its owner.
+func (a *Logger) Cancelled(ctx context.Context, t Task) {
+	a.write(ctx, EventCancelled, t.attrs()...)
+}
+
+// Denied records that requester asked for the task id through op (e.g.
+// "get", "cancel") and was answered as for an unknown task. owner is the
+// task's owner when it exists ("" otherwise); tool its tool.
+func (a *Logger) Denied(ctx context.Context, requester, id, op, reason, owner, tool string) {
+	attrs := append([]slog.Attr{slog.String("task", id), slog.String("op", op), slog.String("reason", reason)}, who("", requester)...)
+	if owner != "" {
+		attrs = append(attrs, slog.String("tool", tool))
+		attrs = append(attrs, who("owner_", owner)...)
+	}
+	a.write(ctx, EventDenied, attrs...)
+}
+
+// Limited records that requester's request (method; tool for a tool call)
+// was refused by limit (e.g. "create_rate", "request_rate",
+// "active_tasks").
+func (a *Logger) Limited(ctx context.Context, requester, method, tool, limit string) {
+	attrs := append([]slog.Attr{slog.String("method", method), slog.String("limit", limit)}, who("", requester)...)
+	if tool != "" {
+		attrs = append(attrs, slog.String("tool", tool))
+	}
+	a.write(ctx, EventLimited, attrs...)
+}
