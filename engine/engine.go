@@ -104,7 +104,6 @@ func (e *NotFoundError) Error() string { return ErrNotFound.Error() }
 // Is makes errors.Is(err, ErrNotFound) hold.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
-
 // ErrTerminal is returned by operations that need a non-terminal task.
 type ErrTerminal struct{ Status task.Status }
 
