@@ -14,13 +14,14 @@
 // A write method that returns nil has committed its change (durable as
 // the server's synchronous_commit setting makes commits; "on" by default).
 //
-// *Store implements [store.ChangeFeed] with LISTEN/NOTIFY: Create, Update
-// and Claim announce the IDs of the tasks they change in the same
+// *Store implements [store.ChangeFeed] with LISTEN/NOTIFY: Update and
+// Claim announce the IDs of the tasks they change in the same
 // transaction, on a channel of the schema's own. This has a price under
 // concurrent writes: PostgreSQL commits the transactions that notify one
 // at a time, holding a database-wide lock through each commit's WAL flush,
-// so those commits never share a flush the way plain commits do.
-// Heartbeat, Delete and DeleteExpired announce nothing.
+// so those commits never share a flush the way plain commits do. That is
+// why Create and CreateLimited announce nothing (nobody waits for a task
+// that does not exist yet), nor do Heartbeat, Delete and DeleteExpired.
 package postgres
 
 import (
@@ -91,9 +92,9 @@ type Store struct {
 	cursorKey []byte
 
 	// SQL texts with the schema filled in.
-	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL string
-	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL string
-	claimSQL, heartbeatSQL                                     string
+	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL, countActiveSQL string
+	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
+	claimSQL, heartbeatSQL                                                     string
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
 	cancel context.CancelFunc
@@ -227,6 +228,7 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 		ORDER BY created_at_ms DESC, id DESC LIMIT $4`)
 	s.listActiveSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE status IN ('working', 'input_required')
 		ORDER BY created_at_ms, id`)
+	s.countActiveSQL = q(countActiveSQL)
 	s.insertSQL = q(insertSQL)
 	s.updateSQL = q(updateSQL)
 	s.deleteSQL = q(`DELETE FROM %[1]s.tasks WHERE id = $1`)
@@ -268,8 +270,8 @@ func (s *Store) closed() bool { return s.ctx.Err() != nil }
 // the values of the input maps must be valid JSON, and no text may hold
 // a NUL byte or invalid UTF-8.
 //
-// The insert and its change announcement are one statement: one round
-// trip to the server when the task is new.
+// The insert is one statement: one round trip to the server when the
+// task is new.
 func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	if t == nil {
 		return errors.New("postgres store: Create of a nil task")
@@ -293,22 +295,188 @@ func (s *Store) Create(ctx context.Context, t *task.Task) error {
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
 		}
-		if _, err := s.Get(ctx, t.ID); err == nil {
-			return store.ErrExists
-		} else if !errors.Is(err, store.ErrNotFound) {
+		if err := s.conflict(ctx, r); err != nil {
 			return err
-		}
-		if r.idemKey != nil {
-			existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.owner, *r.idemKey))
-			if err == nil {
-				return &store.DuplicateError{Task: existing}
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("postgres store: read the task of idempotency key %q: %w", *r.idemKey, err)
-			}
 		}
 	}
 	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
+}
+
+// conflict explains why the insert of r did nothing: [store.ErrExists]
+// if its ID is taken, a *[store.DuplicateError] if its (owner,
+// idempotency key) is, or nil if the conflicting task is gone by now
+// (deleted meanwhile), when the caller may insert again.
+func (s *Store) conflict(ctx context.Context, r *row) error {
+	if _, err := s.Get(ctx, task.ID(r.id)); err == nil {
+		return store.ErrExists
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if r.idemKey != nil {
+		existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.owner, *r.idemKey))
+		if err == nil {
+			return &store.DuplicateError{Task: existing}
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("postgres store: read the task of idempotency key %q: %w", *r.idemKey, err)
+		}
+	}
+	return nil
+}
+
+// quotaLockSpace is the first key of the transaction-level advisory locks
+// that CreateLimited takes, one per (schema, owner): the second key is
+// hashtext(schema || ':' || owner). Locks keyed by two int4 values and
+// locks keyed by one bigint (migrationLockKey) are distinct key spaces in
+// PostgreSQL, so these never collide with the migration lock. Two owners
+// whose names hash alike, or another application using the same first
+// key, only wait for each other: correctness never depends on the lock
+// being exclusive to one owner. ("mcpq" in ASCII.)
+const quotaLockSpace int32 = 0x6d637071
+
+// quotaLockSQL takes the advisory lock of the owner $3 of schema $2 ($1 is
+// quotaLockSpace) until the end of the transaction.
+const quotaLockSQL = `SELECT pg_advisory_xact_lock($1, hashtext($2::text || ':' || $3::text))`
+
+// countActiveSQL counts the working and input_required tasks of an owner
+// ($1), up to a cap ($2): CreateLimited only needs to know whether the
+// quota is reached, so an owner far over it (after the quota was lowered)
+// costs no more than one at it. Its status condition is the one of the
+// partial index tasks_owner_active, so the count never reads the owner's
+// finished tasks.
+const countActiveSQL = `SELECT count(*) FROM (SELECT 1 FROM %[1]s.tasks
+	WHERE owner = $1 AND status IN ('working', 'input_required') LIMIT $2) AS active`
+
+// CreateLimited is [Store.Create] with a quota: when maxActive > 0 and
+// t.Owner already has maxActive or more working or input_required tasks,
+// it inserts nothing and returns [store.ErrTooManyActive]. An idempotent
+// retry gets its *[store.DuplicateError] whatever the count. maxActive <= 0
+// means no quota: CreateLimited is then exactly Create.
+//
+// With a quota, the idempotency lookup, the count and the insert run in
+// one transaction that holds an advisory lock of the owner (see
+// quotaLockSpace): the CreateLimited calls of one owner, from every
+// instance sharing the schema, run one after the other, so they never
+// overshoot the quota, while those of different owners do not wait for
+// each other. A plain Create takes no lock: one running at the same
+// moment may still add a task beyond the quota. It takes two round trips
+// to the server when the task is inserted, like Update.
+func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) error {
+	if maxActive <= 0 {
+		return s.Create(ctx, t)
+	}
+	if t == nil {
+		return errors.New("postgres store: CreateLimited of a nil task")
+	}
+	if s.closed() {
+		return ErrClosed
+	}
+	r, err := encodeTask(t)
+	if err != nil {
+		return err
+	}
+	// As in Create, a conflict may name a task deleted before we read it;
+	// then the whole transaction, count included, is tried again.
+	for range 3 {
+		inserted, err := s.createLimited(ctx, r, maxActive)
+		if err != nil || inserted {
+			return err
+		}
+		if err := s.conflict(ctx, r); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
+}
+
+// createLimited runs CreateLimited's transaction once. It returns false
+// and no error when the insert found its ID or idempotency key taken (by
+// a plain Create, which takes no lock, or a task created meanwhile): the
+// caller finds out which with conflict.
+func (s *Store) createLimited(ctx context.Context, r *row, maxActive int) (inserted bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+	}
+	// As in Update: a connection left inside the transaction (refused
+	// task, error) is rolled back here.
+	inTx := false
+	defer func() {
+		if inTx {
+			s.rollback(conn)
+		}
+		conn.Release()
+	}()
+
+	// READ COMMITTED whatever the server's default_transaction_isolation:
+	// each statement after the lock then sees every task committed by the
+	// owner's previous lock holders. Under REPEATABLE READ the snapshot
+	// would date from the lock statement's start, before the wait.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.owner)
+	if r.idemKey != nil {
+		b.Queue(s.byKeySQL, r.owner, *r.idemKey)
+	}
+	b.Queue(s.countActiveSQL, r.owner, int64(maxActive))
+	br := conn.SendBatch(ctx, b)
+	inTx = true
+	var (
+		existing *task.Task
+		active   int64
+	)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil && r.idemKey != nil {
+		existing, err = scanTask(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			existing, err = nil, nil
+		}
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&active)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+	case existing != nil:
+		return false, &store.DuplicateError{Task: existing}
+	case active >= int64(maxActive):
+		return false, store.ErrTooManyActive
+	}
+
+	b = &pgx.Batch{}
+	b.Queue(s.insertSQL, r.insertArgs()...)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, b)
+	var id string
+	err = br.QueryRow().Scan(&id)
+	inserted = err == nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = nil // a conflict: ON CONFLICT DO NOTHING leaves the transaction usable
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// If COMMIT itself failed on a broken connection, the outcome
+		// is unknown, as for any write.
+		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+	}
+	inTx = false
+	if tag.String() != "COMMIT" {
+		return false, fmt.Errorf("postgres store: insert task %s: the transaction was rolled back (%s)", r.id, tag)
+	}
+	return inserted, nil
 }
 
 // Get returns the task with the given ID, or [store.ErrNotFound].

@@ -1015,3 +1015,168 @@ func BenchmarkUpdate(b *testing.B) {
 		}
 	}
 }
+
+// TestCreateLimitedAcrossInstances races CreateLimited calls of one owner
+// on two instances sharing a schema, one of whose sessions default to
+// REPEATABLE READ: the owner's advisory lock serialises them, and each
+// counts with a snapshot taken after the lock, so the quota holds.
+func TestCreateLimitedAcrossInstances(t *testing.T) {
+	schema := newSchema(t)
+	a := openTest(t, schema)
+	b, err := Open(t.Context(), testDSN(t)+dsnSep(testDSN(t))+"default_transaction_isolation=repeatable%20read",
+		&Options{Logger: testLogger(t), Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	var iso string
+	if err := b.pool.QueryRow(t.Context(), `SHOW default_transaction_isolation`).Scan(&iso); err != nil || iso != "repeatable read" {
+		t.Fatalf("the second instance's default isolation is %q, %v; the test needs repeatable read", iso, err)
+	}
+	ctx := t.Context()
+	const n, quota = 40, 5
+	// Warm up both pools, so that the racing calls overlap.
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := []*Store{a, b}[i%2].ListActive(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var (
+		created atomic.Int32
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			switch err := []*Store{a, b}[i%2].CreateLimited(ctx, newTask("alice", now), quota); {
+			case err == nil:
+				created.Add(1)
+			case !errors.Is(err, store.ErrTooManyActive):
+				t.Errorf("CreateLimited: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := created.Load(); got != quota {
+		t.Errorf("%d racing CreateLimited on two instances with quota %d: %d created", n, quota, got)
+	}
+	tasks, _, err := a.List(ctx, "alice", "", 100)
+	if err != nil || len(tasks) != quota {
+		t.Errorf("List = %d tasks, %v; want %d", len(tasks), err, quota)
+	}
+}
+
+// dsnSep is what joins one more parameter to dsn, a URL: "?" or "&".
+func dsnSep(dsn string) string {
+	if strings.Contains(dsn, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// TestCreateLimitedWaitsForLock holds an owner's quota lock in a
+// transaction of its own, as another instance in the middle of a
+// CreateLimited would: a CreateLimited of that owner waits for it, and
+// then counts the task that transaction committed. Another owner's does
+// not wait.
+func TestCreateLimitedWaitsForLock(t *testing.T) {
+	schema := newSchema(t)
+	s := openTest(t, schema)
+	ctx := t.Context()
+	holder, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, quotaLockSQL, quotaLockSpace, schema, "alice"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another owner is not held up (were it, this would never return).
+	if err := s.CreateLimited(ctx, newTask("bob", now), 1); err != nil {
+		t.Fatalf("CreateLimited of another owner: %v", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- s.CreateLimited(ctx, newTask("alice", now), 1) }()
+	// Wait until the call waits for the lock: pg_locks shows the
+	// request, not granted.
+	for {
+		var waiting bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 2
+				AND classid = $1::int4::oid AND objid = hashtext($2::text || ':' || $3::text)::oid)`,
+			quotaLockSpace, schema, "alice").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("CreateLimited returned (%v) while another transaction held the owner's lock", err)
+		default:
+		}
+	}
+	// The holder creates alice's one allowed task and commits: the
+	// waiting call must see it.
+	first := newTask("alice", now)
+	r, err := encodeTask(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, s.insertSQL, r.insertArgs()...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrTooManyActive) {
+		t.Errorf("CreateLimited after the lock holder filled the quota: %v, want store.ErrTooManyActive", err)
+	}
+}
+
+// TestMigrateFromV1 opens a schema of version 1 (before
+// tasks_owner_active): Open adds the index and keeps the tasks.
+func TestMigrateFromV1(t *testing.T) {
+	schema := newSchema(t)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	s := openTest(t, schema)
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 1: migration 2 only adds the index.
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP INDEX %[1]s.tasks_owner_active;
+		DELETE FROM %[1]s.schema_migrations WHERE version = 2`, quoted)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	s = openTest(t, schema)
+	var v int
+	var index *string
+	if err := s.pool.QueryRow(t.Context(), fmt.Sprintf(`SELECT max(version), to_regclass('%s.tasks_owner_active')::text FROM %s.schema_migrations`,
+		strings.ReplaceAll(quoted, "'", "''"), quoted)).Scan(&v, &index); err != nil {
+		t.Fatal(err)
+	}
+	if v != len(migrations) || index == nil {
+		t.Errorf("after migrating a version 1 schema: version %d, index %v; want %d and the index", v, index, len(migrations))
+	}
+	if _, err := s.Get(t.Context(), tk.ID); err != nil {
+		t.Errorf("the task of the version 1 schema: %v", err)
+	}
+	if err := s.CreateLimited(t.Context(), newTask("alice", now), 1); !errors.Is(err, store.ErrTooManyActive) {
+		t.Errorf("CreateLimited over the quota after migrating: %v, want store.ErrTooManyActive", err)
+	}
+}

@@ -98,8 +98,8 @@ type Store struct {
 	// Statements of the read pool.
 	getStmt, listFirstStmt, listNextStmt, listActiveStmt *sql.Stmt
 	// Statements of the write connection, used inside batch transactions.
-	wGetStmt, wByKeyStmt, insertStmt, updateStmt, deleteStmt, deleteExpiredStmt *sql.Stmt
-	claimStmt, claimAllStmt, takeStmt, heartbeatStmt                            *sql.Stmt
+	wGetStmt, wByKeyStmt, wCountActiveStmt, insertStmt, updateStmt, deleteStmt *sql.Stmt
+	deleteExpiredStmt, claimStmt, claimAllStmt, takeStmt, heartbeatStmt        *sql.Stmt
 
 	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
 	closing    chan struct{} // closed by Close
@@ -217,6 +217,7 @@ func (s *Store) open(o Options) error {
 			ORDER BY created_at_ms, id`},
 		{s.wdb, &s.wGetStmt, `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`},
 		{s.wdb, &s.wByKeyStmt, byKeySQL},
+		{s.wdb, &s.wCountActiveStmt, countActiveSQL},
 		{s.wdb, &s.insertStmt, insertSQL},
 		{s.wdb, &s.updateStmt, updateSQL},
 		{s.wdb, &s.deleteStmt, `DELETE FROM tasks WHERE id = ?`},
@@ -238,6 +239,15 @@ func (s *Store) open(o Options) error {
 // use the partial index tasks_idempotency.
 const byKeySQL = `SELECT ` + taskColumns + ` FROM tasks
 	WHERE owner = ? AND idempotency_key = ? AND idempotency_key <> ''`
+
+// countActiveSQL counts the working and input_required tasks of an owner
+// (?), up to a cap (?): CreateLimited only needs to know whether the quota
+// is reached, so an owner far over it (after the quota was lowered) costs
+// no more than one at it. The status condition is the one of the partial
+// index tasks_owner_active, word for word, so that SQLite uses it and
+// never reads the owner's finished tasks.
+const countActiveSQL = `SELECT count(*) FROM (SELECT 1 FROM tasks
+	WHERE owner = ? AND status IN ('working', 'input_required') LIMIT ?)`
 
 // dsn is the modernc.org/sqlite data source name of the file at the
 // absolute path abs. A file: URI keeps any character of the path (even
@@ -266,7 +276,7 @@ func (s *Store) Close() error {
 func (s *Store) closeDBs() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
-		s.wGetStmt, s.wByKeyStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
+		s.wGetStmt, s.wByKeyStmt, s.wCountActiveStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
 		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -302,6 +312,27 @@ func (s *Store) Create(ctx context.Context, t *task.Task) error {
 	if t == nil {
 		return errors.New("sqlite store: Create of a nil task")
 	}
+	return s.create(ctx, t, 0)
+}
+
+// CreateLimited is [Store.Create] with a quota: when maxActive > 0 and
+// t.Owner already has maxActive or more working or input_required tasks,
+// it inserts nothing and returns [store.ErrTooManyActive]. An idempotent
+// retry gets its [*store.DuplicateError] whatever the count. The count and
+// the insert run in one write transaction, which holds the database's
+// write lock: no other writer, in this process or another sharing the
+// file, creates or finishes a task in between, so concurrent creations
+// never overshoot the quota. maxActive <= 0 means no quota.
+func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) error {
+	if t == nil {
+		return errors.New("sqlite store: CreateLimited of a nil task")
+	}
+	return s.create(ctx, t, maxActive)
+}
+
+// create is Create (maxActive <= 0) and CreateLimited: in one write
+// transaction, the idempotency key, then the quota, then the insert.
+func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
 	// Encode in the caller's goroutine: the writer only binds.
 	r, err := encodeTask(t)
 	if err != nil {
@@ -318,6 +349,16 @@ func (s *Store) Create(ctx context.Context, t *task.Task) error {
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("sqlite store: insert task %s: looking up its idempotency key: %w", r.id, err)
+			}
+		}
+		if maxActive > 0 {
+			// The same write lock keeps the count true until the insert.
+			var n int64
+			if err := tx.Stmt(s.wCountActiveStmt).QueryRow(r.owner, int64(maxActive)).Scan(&n); err != nil {
+				return fmt.Errorf("sqlite store: insert task %s: counting the owner's unfinished tasks: %w", r.id, err)
+			}
+			if n >= int64(maxActive) {
+				return store.ErrTooManyActive
 			}
 		}
 		res, err := tx.Stmt(s.insertStmt).Exec(r.insertArgs()...)

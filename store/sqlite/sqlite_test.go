@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +156,8 @@ func TestPragmasAndSchema(t *testing.T) {
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
 		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},
 		{byKeySQL, []any{"alice", "k"}, "SEARCH tasks USING INDEX tasks_idempotency (owner=? AND idempotency_key=?)"},
+		// CreateLimited's count reads the owner's unfinished tasks only.
+		{countActiveSQL, []any{"alice", int64(5)}, "SEARCH tasks USING INDEX tasks_owner_active (owner=?)"},
 		{heartbeatSQL, []any{int64(5), "id", "engine-1"}, "(id=?)"},
 	} {
 		rows, err := s.wdb.Query("EXPLAIN QUERY PLAN "+c.query, c.args...)
@@ -665,5 +668,80 @@ func TestSynchronousOption(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(dir, "bad.db"), &Options{Synchronous: "OFF"}); err == nil {
 		t.Error("Synchronous OFF accepted")
+	}
+}
+
+// TestCreateLimitedTwoStores stands for two processes sharing the file:
+// their CreateLimited calls for one owner, racing, never overshoot the
+// quota, since each counts and inserts under the database's write lock.
+func TestCreateLimitedTwoStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	a, b := openTest(t, path), openTest(t, path)
+	ctx := t.Context()
+	const n, quota = 40, 5
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			<-start
+			switch err := s.CreateLimited(ctx, newTask("alice", now), quota); {
+			case err == nil:
+				created.Add(1)
+			case !errors.Is(err, store.ErrTooManyActive):
+				t.Errorf("CreateLimited: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := created.Load(); got != quota {
+		t.Errorf("%d racing CreateLimited from two stores with quota %d: %d created", n, quota, got)
+	}
+	tasks, _, err := b.List(ctx, "alice", "", 100)
+	if err != nil || len(tasks) != quota {
+		t.Errorf("List = %d tasks, %v; want %d", len(tasks), err, quota)
+	}
+}
+
+// TestMigrateFromV1 opens a file of schema version 1 (before
+// tasks_owner_active): Open adds the index and keeps the tasks.
+func TestMigrateFromV1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openTest(t, path)
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	// Back to version 1: migration 2 only adds the index.
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_owner_active; PRAGMA user_version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTest(t, path)
+	var v, indexes int
+	if err := s.wdb.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wdb.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'tasks_owner_active'`).Scan(&indexes); err != nil {
+		t.Fatal(err)
+	}
+	if v != len(migrations) || indexes != 1 {
+		t.Errorf("after migrating a version 1 file: version %d, %d tasks_owner_active indexes; want %d and 1", v, indexes, len(migrations))
+	}
+	if _, err := s.Get(t.Context(), tk.ID); err != nil {
+		t.Errorf("the task of the version 1 file: %v", err)
+	}
+	if err := s.CreateLimited(t.Context(), newTask("alice", now), 1); !errors.Is(err, store.ErrTooManyActive) {
+		t.Errorf("CreateLimited over the quota after migrating: %v, want store.ErrTooManyActive", err)
 	}
 }

@@ -65,6 +65,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseAndKeyRoundTrip", s.leaseAndKeyRoundTrip},
 		{"CreateIdempotencyKey", s.createIdempotencyKey},
 		{"CreateIdempotencyKeyConcurrent", s.createIdempotencyKeyConcurrent},
+		{"CreateLimited", s.createLimited},
+		{"CreateLimitedConcurrent", s.createLimitedConcurrent},
 		{"Claim", s.claim},
 		{"ClaimLeaseBoundary", s.claimLeaseBoundary},
 		{"ClaimLimit", s.claimLimit},
