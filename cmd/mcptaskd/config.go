@@ -32,6 +32,10 @@ type Config struct {
 	LogFormat      string        // text or json
 	LogLevel       slog.Level
 
+	// Per-requester limits (mcptask.Limits) and the audit trail.
+	Limits   mcptask.Limits
+	AuditLog string // "" (the daemon's log), "off", or a file of JSON lines
+
 	// Authentication of /mcp (package authn); off when all three files
 	// are empty.
 	Tokens         string // static tokens file (JSON)
@@ -82,6 +86,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
+	d := mcptask.DefaultLimits
+	fs.IntVar(&c.Limits.MaxActiveTasks, "max-active-tasks", d.MaxActiveTasks, "most unfinished tasks a requester (an authenticated principal; without authentication, all clients together, or one 2025-11-25 session) may have at once; 0: no limit")
+	fs.Float64Var(&c.Limits.CreateRate, "create-rate", d.CreateRate, "task creations per second allowed per requester; 0: no limit")
+	fs.IntVar(&c.Limits.CreateBurst, "create-burst", d.CreateBurst, "task creations a requester may make in a burst above -create-rate")
+	fs.Float64Var(&c.Limits.RequestRate, "request-rate", d.RequestRate, "tasks/* requests (get, update, cancel, result, list) per second allowed per requester; 0: no limit")
+	fs.IntVar(&c.Limits.RequestBurst, "request-burst", d.RequestBurst, "tasks/* requests a requester may send in a burst above -request-rate")
+	fs.DurationVar(&c.Limits.MaxPollInterval, "max-poll-interval", d.MaxPollInterval, "the most the poll interval suggested to a client that polls a task faster than suggested is raised to (doubling on each early poll); 0: never raised")
+	fs.StringVar(&c.AuditLog, "audit-log", "", "where the audit trail (tasks created, status changes, results retrieved, cancellations, denied access, limited requests) goes: empty for the daemon's log, a `file` to append JSON lines to, or off")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
@@ -148,6 +160,21 @@ func (c *Config) validate() error {
 	case "full", "normal":
 	default:
 		errs = append(errs, fmt.Errorf("-sqlite-sync must be full or normal, got %q", c.SQLiteSync))
+	}
+	l := c.Limits
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"-max-active-tasks", float64(l.MaxActiveTasks)}, {"-create-rate", l.CreateRate}, {"-request-rate", l.RequestRate}, {"-max-poll-interval", float64(l.MaxPollInterval)}} {
+		if v.v < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative (0 disables it)", v.name))
+		}
+	}
+	if l.CreateRate > 0 && l.CreateBurst < 1 {
+		errs = append(errs, fmt.Errorf("-create-burst must be at least 1 with a -create-rate, got %d", l.CreateBurst))
+	}
+	if l.RequestRate > 0 && l.RequestBurst < 1 {
+		errs = append(errs, fmt.Errorf("-request-burst must be at least 1 with a -request-rate, got %d", l.RequestBurst))
 	}
 	if c.MaxResultBytes <= 0 {
 		errs = append(errs, fmt.Errorf("-max-result-bytes must be positive, got %d", c.MaxResultBytes))

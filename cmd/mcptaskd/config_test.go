@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask"
 )
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -18,6 +20,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
 		SweepInterval: time.Minute, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
+		Limits: mcptask.DefaultLimits,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -35,15 +38,22 @@ func TestParseConfigEnvAndFlags(t *testing.T) {
 		"MCPTASK_SHUTDOWN_GRACE":   "0s",
 		"MCPTASK_LOG_FORMAT":       "json",
 		"MCPTASK_LOG_LEVEL":        "debug",
+		"MCPTASK_MAX_ACTIVE_TASKS": "7",
+		"MCPTASK_CREATE_RATE":      "0.5",
+		"MCPTASK_REQUEST_BURST":    "3",
+		"MCPTASK_AUDIT_LOG":        "/var/log/mcptask-audit.jsonl",
 	}
-	c, err := parseConfig([]string{"-db", "/tmp/flag.db", "-log-level", "warn"}, func(k string) string { return env[k] }, io.Discard)
+	c, err := parseConfig([]string{"-db", "/tmp/flag.db", "-log-level", "warn", "-request-rate", "0", "-max-poll-interval", "1m"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Addr != "[::1]:9000" || c.DB != "/tmp/flag.db" || c.DefaultTTL != 30*time.Minute || c.MaxTTL != 2*time.Hour ||
 		c.PollInterval != time.Second || c.MaxResultBytes != 1000 || c.ShutdownGrace != 0 || c.LogFormat != "json" ||
-		c.LogLevel != slog.LevelWarn {
+		c.LogLevel != slog.LevelWarn || c.AuditLog != "/var/log/mcptask-audit.jsonl" {
 		t.Fatalf("got %+v", c)
+	}
+	if want := (mcptask.Limits{MaxActiveTasks: 7, CreateRate: 0.5, CreateBurst: 50, RequestRate: 0, RequestBurst: 3, MaxPollInterval: time.Minute}); c.Limits != want {
+		t.Fatalf("limits: got %+v, want %+v", c.Limits, want)
 	}
 
 	env = map[string]string{
@@ -86,6 +96,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"-jwt-issuer", "https://idp"}, nil, "need -jwt-key or -jwks"},
 		{[]string{"-tokens", "t", "-jwt-audience", "a"}, nil, "need -jwt-key or -jwks"},
 		{[]string{"-jwt-key", "k", "-jwt-tenant-claim", ""}, nil, "-jwt-tenant-claim"},
+		{[]string{"-max-active-tasks", "-1"}, nil, "-max-active-tasks must not be negative"},
+		{[]string{"-create-rate", "-2"}, nil, "-create-rate must not be negative"},
+		{[]string{"-request-rate", "5", "-request-burst", "0"}, nil, "-request-burst must be at least 1"},
+		{[]string{"-create-burst", "0"}, nil, "-create-burst must be at least 1"},
+		{[]string{"-max-poll-interval", "-1s"}, nil, "-max-poll-interval must not be negative"},
 	} {
 		_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

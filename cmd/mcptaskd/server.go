@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
@@ -33,6 +35,7 @@ type App struct {
 	mcp      *mcp.Server
 	handler  http.Handler
 	verifier *authn.Verifier // nil without authentication
+	audit    io.Closer       // the audit log file, if any
 	unlock   func()
 	stopping atomic.Bool
 }
@@ -56,13 +59,19 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			return nil, err
 		}
 	}
+	auditLog, auditFile, err := openAudit(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
 	st, unlock, exclusive, err := openStore(cfg, logger.With("component", "store"))
 	if err != nil {
+		auditFile.Close()
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			unlock()
+			auditFile.Close()
 		}
 	}()
 	eng, err := engine.New(engine.Options{
@@ -75,6 +84,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		MaxResultBytes: cfg.MaxResultBytes,
 		SweepInterval:  cfg.SweepInterval,
 		Logger:         logger,
+		Audit:          auditLog,
 		// One mcptaskd per SQLite file (lockDB): every unfinished task
 		// found at start-up was left by a process that is gone. On
 		// PostgreSQL, instances share the tasks and take over expired
@@ -93,7 +103,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
 			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
 	})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -102,7 +112,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// unfinished tasks asks each tool whether it may be re-run.
 	demo.Register(ts)
 
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock}
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
@@ -155,7 +165,29 @@ func (a *App) Close(ctx context.Context) error {
 	err := a.eng.Shutdown(ctx)
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
-	return err
+	return errors.Join(err, a.audit.Close())
+}
+
+// nopCloser closes nothing.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// openAudit returns the audit trail of cfg.AuditLog: records in the
+// daemon's log (""), none ("off"), or JSON lines appended to a file that
+// only the daemon's user may read. The returned io.Closer closes the file.
+func openAudit(cfg Config, logger *slog.Logger) (*audit.Logger, io.Closer, error) {
+	switch cfg.AuditLog {
+	case "":
+		return audit.New(logger), nopCloser{}, nil
+	case "off":
+		return nil, nopCloser{}, nil
+	}
+	f, err := os.OpenFile(cfg.AuditLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	return audit.New(slog.New(slog.NewJSONHandler(f, nil))), f, nil
 }
 
 // healthz answers 200 when the store answers, 503 otherwise or while
@@ -217,8 +249,11 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 
 	url := "http://" + ln.Addr().String() + "/mcp"
 	fmt.Fprintf(stdout, "listening on %s\n", url)
+	l := cfg.Limits
 	logger.Info("mcptaskd listening", "url", url, "db", cfg.DB, "version", version(),
-		"defaultTTL", cfg.DefaultTTL, "maxTTL", cfg.MaxTTL, "pollInterval", cfg.PollInterval)
+		"defaultTTL", cfg.DefaultTTL, "maxTTL", cfg.MaxTTL, "pollInterval", cfg.PollInterval,
+		"maxActiveTasks", l.MaxActiveTasks, "createRate", l.CreateRate, "requestRate", l.RequestRate,
+		"maxResultBytes", cfg.MaxResultBytes)
 	switch {
 	case app.verifier != nil:
 		logger.Info("authentication: /mcp requires a bearer token; each task is visible to its creator only",

@@ -57,7 +57,10 @@ type daemon struct {
 // startDaemon starts mcptaskd (bin) on a free loopback port with args
 // (JSON logs are added), and waits until it serves /healthz.
 func startDaemon(ctx context.Context, bin, name string, args ...string) (*daemon, error) {
-	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json"}, args...)
+	// The load is one anonymous requester: mcptaskd's per-requester
+	// limits would measure themselves, not the store.
+	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json", "-audit-log", "off",
+		"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0"}, args...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
