@@ -152,7 +152,7 @@ func (s *Server) auditDenied(ctx context.Context, method string, id task.ID, err
 // outcome.
 func (s *Server) auditOutcome(ctx context.Context, method string, t *task.Task) {
 	if t.Status == task.Completed || t.Status == task.Failed {
-		s.eng.Audit().ResultRetrieved(ctx, auditTask(t), string(t.Status), method)
+		s.eng.Audit().ResultRetrieved(ctx, s.requesterOf(ctx), auditTask(t), string(t.Status), method)
 	}
 }
 

@@ -138,15 +138,23 @@ func (a *Logger) StatusChanged(ctx context.Context, t Task, from, to string, cod
 	a.write(ctx, EventStatusChanged, attrs...)
 }
 
-// ResultRetrieved records that requester (the task's owner) was given the
-// outcome of t, which ended with status.
-func (a *Logger) ResultRetrieved(ctx context.Context, t Task, status, method string) {
-	a.write(ctx, EventResultRetrieved, append(t.attrs(), slog.String("status", status), slog.String("method", method))...)
+// ResultRetrieved records that requester was given the outcome of t,
+// which ended with status, in answer to method. The record's principal
+// and tenant are the requester's, owner_principal and owner_tenant the
+// task owner's: an auditor can check they always match.
+func (a *Logger) ResultRetrieved(ctx context.Context, requester string, t Task, status, method string) {
+	a.write(ctx, EventResultRetrieved, append(t.actedOnBy(requester), slog.String("status", status), slog.String("method", method))...)
 }
 
-// Cancelled records that t was cancelled by its owner.
-func (a *Logger) Cancelled(ctx context.Context, t Task) {
-	a.write(ctx, EventCancelled, t.attrs()...)
+// Cancelled records that requester cancelled t.
+func (a *Logger) Cancelled(ctx context.Context, requester string, t Task) {
+	a.write(ctx, EventCancelled, t.actedOnBy(requester)...)
+}
+
+// actedOnBy are the attributes of an action of requester on t.
+func (t Task) actedOnBy(requester string) []slog.Attr {
+	attrs := append([]slog.Attr{slog.String("task", t.ID), slog.String("tool", t.Tool)}, who("", requester)...)
+	return append(attrs, who("owner_", t.Owner)...)
 }
 
 // Denied records that requester asked for the task id through op (e.g.

@@ -497,7 +497,7 @@ func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Ta
 		r.cancel(context.Canceled)
 	}
 	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool)
-	e.opts.Audit.Cancelled(ctx, auditTask(t))
+	e.opts.Audit.Cancelled(ctx, owner, auditTask(t))
 	return t, nil
 }
 

@@ -366,7 +366,8 @@ func TestAuditLog(t *testing.T) {
 	find(audit.EventStatusChanged, with(alices, "task", long, "to", "cancelled"))
 
 	// Zero cross-principal reads: every outcome handed out went to the
-	// principal that created the task.
+	// principal that created the task (the record names the requester as
+	// principal, the owner as owner_principal).
 	creator := map[any]any{}
 	for _, r := range recs {
 		if r["event"] == audit.EventCreated {
@@ -374,8 +375,11 @@ func TestAuditLog(t *testing.T) {
 		}
 	}
 	for _, r := range recs {
-		if r["event"] == audit.EventResultRetrieved && creator[r["task"]] != [2]any{r["principal"], r["tenant"]} {
-			t.Fatalf("result of %v handed to %v/%v, created by %v", r["task"], r["tenant"], r["principal"], creator[r["task"]])
+		if r["event"] != audit.EventResultRetrieved {
+			continue
+		}
+		if creator[r["task"]] != [2]any{r["principal"], r["tenant"]} || r["owner_principal"] != r["principal"] || r["owner_tenant"] != r["tenant"] {
+			t.Fatalf("result of %v handed to %v/%v, created by %v: %v", r["task"], r["tenant"], r["principal"], creator[r["task"]], r)
 		}
 	}
 }
