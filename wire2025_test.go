@@ -35,6 +35,13 @@ type rawSession struct {
 
 func startRaw2025(t *testing.T, onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
 	t.Helper()
+	return startRaw2025With(t, mcptask.Options{}, onRequest)
+}
+
+// startRaw2025With is startRaw2025 with the given server options (their
+// Logger is replaced by a discarding one).
+func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +51,8 @@ func startRaw2025(t *testing.T, onRequest func(*jsonrpc.Request) (any, error)) *
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ServerOptions{Logger: discard})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: discard})
+	opts.Logger = discard
+	ts, err := mcptask.New(srv, eng, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +73,11 @@ func startRaw2025(t *testing.T, onRequest func(*jsonrpc.Request) (any, error)) *
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = eng.Shutdown(context.Background())
+		// Work still running (e.g. behind a gate never opened) is stopped
+		// at once: the test is over.
+		stopNow, stop := context.WithCancel(context.Background())
+		stop()
+		_ = eng.Shutdown(stopNow)
 		_ = st.Close()
 	})
 	var init map[string]any
