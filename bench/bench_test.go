@@ -6,11 +6,15 @@
 //   - BenchmarkCreateTask: a tools/call answered with a task handle, which
 //     includes the durable commit of the new task (the tool is a no-op);
 //
-// and their parallel variants. Each reports, besides ns/op, the p50 and p99
-// of the operations' latencies (p50-ns, p99-ns). After the benchmarks, the
-// run prints the ratios tasks/get ÷ plain and create ÷ plain of the figures
-// it measured: compare ratios of one run, not absolute figures of
-// different runs. See README.md.
+// and their parallel variants; and BenchmarkTasksGetLimited and
+// BenchmarkCreateTaskLimited (and their parallel variants), the same
+// operations with the per-requester limits and the audit trail on, the
+// limits set so high that nothing is refused (loadgen.UnrefusedLimits):
+// what their bookkeeping costs. Each reports, besides ns/op, the p50 and
+// p99 of the operations' latencies (p50-ns, p99-ns). After the benchmarks,
+// the run prints the ratios tasks/get ÷ plain and create ÷ plain, and
+// limited ÷ unlimited, of the figures it measured: compare ratios of one
+// run, not absolute figures of different runs. See README.md.
 package bench
 
 import (
@@ -36,7 +40,19 @@ const parallelism = 4
 // returns a client of it with conns keep-alive connections.
 func setup(b *testing.B, conns int) (*loadgen.Server, *loadgen.Client) {
 	b.Helper()
-	srv, err := loadgen.StartServer(filepath.Join(b.TempDir(), "tasks.db"), nil)
+	return setupWith(b, conns, nil)
+}
+
+// setupLimited is setup with the limits and the audit trail on, limits
+// that refuse nothing (loadgen.UnrefusedLimits).
+func setupLimited(b *testing.B, conns int) (*loadgen.Server, *loadgen.Client) {
+	b.Helper()
+	return setupWith(b, conns, &loadgen.ServerOptions{Limits: loadgen.UnrefusedLimits(), Audit: true})
+}
+
+func setupWith(b *testing.B, conns int, opts *loadgen.ServerOptions) (*loadgen.Server, *loadgen.Client) {
+	b.Helper()
+	srv, err := loadgen.StartServer(filepath.Join(b.TempDir(), "tasks.db"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,12 +93,21 @@ func warm(b *testing.B, n int, op func(context.Context) error) {
 	}
 }
 
+// mallocs returns the number of heap allocations of the process so far
+// (what b.ReportAllocs counts), for the allocs/op of the printed ratios.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
 // sequential measures op one call at a time.
 func sequential(b *testing.B, op func(context.Context) error) {
 	first := b.N == 1
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, 1<<14)
 	b.ReportAllocs()
+	m0 := mallocs()
 	b.ResetTimer()
 	for b.Loop() {
 		t0 := time.Now()
@@ -93,7 +118,7 @@ func sequential(b *testing.B, op func(context.Context) error) {
 		}
 	}
 	b.StopTimer()
-	report(b, first, lat)
+	report(b, first, lat, mallocs()-m0)
 }
 
 // parallel measures op with parallelism×GOMAXPROCS concurrent callers.
@@ -105,6 +130,7 @@ func parallel(b *testing.B, op func(context.Context) error) {
 	)
 	b.SetParallelism(parallelism)
 	b.ReportAllocs()
+	m0 := mallocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
@@ -123,19 +149,56 @@ func parallel(b *testing.B, op func(context.Context) error) {
 		mu.Unlock()
 	})
 	b.StopTimer()
-	report(b, first, slices.Concat(all...))
+	report(b, first, slices.Concat(all...), mallocs()-m0)
 }
 
 // report adds the p50 and p99 of the latencies to b's metrics and keeps
-// the figures for the ratios printed at the end of the run.
-func report(b *testing.B, first bool, lat []time.Duration) {
+// the figures (with allocs, the heap allocations of the measured loop) for
+// the ratios printed at the end of the run.
+func report(b *testing.B, first bool, lat []time.Duration, allocs uint64) {
 	s := loadgen.Merge(lat)
 	b.ReportMetric(float64(s.P50.Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(s.P99.Nanoseconds()), "p99-ns")
 	if n := b.N; n > 0 && b.Elapsed() > 0 {
-		record(b.Name(), first, figures{nsPerOp: float64(b.Elapsed().Nanoseconds()) / float64(n), p50: s.P50, p99: s.P99, n: n})
+		record(b.Name(), first, figures{nsPerOp: float64(b.Elapsed().Nanoseconds()) / float64(n), p50: s.P50, p99: s.P99,
+			allocsPerOp: float64(allocs) / float64(n), n: n})
 	}
 }
+
+// getOp returns tasks/get of one completed task of c, checked.
+func getOp(b *testing.B, c *loadgen.Client) func(context.Context) error {
+	id := completedTask(b, c)
+	return func(ctx context.Context) error {
+		st, err := c.Get(ctx, id)
+		if err == nil && st != "completed" {
+			err = fmt.Errorf("task %s is %s, want completed", id, st)
+		}
+		return err
+	}
+}
+
+// createOp returns the creation of a task by c.
+func createOp(c *loadgen.Client) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := c.Create(ctx)
+		return err
+	}
+}
+
+// conns is the number of connections of the parallel benchmarks' client.
+func conns() int { return parallelism * runtime.GOMAXPROCS(0) }
+
+// The …Limited benchmarks are the same operations with limits and audit
+// trail on. All requests come from one anonymous requester, so every
+// request takes its token from the same bucket: tasks/get takes one from
+// the request rate's, updates the poll tracking (which raises the
+// suggested poll interval to its maximum, the benchmark polling as fast as
+// it can) and writes a task.result_retrieved record; a creation takes one
+// from the creation rate's, counts the requester's unfinished tasks in the
+// creation's write transaction, and writes task.created and
+// task.status_changed records. Each runs right after its counterpart
+// without limits (benchmarks run in the order of this file), so that a
+// drift of the machine hits the pair as alike as it can.
 
 func BenchmarkPlainCall(b *testing.B) {
 	_, c := setup(b, 1)
@@ -145,54 +208,62 @@ func BenchmarkPlainCall(b *testing.B) {
 
 func BenchmarkTasksGet(b *testing.B) {
 	_, c := setup(b, 1)
-	id := completedTask(b, c)
-	get := func(ctx context.Context) error {
-		st, err := c.Get(ctx, id)
-		if err == nil && st != "completed" {
-			err = fmt.Errorf("task %s is %s, want completed", id, st)
-		}
-		return err
-	}
+	get := getOp(b, c)
+	warm(b, 50, get)
+	sequential(b, get)
+}
+
+func BenchmarkTasksGetLimited(b *testing.B) {
+	_, c := setupLimited(b, 1)
+	get := getOp(b, c)
 	warm(b, 50, get)
 	sequential(b, get)
 }
 
 func BenchmarkCreateTask(b *testing.B) {
 	_, c := setup(b, 1)
-	create := func(ctx context.Context) error {
-		_, err := c.Create(ctx)
-		return err
-	}
+	create := createOp(c)
+	warm(b, 50, create)
+	sequential(b, create)
+}
+
+func BenchmarkCreateTaskLimited(b *testing.B) {
+	_, c := setupLimited(b, 1)
+	create := createOp(c)
 	warm(b, 50, create)
 	sequential(b, create)
 }
 
 func BenchmarkPlainCallParallel(b *testing.B) {
-	_, c := setup(b, parallelism*runtime.GOMAXPROCS(0))
+	_, c := setup(b, conns())
 	warm(b, 50, c.Plain)
 	parallel(b, c.Plain)
 }
 
 func BenchmarkTasksGetParallel(b *testing.B) {
-	_, c := setup(b, parallelism*runtime.GOMAXPROCS(0))
-	id := completedTask(b, c)
-	get := func(ctx context.Context) error {
-		st, err := c.Get(ctx, id)
-		if err == nil && st != "completed" {
-			err = fmt.Errorf("task %s is %s, want completed", id, st)
-		}
-		return err
-	}
+	_, c := setup(b, conns())
+	get := getOp(b, c)
+	warm(b, 50, get)
+	parallel(b, get)
+}
+
+func BenchmarkTasksGetLimitedParallel(b *testing.B) {
+	_, c := setupLimited(b, conns())
+	get := getOp(b, c)
 	warm(b, 50, get)
 	parallel(b, get)
 }
 
 func BenchmarkCreateTaskParallel(b *testing.B) {
-	_, c := setup(b, parallelism*runtime.GOMAXPROCS(0))
-	create := func(ctx context.Context) error {
-		_, err := c.Create(ctx)
-		return err
-	}
+	_, c := setup(b, conns())
+	create := createOp(c)
+	warm(b, 50, create)
+	parallel(b, create)
+}
+
+func BenchmarkCreateTaskLimitedParallel(b *testing.B) {
+	_, c := setupLimited(b, conns())
+	create := createOp(c)
 	warm(b, 50, create)
 	parallel(b, create)
 }
@@ -200,9 +271,10 @@ func BenchmarkCreateTaskParallel(b *testing.B) {
 // The figures of the benchmarks of this run, for the ratios printed by
 // TestMain.
 type figures struct {
-	nsPerOp  float64
-	p50, p99 time.Duration
-	n        int
+	nsPerOp     float64
+	p50, p99    time.Duration
+	allocsPerOp float64
+	n           int
 }
 
 var (
@@ -231,8 +303,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// printRatios prints tasks/get ÷ plain and create ÷ plain of the medians of
-// the figures measured in this run.
+// printRatios prints tasks/get ÷ plain and create ÷ plain, and limited ÷
+// unlimited for tasks/get and create, of the medians of the figures
+// measured in this run.
 func printRatios() {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
@@ -250,10 +323,15 @@ func printRatios() {
 			return v[len(v)/2]
 		}
 		return figures{
-			nsPerOp: pick(func(f figures) float64 { return f.nsPerOp }),
-			p50:     time.Duration(pick(func(f figures) float64 { return float64(f.p50) })),
-			p99:     time.Duration(pick(func(f figures) float64 { return float64(f.p99) })),
+			nsPerOp:     pick(func(f figures) float64 { return f.nsPerOp }),
+			p50:         time.Duration(pick(func(f figures) float64 { return float64(f.p50) })),
+			p99:         time.Duration(pick(func(f figures) float64 { return float64(f.p99) })),
+			allocsPerOp: pick(func(f figures) float64 { return f.allocsPerOp }),
 		}, true
+	}
+	ratios := func(f, base figures) string {
+		return fmt.Sprintf("ns/op %.2f×  p50 %.2f×  p99 %.2f×",
+			f.nsPerOp/base.nsPerOp, float64(f.p50)/float64(base.p50), float64(f.p99)/float64(base.p99))
 	}
 	printed := false
 	for _, suffix := range []string{"", "Parallel"} {
@@ -264,7 +342,10 @@ func printRatios() {
 		for _, o := range []struct {
 			name   string
 			target float64
-		}{{"BenchmarkTasksGet", loadgen.TargetGet}, {"BenchmarkCreateTask", loadgen.TargetCreate}} {
+		}{
+			{"BenchmarkTasksGet", loadgen.TargetGet}, {"BenchmarkCreateTask", loadgen.TargetCreate},
+			{"BenchmarkTasksGetLimited", loadgen.TargetGet}, {"BenchmarkCreateTaskLimited", loadgen.TargetCreate},
+		} {
 			f, ok := med(o.name + suffix)
 			if !ok {
 				continue
@@ -273,8 +354,26 @@ func printRatios() {
 				fmt.Println("ratios to the plain call of this run (target: tasks/get ≤ 1.3×, create ≤ 2×):")
 				printed = true
 			}
-			fmt.Printf("  %-28s ns/op %.2f×  p50 %.2f×  p99 %.2f×  (target ≤%.1f×)\n", o.name+suffix+" ÷ plain",
-				f.nsPerOp/plain.nsPerOp, float64(f.p50)/float64(plain.p50), float64(f.p99)/float64(plain.p99), o.target)
+			fmt.Printf("  %-46s %s  (target ≤%.1f×)\n", o.name+suffix+" ÷ plain", ratios(f, plain), o.target)
+		}
+	}
+	printed = false
+	for _, suffix := range []string{"", "Parallel"} {
+		for _, name := range []string{"BenchmarkTasksGet", "BenchmarkCreateTask"} {
+			unlimited, ok := med(name + suffix)
+			if !ok {
+				continue
+			}
+			limited, ok := med(name + "Limited" + suffix)
+			if !ok {
+				continue
+			}
+			if !printed {
+				fmt.Println("limits and audit trail on ÷ off, in this run (limits that refuse nothing; 1.00× = free):")
+				printed = true
+			}
+			fmt.Printf("  %-46s %s  allocs/op %+.0f\n", name+"Limited"+suffix+" ÷ unlimited",
+				ratios(limited, unlimited), limited.allocsPerOp-unlimited.allocsPerOp)
 		}
 	}
 }

@@ -17,6 +17,11 @@
 // -points retained completed tasks, then prints the ratio of the last
 // point's heap to the first's: with the tasks' state in SQLite, the heap
 // should not grow with the number of retained tasks.
+//
+// -limits turns on, in the in-process server, the per-requester limits
+// (mcptask.DefaultLimits with rates so high that nothing is refused) and
+// the audit trail (JSON records written nowhere): compare the ratios to the
+// plain call, which neither touches, of a run with and one without it.
 package main
 
 import (
@@ -25,7 +30,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/mcptask/mcptask/store/sqlite"
 	"io"
 	"os"
 	"os/signal"
@@ -39,6 +43,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
+	"github.com/mcptask/mcptask/store/sqlite"
 )
 
 func main() {
@@ -59,6 +64,7 @@ type config struct {
 	url         string
 	db          string
 	sqliteSync  string
+	limits      bool
 	conc        int
 	dur         time.Duration
 	count       int64
@@ -104,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.taskTool, "task-tool", "", "tool with task support whose tasks complete at once (default: noop_task in-process, "+daemonTaskTool+" with -url)")
 	fs.StringVar(&c.taskArgs, "task-args", "", "JSON arguments of the task tool (default: {} in-process, "+strconv.Quote(daemonTaskArgs)+" with -url)")
 	fs.StringVar(&c.sqliteSync, "sqlite-sync", "full", "in-process server: SQLite synchronous setting, full or normal")
+	fs.BoolVar(&c.limits, "limits", false, "in-process server: turn on the per-requester limits (DefaultLimits with rates and bursts of 1e9, so nothing is refused) and the audit trail (JSON records to io.Discard), to measure their bookkeeping")
 	fs.BoolVar(&c.memory, "memory", false, "memory mode: create -tasks completed tasks and measure the heap at -points (in-process server only)")
 	fs.Int64Var(&c.tasks, "tasks", 100_000, "memory mode: number of tasks to create")
 	points := fs.String("points", "1000,10000,50000,100000", "memory mode: comma-separated numbers of retained tasks at which to measure the heap (those above -tasks are dropped; -tasks is always measured)")
@@ -123,6 +130,7 @@ as completed tasks accumulate.
 Examples:
   mcptask-load                       # in-process server, 8 clients, 6s per op
   mcptask-load -c 32 -d 30s -rounds 5
+  mcptask-load -limits               # limits and audit trail on (nothing refused)
   mcptask-load -url http://127.0.0.1:8080/mcp   # a running mcptaskd
   mcptask-load -memory               # heap at 1k..100k retained tasks
   mcptask-load -cpuprofile cpu.out   # then: go tool pprof -top cpu.out
@@ -149,6 +157,9 @@ Flags:
 		}
 		if c.db != "" {
 			return c, errors.New("-db is the in-process server's file: it cannot be used with -url")
+		}
+		if c.limits {
+			return c, errors.New("-limits configures the in-process server: it cannot be used with -url (see mcptaskd's -max-active-tasks, -create-rate, -request-rate, -audit-log)")
 		}
 		if c.plainTool == "" {
 			c.plainTool, c.plainArgs = daemonPlainTool, orDefault(c.plainArgs, daemonPlainArgs)
@@ -222,7 +233,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			defer os.RemoveAll(dir)
 			db = filepath.Join(dir, "tasks.db")
 		}
-		srv, err = loadgen.StartServer(db, &sqlite.Options{Synchronous: sqlite.Sync(cfg.sqliteSync)})
+		so := &loadgen.ServerOptions{SQLite: &sqlite.Options{Synchronous: sqlite.Sync(cfg.sqliteSync)}}
+		if cfg.limits {
+			so.Limits, so.Audit = loadgen.UnrefusedLimits(), true
+		}
+		srv, err = loadgen.StartServer(db, so)
 		if err != nil {
 			return err
 		}
@@ -251,6 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if srv != nil {
 		env.DB = srv.Store.Path()
+		env.Limits = cfg.limits
 	} else {
 		env.Server = "remote (loopback)"
 	}
@@ -265,6 +281,7 @@ type environment struct {
 	Server     string `json:"server"`
 	URL        string `json:"url"`
 	DB         string `json:"db,omitempty"`
+	Limits     bool   `json:"limits,omitempty"` // limits and audit trail on (-limits)
 	Clients    int    `json:"clients"`
 	Rounds     int    `json:"rounds,omitempty"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
@@ -308,6 +325,9 @@ func runCompare(ctx context.Context, cfg config, env environment, srv *loadgen.S
 		env.Server, env.URL, env.Clients, env.Rounds, env.GOMAXPROCS, env.GoVersion)
 	if env.DB != "" {
 		fmt.Fprintf(stdout, "SQLite file: %s\n", env.DB)
+	}
+	if env.Limits {
+		fmt.Fprintln(stdout, "limits and audit trail on (-limits: nothing refused)")
 	}
 	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -372,8 +392,12 @@ func runMemory(ctx context.Context, cfg config, env environment, srv *loadgen.Se
 			HeapBytesPerTsk float64            `json:"heapAllocBytesPerTask"`
 		}{env, pts, heapRatio, allocRatio, perTask})
 	}
-	fmt.Fprintf(stdout, "mcptask-load -memory: in-process server, %d creating clients, GOMAXPROCS=%d, %s\nSQLite file: %s\n\n",
+	fmt.Fprintf(stdout, "mcptask-load -memory: in-process server, %d creating clients, GOMAXPROCS=%d, %s\nSQLite file: %s\n",
 		env.Clients, env.GOMAXPROCS, env.GoVersion, env.DB)
+	if env.Limits {
+		fmt.Fprintln(stdout, "limits and audit trail on (-limits: nothing refused)")
+	}
+	fmt.Fprintln(stdout)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "retained tasks\theap in use\theap alloc\theap objects\tRSS\tSQLite+WAL\telapsed\t")
 	for _, p := range pts {

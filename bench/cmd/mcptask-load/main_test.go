@@ -35,6 +35,34 @@ func TestCompareSmoke(t *testing.T) {
 	}
 }
 
+// TestCompareLimits runs the comparison with limits and audit trail on:
+// nothing may be refused.
+func TestCompareLimits(t *testing.T) {
+	out, err := runArgs(t, "-limits", "-c", "2", "-n", "6", "-rounds", "2", "-warmup", "2", "-get-pool", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"limits and audit trail on", "tasks/get", "create", "÷ plain"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runArgs(t, "-limits", "-c", "1", "-n", "3", "-rounds", "1", "-warmup", "1", "-get-pool", "1", "-json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		Environment struct{ Limits bool }
+		Create      struct{ Ops, Errors int64 }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !res.Environment.Limits || res.Create.Ops != 3 || res.Create.Errors != 0 {
+		t.Errorf("figures: %+v", res)
+	}
+}
+
 func TestCompareJSON(t *testing.T) {
 	out, err := runArgs(t, "-c", "1", "-n", "3", "-rounds", "1", "-warmup", "1", "-get-pool", "1", "-json")
 	if err != nil {
@@ -87,6 +115,7 @@ func TestFlags(t *testing.T) {
 		{"-url", "http://example.com/mcp"},
 		{"-url", "http://10.1.2.3:8080/mcp"},
 		{"-url", "http://127.0.0.1:8080/mcp", "-memory"},
+		{"-url", "http://127.0.0.1:8080/mcp", "-limits"},
 		{"-c", "0"},
 		{"-points", "1,x"},
 		{"extra"},

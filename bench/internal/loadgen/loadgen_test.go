@@ -4,13 +4,21 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask"
 )
 
 func start(t *testing.T) (*Server, *Client) {
 	t.Helper()
-	srv, err := StartServer(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	return startWith(t, nil)
+}
+
+func startWith(t *testing.T, opts *ServerOptions) (*Server, *Client) {
+	t.Helper()
+	srv, err := StartServer(filepath.Join(t.TempDir(), "tasks.db"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +56,36 @@ func TestClientOps(t *testing.T) {
 	}
 	if _, err := c.Get(ctx, "no-such-task"); err == nil {
 		t.Error("tasks/get of an unknown task succeeded")
+	}
+}
+
+// TestServerLimits checks that StartServer applies its limits and audit
+// options: UnrefusedLimits refuse nothing, tight limits refuse.
+func TestServerLimits(t *testing.T) {
+	ctx := testCtx(t)
+	_, c := startWith(t, &ServerOptions{Limits: UnrefusedLimits(), Audit: true})
+	for range 20 {
+		id, err := c.Create(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitCompleted(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			if st, err := c.Get(ctx, id); err != nil || st != "completed" {
+				t.Fatalf("tasks/get: %q, %v", st, err)
+			}
+		}
+	}
+
+	tight := mcptask.Limits{CreateRate: 0.001, CreateBurst: 1}
+	_, c = startWith(t, &ServerOptions{Limits: tight, Audit: true})
+	if _, err := c.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx); err == nil || !strings.Contains(err.Error(), "rate") {
+		t.Errorf("second creation with a burst of 1: %v, want refused", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
@@ -50,17 +51,54 @@ type Server struct {
 	hs *http.Server
 }
 
+// ServerOptions configures [StartServer]. The zero value is the server
+// without limits nor audit trail.
+type ServerOptions struct {
+	// SQLite configures the store; nil means sqlite.Open's defaults.
+	SQLite *sqlite.Options
+	// Limits are the per-requester limits (mcptask.Options.Limits); the
+	// zero value sets none. See [UnrefusedLimits] to measure their
+	// bookkeeping without refusals.
+	Limits mcptask.Limits
+	// Audit turns the audit trail on (engine.Options.Audit): its records
+	// are formatted by a slog JSON handler that writes to io.Discard, so
+	// building and formatting them is measured but nothing is written.
+	Audit bool
+}
+
+// UnrefusedLimits returns [mcptask.DefaultLimits] with rates and bursts so
+// high (10⁹) that no request is ever refused, and an unfinished-task cap
+// (2³⁰) that is a real positive cap, so that the store counts the
+// requester's unfinished tasks at each creation: what the limits cost when
+// they refuse nothing (bucket lookups, the count, poll tracking).
+func UnrefusedLimits() mcptask.Limits {
+	l := mcptask.DefaultLimits
+	l.MaxActiveTasks = 1 << 30
+	l.CreateRate, l.CreateBurst = 1e9, 1e9
+	l.RequestRate, l.RequestBurst = 1e9, 1e9
+	return l
+}
+
 // StartServer assembles the server on the SQLite file dbPath (created if
 // missing; opts may be nil) and serves it on a free loopback port.
-func StartServer(dbPath string, opts *sqlite.Options) (*Server, error) {
-	st, err := sqlite.Open(dbPath, opts)
+func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
+	if opts == nil {
+		opts = &ServerOptions{}
+	}
+	st, err := sqlite.Open(dbPath, opts.SQLite)
 	if err != nil {
 		return nil, err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var trail *audit.Logger
+	if opts.Audit {
+		// As mcptaskd's -audit-log: JSON records, here written nowhere.
+		trail = audit.New(slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	}
 	eng, err := engine.New(engine.Options{
 		Store:  st,
 		Logger: quiet,
+		Audit:  trail,
 		Policy: task.Policy{DefaultTTL: RetainTTL, MaxTTL: RetainTTL},
 	})
 	if err != nil {
@@ -68,7 +106,7 @@ func StartServer(dbPath string, opts *sqlite.Options) (*Server, error) {
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: quiet})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: quiet, Limits: opts.Limits})
 	if err != nil {
 		st.Close()
 		return nil, err
