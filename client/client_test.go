@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -566,5 +568,40 @@ func TestTTL2025(t *testing.T) {
 	}
 	if _, err := c.Wait(testCtx(t), tk.ID, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWaitBacksOffWhenRateLimited: a server that rate-limits tasks/*
+// requests (mcptask's -32000 "rate_limited" with retryAfterMs) does not
+// make Wait fail: it pauses as asked and polls again, on both wires.
+func TestWaitBacksOffWhenRateLimited(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			// One tasks/* request per second per requester, no burst.
+			s := newServer(t, serverOpts{limits: mcptask.Limits{RequestRate: 1, RequestBurst: 1}})
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
+			ctx := t.Context()
+			call, err := c.CallTool(ctx, "counted", nil)
+			if err != nil || call.Task == nil {
+				t.Fatalf("CallTool: %+v %v", call, err)
+			}
+			h := call.Task
+			// Spend the bucket, so the wait starts rate-limited.
+			if _, err := c.Get(ctx, h.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Get(ctx, h.ID)
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != mcptask.CodeLimitExceeded || !strings.Contains(string(je.Data), `"rate_limited"`) {
+				t.Fatalf("second immediate tasks/get: %v", err)
+			}
+			s.Release()
+			res, err := c.Wait(ctx, h.ID, nil)
+			if err != nil || text(res) != "counted run 1" {
+				t.Fatalf("Wait: %v %v", text(res), err)
+			}
+		})
 	}
 }

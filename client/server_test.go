@@ -51,6 +51,7 @@ type serverOpts struct {
 	poll       time.Duration // suggested poll interval; 0 means 20ms
 	defaultTTL time.Duration // 0 means the engine's default
 	sweep      time.Duration // 0 means no sweeping
+	limits     mcptask.Limits
 }
 
 func newServer(t *testing.T, o serverOpts) *testServer {
@@ -76,7 +77,7 @@ func newServer(t *testing.T, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptaskd-test", Version: "1"}, &mcp.ServerOptions{Logger: logger})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: o.limits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -149,6 +150,53 @@ func (w *waiter) pause(wake <-chan struct{}) error {
 	case <-wake:
 	}
 	return nil
+}
+
+// The refusal of a request by a server's rate limit, as mcptask servers
+// send it: JSON-RPC error -32000 with data {"reason": "rate_limited",
+// "retryAfterMs": N}.
+const (
+	codeLimitExceeded = -32000
+	reasonRateLimited = "rate_limited"
+	// maxBackOff bounds a pause asked for by a server.
+	maxBackOff = time.Minute
+)
+
+// rateLimited reports whether err is a server's refusal by a rate limit,
+// and how long it asks the client to wait.
+func rateLimited(err error) (time.Duration, bool) {
+	we, ok := rpcError(err)
+	if !ok || we.Code != codeLimitExceeded {
+		return 0, false
+	}
+	var data struct {
+		Reason       string `json:"reason"`
+		RetryAfterMs int64  `json:"retryAfterMs"`
+	}
+	if json.Unmarshal(we.Data, &data) != nil || data.Reason != reasonRateLimited {
+		return 0, false
+	}
+	return time.Duration(data.RetryAfterMs) * time.Millisecond, true
+}
+
+// backOff pauses after a rate-limited poll for as long as the server asked
+// (at least one poll interval, at most maxBackOff), or until the wait is
+// cut short.
+func (w *waiter) backOff(asked time.Duration) error {
+	var poll time.Duration
+	if w.last != nil {
+		poll = w.last.PollInterval
+	}
+	d := min(max(asked, pollDelay(poll)), maxBackOff)
+	w.c.log.Debug("the server rate-limited a poll; backing off", "task", w.id, "pause", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.dctx.Done():
+		return w.cut()
+	case <-t.C:
+		return nil
+	}
 }
 
 // claim marks input request keys of a task as being answered and returns

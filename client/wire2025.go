@@ -50,12 +50,24 @@ type resultCall struct {
 	refs   int
 }
 
+// refused reports whether the call has ended refused by a rate limit: a
+// new Wait must not join it but start another.
+func (rc *resultCall) refused() bool {
+	select {
+	case <-rc.done:
+		_, limited := rateLimited(rc.err)
+		return limited
+	default:
+		return false
+	}
+}
+
 // joinResult returns the tasks/result call of a task, starting it if none
-// is in flight. Each join must be matched by a leave.
+// is in flight (or the one in the map was refused by a rate limit). Each join must be matched by a leave.
 func (c *clientImpl) joinResult(id string) *resultCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rc := c.results[id]; rc != nil {
+	if rc := c.results[id]; rc != nil && !rc.refused() {
 		rc.refs++
 		return rc
 	}
@@ -104,6 +116,24 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 		}
 	}()
 	var wake <-chan struct{}
+	// retry replaces an ended tasks/result call that a rate limit
+	// refused by a new one, after pausing as the server asked. The new
+	// call goes out before the next poll: with a tight budget, polls must
+	// not take every token that tasks/result needs.
+	retry := func() (bool, error) {
+		d, limited := rateLimited(rc.err)
+		if !limited {
+			return false, nil
+		}
+		c.leave(w.id, rc)
+		rc, wake = nil, nil
+		if err := w.backOff(d); err != nil {
+			return true, err
+		}
+		rc = c.joinResult(w.id)
+		wake = rc.done
+		return true, nil
+	}
 	for {
 		if err := w.cut(); err != nil {
 			return nil, err
@@ -111,12 +141,24 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 		if rc != nil {
 			select {
 			case <-rc.done:
+				if again, err := retry(); again {
+					if err != nil {
+						return nil, err
+					}
+					continue
+				}
 				return w.outcome2025(rc)
 			default:
 			}
 		}
 		st, err := c.get2025(w.dctx, w.id)
 		if err != nil {
+			if d, ok := rateLimited(err); ok {
+				if err := w.backOff(d); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, w.fail("polling", err)
 		}
 		w.seen(st)
@@ -134,6 +176,12 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 		if st.Terminal() {
 			select {
 			case <-rc.done:
+				if again, err := retry(); again {
+					if err != nil {
+						return nil, err
+					}
+					continue
+				}
 				return w.outcome2025(rc)
 			case <-w.dctx.Done():
 				return nil, w.cut()
@@ -160,7 +208,18 @@ func (w *waiter) outcome2025(rc *resultCall) (*mcp.CallToolResult, error) {
 	if !isRPC {
 		return nil, fmt.Errorf("task %s: tasks/result: %w", w.id, rc.err)
 	}
-	st, err := w.c.get2025(w.dctx, w.id)
+	var st *TaskStatus
+	var err error
+	for {
+		st, err = w.c.get2025(w.dctx, w.id)
+		d, limited := rateLimited(err)
+		if !limited {
+			break
+		}
+		if err := w.backOff(d); err != nil {
+			return nil, err
+		}
+	}
 	if err != nil {
 		return nil, w.fail("polling after tasks/result failed", err)
 	}

@@ -43,6 +43,12 @@ func (w *waiter) wait2026() (*mcp.CallToolResult, error) {
 		}
 		g, st, err := c.get2026(w.dctx, w.id)
 		if err != nil {
+			if d, ok := rateLimited(err); ok {
+				if err := w.backOff(d); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, w.fail("polling", err)
 		}
 		w.seen(st)
