@@ -636,6 +636,7 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("the server log has no task records:\n%s", logs)
 		}
 		denied := map[string]map[any]bool{} // attacker -> ops audited as denied on alice's tasks
+		retrieved := 0 // result_retrieved and cancelled records
 		for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 			var rec map[string]any
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -650,6 +651,14 @@ func TestSecurity(t *testing.T) {
 			if strings.Contains(strings.ToLower(line), "panic") {
 				t.Errorf("the server logged a panic: %s", line)
 			}
+			// Zero cross-principal reads in the whole test: every outcome
+			// handed out and every cancellation went to the task's owner.
+			if rec["msg"] == audit.Message && (rec["event"] == audit.EventResultRetrieved || rec["event"] == audit.EventCancelled) {
+				retrieved++
+				if rec["principal"] != rec["owner_principal"] || rec["tenant"] != rec["owner_tenant"] {
+					t.Errorf("%v of another principal's task: %s", rec["event"], line)
+				}
+			}
 			// Forensics: the attackers' attempts on alice's tasks are
 			// audited as such (docs/security.md).
 			if rec["msg"] == audit.Message && rec["event"] == audit.EventDenied && rec["reason"] == audit.ReasonOtherOwner &&
@@ -660,6 +669,9 @@ func TestSecurity(t *testing.T) {
 				}
 				denied[who][rec["op"]] = true
 			}
+		}
+		if retrieved == 0 {
+			t.Error("no result_retrieved or cancelled audit record: the cross-principal check saw nothing")
 		}
 		for _, a := range attackers {
 			for _, op := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result"} {
