@@ -16,6 +16,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -43,8 +44,11 @@ const (
 	// (attribute reason: unknown, other_owner or expired). The requester
 	// was answered exactly as for an unknown task.
 	EventDenied = "task.access_denied"
-	// EventLimited: a request was refused by a per-requester limit
-	// (attribute limit).
+	// EventLimited: requests were refused by a per-requester limit
+	// (attribute limit). Refusals cost the server little, so a flood of
+	// them must not flood the trail: one record per requester, limit and
+	// LimitedEvery at most, its attribute refused counting the refusals it
+	// stands for.
 	EventLimited = "request.limited"
 )
 
@@ -55,10 +59,25 @@ const (
 	ReasonExpired    = "expired"     // the task's retention has ended
 )
 
+// LimitedEvery is the shortest time between two EventLimited records of
+// one requester and limit.
+const LimitedEvery = time.Second
+
 // Logger writes audit records to a slog.Logger. The zero value and nil
 // write nothing.
 type Logger struct {
-	l *slog.Logger
+	l   *slog.Logger
+	now func() time.Time // nil: time.Now
+
+	mu      sync.Mutex
+	limited map[limitKey]*limitState
+}
+
+type limitKey struct{ requester, limit string }
+
+type limitState struct {
+	last    time.Time // of the last record
+	refused int64     // refusals since, not yet recorded
 }
 
 // New returns a Logger writing to l; a nil l gives a Logger that writes
@@ -171,11 +190,52 @@ func (a *Logger) Denied(ctx context.Context, requester, id, op, reason, owner, t
 
 // Limited records that requester's request (method; tool for a tool call)
 // was refused by limit (e.g. "create_rate", "request_rate",
-// "active_tasks").
+// "active_tasks"). It writes a record for the first refusal of a requester
+// and limit, then at most one every LimitedEvery, counting in refused the
+// refusals since the previous record (method and tool are the latest
+// refused request's).
 func (a *Logger) Limited(ctx context.Context, requester, method, tool, limit string) {
+	if !a.Enabled() {
+		return
+	}
+	now := time.Now()
+	if a.now != nil {
+		now = a.now()
+	}
+	a.mu.Lock()
+	if a.limited == nil {
+		a.limited = map[limitKey]*limitState{}
+	}
+	k := limitKey{requester, limit}
+	st := a.limited[k]
+	if st == nil {
+		if len(a.limited) >= maxLimitStates {
+			for k, old := range a.limited {
+				if now.Sub(old.last) > LimitedEvery && old.refused == 0 {
+					delete(a.limited, k)
+				}
+			}
+		}
+		st = &limitState{}
+		a.limited[k] = st
+	}
+	st.refused++
+	if !st.last.IsZero() && now.Sub(st.last) < LimitedEvery {
+		a.mu.Unlock()
+		return
+	}
+	refused := st.refused
+	st.last, st.refused = now, 0
+	a.mu.Unlock()
+
 	attrs := append([]slog.Attr{slog.String("method", method), slog.String("limit", limit)}, who("", requester)...)
 	if tool != "" {
 		attrs = append(attrs, slog.String("tool", tool))
 	}
+	attrs = append(attrs, slog.Int64("refused", refused))
 	a.write(ctx, EventLimited, attrs...)
 }
+
+// maxLimitStates bounds the memory of Limited: past it, the states of
+// requesters with nothing left to record are forgotten.
+const maxLimitStates = 4096
