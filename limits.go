@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask/audit"
@@ -17,7 +18,10 @@ import (
 
 // Limits bounds what one requester (see [Options].Owner: with bearer
 // authentication, one principal of one tenant) may do, so that no client
-// can starve the others. The zero value sets no limit; [DefaultLimits]
+// can starve the others. Anonymous requesters share one rate bucket (a
+// client opening more sessions gets no more throughput); the cap on
+// unfinished tasks applies to each owner scope (on the 2025-11-25 wire, an
+// anonymous client's session). The zero value sets no limit; [DefaultLimits]
 // are mcptaskd's defaults.
 //
 // A refused request gets a JSON-RPC error with code [CodeLimitExceeded]
@@ -90,6 +94,17 @@ func newLimiters(l Limits) limiters {
 	}
 }
 
+// rateKey is the rate bucket of a requester: its own, or for anonymous
+// requesters one bucket for all, so that opening more 2025-11-25 sessions
+// (each an anonymous scope of its own for task ownership) does not buy
+// more throughput.
+func rateKey(owner string) string {
+	if strings.HasPrefix(owner, task.AnonymousPrefix) {
+		return task.AnonymousPrefix
+	}
+	return owner
+}
+
 // limitError is the error of a request refused by a limit.
 func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 	data := map[string]any{"reason": reason, "limit": limit}
@@ -103,7 +118,7 @@ func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 // allowRequest applies the tasks/* request rate to the requester of req.
 func (s *Server) allowRequest(ctx context.Context, method string, req mcp.Request) error {
 	owner := s.owner(ctx, req)
-	ok, retry := s.limits.requests.Allow(owner, time.Now())
+	ok, retry := s.limits.requests.Allow(rateKey(owner), time.Now())
 	if ok {
 		return nil
 	}
@@ -115,7 +130,7 @@ func (s *Server) allowRequest(ctx context.Context, method string, req mcp.Reques
 
 // allowCreate applies the task creation rate to owner.
 func (s *Server) allowCreate(ctx context.Context, owner, tool string) error {
-	ok, retry := s.limits.creates.Allow(owner, time.Now())
+	ok, retry := s.limits.creates.Allow(rateKey(owner), time.Now())
 	if ok {
 		return nil
 	}
