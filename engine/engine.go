@@ -228,7 +228,10 @@ func (e *Engine) Policy() task.Policy { return e.policy }
 func (e *Engine) InstanceID() string { return e.id }
 
 // Run resolves the tasks a dead process left non-terminal (by the Recover
-// option) and starts the sweeper. Call it once, before serving requests.
+// option), starts the lease heartbeats and the sweeper, and on a store with
+// a change feed starts following it, returning once the feed is in effect
+// (or after 10 s, polling covering the changes until it is). Call it once,
+// before serving requests.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -243,8 +246,18 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.bg.Add(1)
 	go e.leaseLoop()
 	if feed, ok := e.store.(store.ChangeFeed); ok {
+		// Wait (a little) for the feed to be in effect, so that changes
+		// other engines make once Run has returned are announced, not
+		// left to the heartbeat's polling.
+		listening := make(chan struct{})
 		e.bg.Add(1)
-		go e.feedLoop(feed)
+		go e.feedLoop(feed, listening)
+		select {
+		case <-listening:
+		case <-ctx.Done():
+		case <-time.After(feedStartWait):
+			e.log.Warn("the task change feed is not listening yet; until it is, polling covers changes made elsewhere", "waited", feedStartWait)
+		}
 	}
 	if e.opts.SweepInterval > 0 {
 		e.bg.Add(1)
@@ -585,3 +598,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 // shutdownGrace is how long Shutdown waits for cancelled work to return.
 const shutdownGrace = 5 * time.Second
+
+// feedStartWait bounds how long Run waits for the store's change feed to
+// be in effect.
+const feedStartWait = 10 * time.Second

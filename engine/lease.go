@@ -90,11 +90,23 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 }
 
 // feedLoop follows the store's change feed: changes made by other engines
-// wake this engine's waiters and stop work cancelled elsewhere at once.
-func (e *Engine) feedLoop(feed store.ChangeFeed) {
+// wake this engine's waiters and stop work cancelled elsewhere at once. It
+// closes listening once the feed is first in effect. After a reconnection
+// it re-checks every task running here, since the changes made while the
+// feed was down were not announced.
+func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
 	defer e.bg.Done()
+	first := true
+	ready := func() {
+		if first {
+			first = false
+			close(listening)
+			return
+		}
+		e.recheckRuns()
+	}
 	for {
-		err := feed.Changes(e.base, e.remoteChange)
+		err := feed.Changes(e.base, ready, e.remoteChange)
 		if e.base.Err() != nil {
 			return
 		}
@@ -104,6 +116,20 @@ func (e *Engine) feedLoop(feed store.ChangeFeed) {
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// recheckRuns treats every task running here as changed elsewhere: a
+// cancellation or an answer that arrived unannounced is acted on now.
+func (e *Engine) recheckRuns() {
+	e.mu.Lock()
+	ids := make([]task.ID, 0, len(e.runs))
+	for id := range e.runs {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		e.remoteChange(id)
 	}
 }
 

@@ -82,7 +82,11 @@ func sharedEngine(t *testing.T, b backend, lease time.Duration, recover func(con
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.Shutdown(context.Background())
+		// Stop what still runs at once: a test that failed may leave work
+		// waiting for a cancellation that never came.
+		now, stop := context.WithCancel(context.Background())
+		stop()
+		_ = e.Shutdown(now)
 		_ = st.Close()
 	})
 	return e, st

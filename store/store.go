@@ -121,11 +121,12 @@ func (e *DuplicateError) Error() string {
 type ChangeFeed interface {
 	// Changes calls fn with the ID of every task updated (or claimed) by
 	// any process, until ctx is done or the feed fails; it then returns the
-	// reason. Creations are not announced: nobody waits for a task that
+	// reason. It calls ready (if not nil) once the feed is in effect: every
+	// change committed after that is announced. Creations are not announced: nobody waits for a task that
 	// does not exist yet. fn must be quick. Changes may be called again after an
 	// error (e.g. a lost connection); announcements made meanwhile are
 	// lost, which the callers' polling covers.
-	Changes(ctx context.Context, fn func(task.ID)) error
+	Changes(ctx context.Context, ready func(), fn func(task.ID)) error
 }
 
 // ErrBadCursor is returned by List for a cursor it did not issue.

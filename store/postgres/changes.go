@@ -27,8 +27,8 @@ const feedPingInterval = 30 * time.Second
 // and drops the listener if the queue fills. A notification is sent when
 // its transaction commits, so fn sees only committed changes; it may see
 // the same ID more than once, and announcements made before LISTEN took
-// effect are not seen.
-func (s *Store) Changes(ctx context.Context, fn func(task.ID)) (err error) {
+// effect are not seen: ready (if not nil) is called once it has.
+func (s *Store) Changes(ctx context.Context, ready func(), fn func(task.ID)) (err error) {
 	s.feedMu.Lock()
 	if s.closed() {
 		s.feedMu.Unlock()
@@ -62,6 +62,11 @@ func (s *Store) Changes(ctx context.Context, fn func(task.ID)) (err error) {
 	}()
 	if _, err := conn.Exec(lctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres store: change feed: listen: %w", err)
+	}
+	// LISTEN has returned, so it is in effect: PostgreSQL delivers every
+	// notification committed from now on.
+	if ready != nil {
+		ready()
 	}
 	for {
 		wctx, wcancel := context.WithTimeout(lctx, feedPingInterval)

@@ -293,7 +293,7 @@ func TestCloseIdempotent(t *testing.T) {
 	if _, _, err := s.List(ctx, "a", "", 1); !errors.Is(err, ErrClosed) {
 		t.Errorf("List after Close: %v", err)
 	}
-	if err := s.Changes(ctx, func(task.ID) {}); !errors.Is(err, ErrClosed) {
+	if err := s.Changes(ctx, nil, func(task.ID) {}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Changes after Close: %v", err)
 	}
 }
@@ -782,7 +782,7 @@ func startFeed(t *testing.T, listener, writer *Store) (seen chan task.ID, feedDo
 	feedDone = make(chan error, 1)
 	fctx, stop := context.WithCancel(ctx)
 	t.Cleanup(stop)
-	go func() { feedDone <- listener.Changes(fctx, func(id task.ID) { seen <- id }) }()
+	go func() { feedDone <- listener.Changes(fctx, nil, func(id task.ID) { seen <- id }) }()
 	pt := newTask("probe", now)
 	if err := writer.Create(ctx, pt); err != nil {
 		t.Fatal(err)
@@ -903,7 +903,7 @@ func TestChangeFeed(t *testing.T) {
 	}
 
 	// Close ends a running Changes.
-	go func() { feedDone <- listener.Changes(ctx, func(task.ID) {}) }()
+	go func() { feedDone <- listener.Changes(ctx, nil, func(task.ID) {}) }()
 	time.Sleep(100 * time.Millisecond)
 	listener.Close()
 	select {
@@ -922,7 +922,7 @@ func TestChangeFeedConnectionLost(t *testing.T) {
 	s := openTest(t, newSchema(t))
 	ctx := t.Context()
 	feedDone := make(chan error, 1)
-	go func() { feedDone <- s.Changes(ctx, func(task.ID) {}) }()
+	go func() { feedDone <- s.Changes(ctx, nil, func(task.ID) {}) }()
 	// Find the listener's backend and terminate it.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
