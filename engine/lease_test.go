@@ -292,3 +292,59 @@ func TestIdempotentStart(t *testing.T) {
 		t.Fatalf("work ran %d times, want 2 (alice once, bob once)", n)
 	}
 }
+
+// TestCancelAfterFeedReconnect: engine A's change feed loses its
+// connection; a cancellation made through engine B meanwhile (not
+// announced to A) still stops A's work once A's feed is back, long before
+// a heartbeat (the lease is an hour).
+func TestCancelAfterFeedReconnect(t *testing.T) {
+	var pg *backend
+	for _, b := range backends(t) {
+		if b.name == "postgres" {
+			pg = &b
+		}
+	}
+	if pg == nil {
+		t.Skip("PostgreSQL only (set MCPTASK_TEST_POSTGRES_DSN)")
+	}
+	a, sta := sharedEngine(t, *pg, time.Hour, nil)
+	b, _ := sharedEngine(t, *pg, time.Hour, nil)
+	ctx := t.Context()
+	started, stopped := make(chan struct{}), make(chan error, 1)
+	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, func(ctx context.Context) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		stopped <- ctx.Err()
+		return nil, ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	// End A's LISTEN connection (A's and B's feeds listen on the same
+	// channel; end both: B's feed plays no part here).
+	conn, err := pgx.Connect(ctx, os.Getenv("MCPTASK_TEST_POSTGRES_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	channel := sta.(*postgres.Store).Channel()
+	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%' AND datname = current_database()`, channel)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("terminating the feeds' connections: %v (%d)", err, tag.RowsAffected())
+	}
+	// The feed waits a second before reconnecting: this cancellation is
+	// most likely made while A is not listening.
+	if got, err := b.Cancel(ctx, "", tk.ID); err != nil || got.Status != task.Cancelled {
+		t.Fatalf("Cancel through B = %+v, %v", got, err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("work stopped with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the work on engine A never saw the cancellation made while its feed was down")
+	}
+}
