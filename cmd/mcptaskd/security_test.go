@@ -636,7 +636,7 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("the server log has no task records:\n%s", logs)
 		}
 		denied := map[string]map[any]bool{} // attacker -> ops audited as denied on alice's tasks
-		retrieved := 0 // result_retrieved and cancelled records
+		retrieved := 0                      // result_retrieved and cancelled records
 		for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 			var rec map[string]any
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
