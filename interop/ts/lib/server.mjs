@@ -53,8 +53,13 @@ export function mcptaskdPath() {
 }
 
 // Flags shared by both transports: a short shutdown grace so that a
-// server stopped with tasks still running exits quickly.
-const commonFlags = ['-shutdown-grace', '2s', '-log-level', 'info'];
+// server stopped with tasks still running exits quickly, and no limit on
+// task creations: the flows create over a hundred tasks in a few seconds
+// (55 at once for tasks/list pagination), all as one anonymous requester,
+// and the TypeScript SDK does not back off on mcptask's rate-limit error
+// (the Go tests cover the limit). The tasks/* request rate and the other
+// limits keep mcptaskd's defaults: the flows poll as a host would under them.
+const commonFlags = ['-shutdown-grace', '2s', '-log-level', 'info', '-create-rate', '0'];
 
 /**
  * startHttpServer starts mcptaskd on 127.0.0.1 port 0 with a temporary
