@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,33 +38,18 @@ func TestAuthentication(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig([]string{"-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json")},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	app, err := NewApp(cfg, logger, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := serveApp(t, nil, "-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"))
 	ctx := context.Background()
-	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close(ctx)
-	hs := httptest.NewServer(app.Handler())
-	defer hs.Close()
 
 	client := func(token string) *wiretest.Client {
-		return &wiretest.Client{URL: hs.URL + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
+		return &wiretest.Client{URL: base + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
 	}
 	alice, short, bob := client(aliceToken), client(shortToken), client(bobToken)
 
 	// post sends a tools/list with the given Authorization header.
 	post := func(authz string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest("POST", hs.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
@@ -103,7 +86,7 @@ func TestAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("healthz needs no token", func(t *testing.T) {
-		resp, err := http.Get(hs.URL + "/healthz")
+		resp, err := http.Get(base + "/healthz")
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("%v %v", resp, err)
 		}

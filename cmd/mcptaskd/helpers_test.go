@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -307,4 +310,39 @@ func primesUpTo(n int) int {
 		}
 	}
 	return count
+}
+
+// serveApp runs mcptaskd in-process with the flags args (the environment
+// is ignored) behind an httptest server on loopback, and returns the
+// server's base URL (mcptaskd serves /mcp and /healthz there). Its JSON
+// log records go to logs (nil discards them), with the go-sdk's at
+// warning level, as the daemon logs. When the test ends the HTTP server
+// closes, then the app stops at once: work still running is cut short
+// and resolved by its recovery policy.
+func serveApp(t testing.TB, logs io.Writer, args ...string) string {
+	t.Helper()
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logs == nil {
+		logs = io.Discard
+	}
+	logger, sdkLogger := newLogger(logs, "json", slog.LevelInfo)
+	app, err := NewApp(cfg, logger, sdkLogger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Start(context.Background()); err != nil {
+		app.Close(context.Background())
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		now, stop := context.WithCancel(context.Background())
+		stop()
+		app.Close(now)
+	})
+	hs := httptest.NewServer(app.Handler())
+	t.Cleanup(hs.Close) // runs before app.Close
+	return hs.URL
 }

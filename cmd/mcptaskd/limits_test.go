@@ -2,12 +2,8 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,28 +31,9 @@ func limitsApp(t *testing.T, extra ...string) (alice, bob, mallory *wiretest.Cli
 	if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json")}, extra...)
-	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	app, err := NewApp(cfg, logger, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(app.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 0) // stop the long demo tasks at once
-		defer cancel()
-		app.Close(ctx)
-	})
+	base := serveApp(t, nil, append([]string{"-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json")}, extra...)...)
 	client := func(token string) *wiretest.Client {
-		return &wiretest.Client{URL: hs.URL + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
+		return &wiretest.Client{URL: base + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + token}}}
 	}
 	return client("alice-token-0123456789"), client("bob-token-0123456789ab"), client("mallory-token-01234567")
 }

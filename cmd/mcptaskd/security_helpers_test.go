@@ -8,9 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,32 +87,8 @@ func startSecServer(t *testing.T, who ...string) (*secServer, []*secPrincipal) {
 	// The suite sends many requests on purpose, faster than the default
 	// rates allow (TestLimitCreateRate and TestLimitRequestFlood cover those); the other limits keep their
 	// defaults.
-	cfg, err := parseConfig([]string{"-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"),
-		"-request-rate", "0", "-create-rate", "0"},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewJSONHandler(srv.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	sdkLogger := slog.New(slog.NewJSONHandler(srv.logs, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "go-sdk")
-	app, err := NewApp(cfg, logger, sdkLogger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		app.Close(context.Background())
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Stop at once whatever still runs (the 60-second steps of the
-		// tasks kept running on purpose).
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		app.Close(ctx)
-	})
-	hs := httptest.NewServer(app.Handler())
-	t.Cleanup(hs.Close) // runs before app.Close
-	srv.url = hs.URL + "/mcp"
+	srv.url = serveApp(t, srv.logs, "-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"),
+		"-request-rate", "0", "-create-rate", "0") + "/mcp"
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- server log ---\n%s", srv.logs.String())
