@@ -1033,42 +1033,7 @@ func TestCreateLimitedAcrossInstances(t *testing.T) {
 	if err := b.pool.QueryRow(t.Context(), `SHOW default_transaction_isolation`).Scan(&iso); err != nil || iso != "repeatable read" {
 		t.Fatalf("the second instance's default isolation is %q, %v; the test needs repeatable read", iso, err)
 	}
-	ctx := t.Context()
-	const n, quota = 40, 5
-	// Warm up both pools, so that the racing calls overlap.
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			if _, err := []*Store{a, b}[i%2].ListActive(ctx); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	var (
-		created atomic.Int32
-		start   = make(chan struct{})
-	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			switch err := []*Store{a, b}[i%2].CreateLimited(ctx, newTask("alice", now), quota); {
-			case err == nil:
-				created.Add(1)
-			case !errors.Is(err, store.ErrTooManyActive):
-				t.Errorf("CreateLimited: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if got := created.Load(); got != quota {
-		t.Errorf("%d racing CreateLimited on two instances with quota %d: %d created", n, quota, got)
-	}
-	tasks, _, err := a.List(ctx, "alice", "", 100)
-	if err != nil || len(tasks) != quota {
-		t.Errorf("List = %d tasks, %v; want %d", len(tasks), err, quota)
-	}
+	storetest.CreateLimitedShared(t, a, b)
 }
 
 // dsnSep is what joins one more parameter to dsn, a URL: "?" or "&".

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -676,38 +675,7 @@ func TestSynchronousOption(t *testing.T) {
 // quota, since each counts and inserts under the database's write lock.
 func TestCreateLimitedTwoStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	a, b := openTest(t, path), openTest(t, path)
-	ctx := t.Context()
-	const n, quota = 40, 5
-	var (
-		wg      sync.WaitGroup
-		created atomic.Int32
-		start   = make(chan struct{})
-	)
-	for i := range n {
-		s := a
-		if i%2 == 1 {
-			s = b
-		}
-		wg.Go(func() {
-			<-start
-			switch err := s.CreateLimited(ctx, newTask("alice", now), quota); {
-			case err == nil:
-				created.Add(1)
-			case !errors.Is(err, store.ErrTooManyActive):
-				t.Errorf("CreateLimited: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if got := created.Load(); got != quota {
-		t.Errorf("%d racing CreateLimited from two stores with quota %d: %d created", n, quota, got)
-	}
-	tasks, _, err := b.List(ctx, "alice", "", 100)
-	if err != nil || len(tasks) != quota {
-		t.Errorf("List = %d tasks, %v; want %d", len(tasks), err, quota)
-	}
+	storetest.CreateLimitedShared(t, openTest(t, path), openTest(t, path))
 }
 
 // TestMigrateFromV1 opens a file of schema version 1 (before

@@ -268,3 +268,56 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 		checkTask(t, "task of another owner", mustGet(t, st, tk.ID), want(tk))
 	}
 }
+
+// CreateLimitedShared races CreateLimited calls of one owner ("alice")
+// over two stores sharing one task space (one SQLite file, one PostgreSQL
+// schema), as two processes would: exactly the quota's worth succeed, and
+// a List through either store shows exactly those. Backends call it from
+// their own tests, which know how to open two stores on one space (and
+// may give them different settings). a and b must hold no task of alice.
+func CreateLimitedShared(t *testing.T, a, b store.Store) {
+	t.Helper()
+	ctx := t.Context()
+	const n, quota = 40, 5
+	stores := []store.Store{a, b}
+	// Warm up both (connection pools, statement caches), so that the
+	// racing calls overlap instead of queueing for a first connection.
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := stores[i%2].ListActive(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var (
+		mu      sync.Mutex
+		created int
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			err := stores[i%2].CreateLimited(ctx, newTask("alice", base.Add(time.Duration(i)*time.Millisecond)), quota)
+			switch {
+			case err == nil:
+				mu.Lock()
+				created++
+				mu.Unlock()
+			case !errors.Is(err, store.ErrTooManyActive):
+				t.Errorf("CreateLimited: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != quota {
+		t.Errorf("%d racing CreateLimited on two stores with quota %d: %d created", n, quota, created)
+	}
+	for _, st := range stores {
+		if got := unfinished(t, st, "alice"); len(got) != quota {
+			t.Errorf("alice has %d unfinished tasks, want %d", len(got), quota)
+		}
+	}
+}
