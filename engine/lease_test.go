@@ -158,6 +158,19 @@ func testTakeover(t *testing.T, be backend) {
 	}
 }
 
+// untilCancelled returns work that runs until its context ends, a channel
+// closed once it runs, and one that receives its context's error when it
+// stops.
+func untilCancelled() (work engine.Runner, started <-chan struct{}, stopped <-chan error) {
+	st, sp := make(chan struct{}), make(chan error, 1)
+	return func(ctx context.Context) (json.RawMessage, error) {
+		close(st)
+		<-ctx.Done()
+		sp <- ctx.Err()
+		return nil, ctx.Err()
+	}, st, sp
+}
+
 // TestCancelReachesAnotherEngine: a task cancelled through engine B stops
 // the work running on engine A (by the heartbeat's polling: SQLite has no
 // change feed).
@@ -177,13 +190,8 @@ func testCancelAcross(t *testing.T, be backend) {
 	a, _ := sharedEngine(t, be, lease, nil)
 	b, _ := sharedEngine(t, be, lease, nil)
 	ctx := context.Background()
-	started, stopped := make(chan struct{}), make(chan error, 1)
-	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, func(ctx context.Context) (json.RawMessage, error) {
-		close(started)
-		<-ctx.Done()
-		stopped <- ctx.Err()
-		return nil, ctx.Err()
-	})
+	work, started, stopped := untilCancelled()
+	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,13 +318,8 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 	a, sta := sharedEngine(t, *pg, time.Hour, nil)
 	b, _ := sharedEngine(t, *pg, time.Hour, nil)
 	ctx := t.Context()
-	started, stopped := make(chan struct{}), make(chan error, 1)
-	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, func(ctx context.Context) (json.RawMessage, error) {
-		close(started)
-		<-ctx.Done()
-		stopped <- ctx.Err()
-		return nil, ctx.Err()
-	})
+	work, started, stopped := untilCancelled()
+	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, work)
 	if err != nil {
 		t.Fatal(err)
 	}
