@@ -16,6 +16,9 @@
 //	         [-sweep-interval 1m] [-log-format text|json] [-log-level info]
 //	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
 //	         [-jwt-audience AUD] [-jwt-tenant-claim tenant]
+//	         [-max-active-tasks 100] [-create-rate 10] [-create-burst 50]
+//	         [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
+//	         [-audit-log FILE|off]
 //
 // Once listening, mcptaskd prints "listening on http://HOST:PORT/mcp" to
 // standard output (useful with -addr 127.0.0.1:0, which picks a free
@@ -27,6 +30,13 @@
 // (package authn) and each task is visible to its creator only; without
 // them there is no authentication, and the server listens on loopback only
 // unless -allow-remote is given.
+//
+// Each requester (an authenticated principal, or without authentication
+// all clients together) is held to the limits of mcptask.Limits: over one,
+// a request gets JSON-RPC error -32000 with the reason and a retry hint.
+// The audit trail (tasks created, status changes, results retrieved,
+// cancellations, denied access, limited requests; never payloads) goes to
+// the log, or to the -audit-log file.
 //
 // SIGINT or SIGTERM shuts down gracefully: HTTP stops, running tasks get
 // -shutdown-grace to finish, then those still running are stopped and
