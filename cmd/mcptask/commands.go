@@ -59,13 +59,17 @@ func (a *app) stopView() {
 	}
 }
 
-// setAnswers reads --answer and --answers.
+// setAnswers reads --answer and --answers. When --answers - used up
+// standard input, the command asks nothing on the terminal.
 func (a *app) setAnswers() error {
 	ans, err := a.cmd.answers.build(a.stdin)
 	if err != nil {
 		return err
 	}
 	a.answers = ans
+	if a.cmd.answers.file == "-" {
+		a.stdinTTY = false
+	}
 	return nil
 }
 
@@ -183,12 +187,30 @@ func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadlin
 	return c.Wait(ctx, id, opts)
 }
 
+// waitOutcome waits for the task id of tool (see waitTask) and returns
+// how it ended.
+func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string, deadline time.Time) *outcome {
+	res, err := a.waitTask(ctx, c, id, deadline)
+	return &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+}
+
 // deadline returns when --timeout ends the wait, or zero.
 func (a *app) deadline() time.Time {
 	if a.g.timeout > 0 {
 		return time.Now().Add(a.g.timeout)
 	}
 	return time.Time{}
+}
+
+// startWait begins a command that waits for tasks of the server: it
+// returns when --timeout ends the wait (see deadline), starts the status
+// display and connects. The caller stops the display (stopView).
+func (a *app) startWait(ctx context.Context) (time.Time, *client.Client, error) {
+	deadline := a.deadline()
+	a.startView()
+	a.view.SetLabel("connecting")
+	c, err := a.connect(ctx, a.g.target(), a.g.wire)
+	return deadline, c, err
 }
 
 // finish stops the status display and reports an outcome.
@@ -264,15 +286,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	if err := a.setAnswers(); err != nil {
 		return a.usage(err)
 	}
-	if a.cmd.call.args == "-" || a.cmd.call.args == "@-" || a.cmd.answers.file == "-" {
+	if a.cmd.call.args == "-" || a.cmd.call.args == "@-" {
 		a.stdinTTY = false // standard input is used up: no prompts
 	}
-	deadline := a.deadline()
-	a.startView()
+	deadline, c, err := a.startWait(ctx)
 	defer a.stopView()
-	a.view.SetLabel("connecting")
-
-	c, err := a.connect(ctx, a.g.target(), a.g.wire)
 	if err != nil {
 		return a.finish(ctx, &outcome{tool: tool, err: err})
 	}
@@ -330,8 +348,7 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 		a.notef("mcptask: task %s started (%s); Ctrl-C stops waiting, the task keeps running", id, tool)
 	}
 	a.view.Update(call.Task)
-	res, err := a.waitTask(ctx, c, id, deadline)
-	o := &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+	o := a.waitOutcome(ctx, c, id, tool, deadline)
 	if a.cmd.call.cancelOnInterrupt && o.code(ctx) == exitInterrupted {
 		a.stopView()
 		cctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
@@ -386,23 +403,16 @@ journal, but must be on this server (--url or --stdio).`,
 		if err := a.setAnswers(); err != nil {
 			return a.usage(err)
 		}
-		if a.cmd.answers.file == "-" {
-			a.stdinTTY = false
-		}
 		id := pos[0]
-		deadline := a.deadline()
-		a.startView()
+		deadline, c, err := a.startWait(ctx)
 		defer a.stopView()
-		a.view.SetLabel("connecting")
-		c, err := a.connect(ctx, a.g.target(), a.g.wire)
 		if err != nil {
 			return a.finish(ctx, &outcome{taskID: id, err: err})
 		}
 		defer c.Close()
 		tool := journalTool(c, id)
 		a.view.SetLabel("waiting for task " + shortID(id))
-		res, err := a.waitTask(ctx, c, id, deadline)
-		return a.finish(ctx, &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)})
+		return a.finish(ctx, a.waitOutcome(ctx, c, id, tool, deadline))
 	},
 }
 
@@ -420,46 +430,19 @@ knows every task, 4 otherwise.`,
 		if len(pos) == 0 {
 			return a.usage(usagef("give a task ID: mcptask status TASK_ID ('mcptask list' shows the tasks in flight)"))
 		}
-		c, err := a.connect(ctx, a.g.target(), a.g.wire)
-		if err != nil {
-			return a.report(ctx, &outcome{err: err})
-		}
-		defer c.Close()
-		code := exitOK
-		var out []jsonStatus
-		for i, id := range pos {
-			rctx, cancel := requestContext(ctx)
-			s, err := c.Get(rctx, id)
-			cancel()
-			if err != nil {
-				code = max(code, exitCodeOf(ctx, err))
-				if a.g.json {
-					out = append(out, jsonStatus{TaskID: id, Status: "unknown", Error: err.Error()})
-				} else {
-					a.printHuman(&outcome{taskID: id, err: err}, exitCodeOf(ctx, err))
-				}
-				continue
-			}
+		return a.eachTask(ctx, pos, (*client.Client).Get, func(c *client.Client, i int, id string, s *client.TaskStatus) *jsonStatus {
 			tool := journalTool(c, id)
 			if a.g.json {
 				j := jsonStatusOf(s)
 				j.Tool = tool
-				out = append(out, j)
-				continue
+				return &j
 			}
 			if i > 0 {
 				fmt.Fprintln(a.stdout)
 			}
 			printStatus(a.stdout, s, tool)
-		}
-		if a.g.json {
-			if len(out) == 1 {
-				a.printJSON(out[0])
-			} else {
-				a.printJSON(out)
-			}
-		}
-		return code
+			return nil
+		})
 	},
 }
 
@@ -477,52 +460,73 @@ does not know a task.`,
 		if len(pos) == 0 {
 			return a.usage(usagef("give a task ID: mcptask cancel TASK_ID"))
 		}
-		c, err := a.connect(ctx, a.g.target(), a.g.wire)
-		if err != nil {
-			return a.report(ctx, &outcome{err: err})
-		}
-		defer c.Close()
-		code := exitOK
-		var out []jsonStatus
-		for _, id := range pos {
-			rctx, cancel := requestContext(ctx)
-			// Cancel reports an already ended task as its status, on both
-			// wires (the client tells that case apart on 2025-11-25).
-			s, err := c.Cancel(rctx, id)
-			cancel()
-			if err != nil {
-				code = max(code, exitCodeOf(ctx, err))
-				if a.g.json {
-					out = append(out, jsonStatus{TaskID: id, Status: "unknown", Error: err.Error()})
-				} else {
-					a.printHuman(&outcome{taskID: id, err: err}, exitCodeOf(ctx, err))
-				}
-				continue
-			}
+		// Cancel reports an already ended task as its status, on both
+		// wires (the client tells that case apart on 2025-11-25).
+		return a.eachTask(ctx, pos, (*client.Client).Cancel, func(_ *client.Client, _ int, id string, s *client.TaskStatus) *jsonStatus {
 			if a.g.json {
-				out = append(out, jsonStatusOf(s))
-				continue
+				j := jsonStatusOf(s)
+				return &j
 			}
-			switch s.Status {
-			case "cancelled":
+			switch {
+			case s.Status == "cancelled":
 				fmt.Fprintf(a.stdout, "task %s: cancelled\n", id)
+			case s.Terminal():
+				fmt.Fprintf(a.stdout, "task %s: had already ended (%s); nothing to cancel\n", id, s.Status)
 			default:
-				if s.Terminal() {
-					fmt.Fprintf(a.stdout, "task %s: had already ended (%s); nothing to cancel\n", id, s.Status)
-				} else {
-					fmt.Fprintf(a.stdout, "task %s: %s (cancellation requested)\n", id, s.Status)
-				}
+				fmt.Fprintf(a.stdout, "task %s: %s (cancellation requested)\n", id, s.Status)
 			}
-		}
-		if a.g.json {
-			if len(out) == 1 {
-				a.printJSON(out[0])
-			} else {
-				a.printJSON(out)
-			}
-		}
-		return code
+			return nil
+		})
 	},
+}
+
+// eachTask sends one request per task ID (Get or Cancel) over one
+// connection and reports each answer with show: the i-th ID's status as
+// JSON to print with --json, else printed by show itself (nil). A failed
+// request is reported as an unknown status. With --json it prints one
+// object for one ID, an array for several. It returns the largest exit
+// code of the requests.
+func (a *app) eachTask(ctx context.Context, ids []string,
+	request func(*client.Client, context.Context, string) (*client.TaskStatus, error),
+	show func(c *client.Client, i int, id string, s *client.TaskStatus) *jsonStatus) int {
+	c, err := a.connect(ctx, a.g.target(), a.g.wire)
+	if err != nil {
+		return a.report(ctx, &outcome{err: err})
+	}
+	defer c.Close()
+	code := exitOK
+	var out []jsonStatus
+	for i, id := range ids {
+		rctx, cancel := requestContext(ctx)
+		s, err := request(c, rctx, id)
+		cancel()
+		if err != nil {
+			code = max(code, exitCodeOf(ctx, err))
+			if a.g.json {
+				out = append(out, jsonStatus{TaskID: id, Status: "unknown", Error: err.Error()})
+			} else {
+				a.printHuman(&outcome{taskID: id, err: err}, exitCodeOf(ctx, err))
+			}
+			continue
+		}
+		if j := show(c, i, id, s); j != nil {
+			out = append(out, *j)
+		}
+	}
+	if a.g.json {
+		printJSONEach(a, ids, out)
+	}
+	return code
+}
+
+// printJSONEach prints the JSON values of the names asked for: the value
+// alone when one name was asked for, else an array.
+func printJSONEach[T any](a *app, asked []string, out []T) {
+	if len(asked) == 1 {
+		a.printJSON(out[0])
+	} else {
+		a.printJSON(out)
+	}
 }
 
 var cmdList = &command{
@@ -592,11 +596,7 @@ func runList(a *app, ctx context.Context, pos []string) int {
 	}
 	a.noteSkipped(skipped)
 	if a.g.json {
-		out := []jsonStatus{}
-		for _, r := range rows {
-			out = append(out, r.status)
-		}
-		a.printJSON(out)
+		printRowsJSON(a, rows)
 		return code
 	}
 	if len(rows) == 0 {
@@ -640,6 +640,15 @@ func printRows(a *app, rows []listRow, withTarget bool) {
 	tw.Flush()
 }
 
+// printRowsJSON prints the statuses of rows as a JSON array.
+func printRowsJSON(a *app, rows []listRow) {
+	out := []jsonStatus{}
+	for _, r := range rows {
+		out = append(out, r.status)
+	}
+	a.printJSON(out)
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -681,11 +690,7 @@ func listServer(a *app, ctx context.Context) int {
 		cursor = next
 	}
 	if a.g.json {
-		out := []jsonStatus{}
-		for _, r := range rows {
-			out = append(out, r.status)
-		}
-		a.printJSON(out)
+		printRowsJSON(a, rows)
 		return exitOK
 	}
 	if len(rows) == 0 {
@@ -720,9 +725,6 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 	}
 	if err := a.setAnswers(); err != nil {
 		return a.usage(err)
-	}
-	if a.cmd.answers.file == "-" {
-		a.stdinTTY = false
 	}
 	if a.g.journalPath() == "" {
 		return a.usage(usagef("the journal is off (--journal off): there is nothing to resume"))
@@ -773,10 +775,7 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 		// soon as it ends.
 		ended := make(chan *outcome)
 		for _, e := range pending {
-			go func() {
-				res, err := a.waitTask(ctx, c, e.TaskID, deadline)
-				ended <- &outcome{taskID: e.TaskID, tool: e.Tool, result: res, err: err, last: a.view.Last(e.TaskID)}
-			}()
+			go func() { ended <- a.waitOutcome(ctx, c, e.TaskID, e.Tool, deadline) }()
 		}
 		headers := len(pending) > 1 || len(targets) > 1
 		for range pending {
@@ -919,11 +918,7 @@ func runTools(a *app, ctx context.Context, pos []string) int {
 			}
 			out = append(out, m)
 		}
-		if len(pos) == 1 {
-			a.printJSON(out[0])
-		} else {
-			a.printJSON(out)
-		}
+		printJSONEach(a, pos, out)
 		return exitOK
 	}
 	withTasks := slices.ContainsFunc(tools, func(t client.Tool) bool { return t.TaskSupport != "" })
