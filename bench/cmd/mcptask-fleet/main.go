@@ -28,31 +28,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mcptask/mcptask/bench/internal/loadgen"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mcptask-fleet:", err)
-		os.Exit(1)
-	}
-}
+func main() { loadgen.Main("mcptask-fleet", run) }
 
 // config is the command line.
 type config struct {
@@ -77,10 +66,27 @@ type config struct {
 
 var allModes = []string{"create", "cancel", "takeover"}
 
+// usage is the text of -h, before the flags.
+const usage = `Usage: mcptask-fleet [flags] [create] [cancel] [takeover]
+
+Measures mcptask as several instances on one PostgreSQL database (loopback
+HTTP, 2026-07-28 wire): task creation on SQLite vs PostgreSQL, the latency
+of a cancel or an answer sent to another instance than the one running the
+work (with LISTEN/NOTIFY and with polling only), and the takeover time after
+an instance is killed with SIGKILL. With no mode named, runs all three.
+
+Examples:
+  mcptask-fleet -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+  mcptask-fleet create -c 1,8,32 -d 30s
+  mcptask-fleet cancel -cancels 200 -fallback 0
+  mcptask-fleet takeover -lease 1s,2s,5s -kills 10
+
+Flags:
+`
+
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("mcptask-fleet", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := loadgen.NewFlagSet("mcptask-fleet", stderr, usage)
 	fs.StringVar(&c.dsn, "postgres", getenv("MCPTASK_TEST_POSTGRES_DSN"), "PostgreSQL `DSN` (default $MCPTASK_TEST_POSTGRES_DSN); each mode creates a schema of its own there and drops it at the end")
 	fs.StringVar(&c.bin, "mcptaskd", "", "mcptaskd `binary` for the create and takeover modes; empty builds ./cmd/mcptaskd of this module")
 	conc := fs.String("c", "1,16", "create: comma-separated numbers of concurrent clients")
@@ -97,25 +103,6 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	leases := fs.String("lease", "2s", "takeover: comma-separated leases to measure")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the figures as JSON")
 	fs.BoolVar(&c.verbose, "v", false, "print each measurement to stderr as it ends")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: mcptask-fleet [flags] [create] [cancel] [takeover]
-
-Measures mcptask as several instances on one PostgreSQL database (loopback
-HTTP, 2026-07-28 wire): task creation on SQLite vs PostgreSQL, the latency
-of a cancel or an answer sent to another instance than the one running the
-work (with LISTEN/NOTIFY and with polling only), and the takeover time after
-an instance is killed with SIGKILL. With no mode named, runs all three.
-
-Examples:
-  mcptask-fleet -postgres postgres://postgres@127.0.0.1:5432/test?sslmode=disable
-  mcptask-fleet create -c 1,8,32 -d 30s
-  mcptask-fleet cancel -cancels 200 -fallback 0
-  mcptask-fleet takeover -lease 1s,2s,5s -kills 10
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -222,9 +209,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if cfg.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return loadgen.WriteJSON(stdout, res)
 	}
 	return nil
 }
@@ -236,7 +221,8 @@ func printCreate(w io.Writer, cfg config, rs []createResult) {
 	fmt.Fprintln(tw, "backend\tclients\tops\tops/s\tp50\tp90\tp99\tmax\tops/s ÷ sqlite\tp50 ÷ sqlite\t")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%.2f×\t%.2f×\t\n", r.Backend, r.Concurrency, r.Stats.Ops, r.Stats.Throughput,
-			dur(r.Stats.P50), dur(r.Stats.P90), dur(r.Stats.P99), dur(r.Stats.Max), r.ThroughputVsSQLite, r.P50VsSQLite)
+			loadgen.FormatDuration(r.Stats.P50), loadgen.FormatDuration(r.Stats.P90), loadgen.FormatDuration(r.Stats.P99), loadgen.FormatDuration(r.Stats.Max),
+			r.ThroughputVsSQLite, r.P50VsSQLite)
 	}
 	tw.Flush()
 }
@@ -247,8 +233,9 @@ func printCancel(w io.Writer, cfg config, rs []latencyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tn\tp50\tp90\tp99\tmax\tmean\trequest p50\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Stats.Ops, dur(r.Stats.P50), dur(r.Stats.P90),
-			dur(r.Stats.P99), dur(r.Stats.Max), dur(r.Stats.Mean), dur(r.Ack.P50))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.Stats.Ops,
+			loadgen.FormatDuration(r.Stats.P50), loadgen.FormatDuration(r.Stats.P90), loadgen.FormatDuration(r.Stats.P99),
+			loadgen.FormatDuration(r.Stats.Max), loadgen.FormatDuration(r.Stats.Mean), loadgen.FormatDuration(r.Ack.P50))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\n(from sending tasks/cancel or tasks/update until the tool's work on A sees its context done or gets its answer; \"request\" is the HTTP round trip of that request)")
@@ -263,23 +250,14 @@ func printTakeover(w io.Writer, ss []takeoverSummary) {
 		for i, r := range s.Runs {
 			left, after := "?", "?"
 			if r.LeaseLeft >= 0 {
-				left, after = dur(r.LeaseLeft), dur(r.All-r.LeaseLeft)
+				left, after = loadgen.FormatDuration(r.LeaseLeft), loadgen.FormatDuration(r.All-r.LeaseLeft)
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.2f×\t\n", i+1, left, dur(r.First), dur(r.All), after, float64(r.All)/float64(s.Lease))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%.2f×\t\n", i+1, left, loadgen.FormatDuration(r.First), loadgen.FormatDuration(r.All), after,
+				float64(r.All)/float64(s.Lease))
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "all resolved: min %s, median %s, max %s (%.2f× to %.2f× the lease; expected: the lease left, 2/3 to 1 lease, plus up to lease/3 until the next claim round)\n",
-			dur(s.Min), dur(s.Median), dur(s.Max), float64(s.Min)/float64(s.Lease), float64(s.Max)/float64(s.Lease))
-	}
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2fs", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	default:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+			loadgen.FormatDuration(s.Min), loadgen.FormatDuration(s.Median), loadgen.FormatDuration(s.Max),
+			float64(s.Min)/float64(s.Lease), float64(s.Max)/float64(s.Lease))
 	}
 }

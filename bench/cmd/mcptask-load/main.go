@@ -28,11 +28,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -46,18 +44,7 @@ import (
 	"github.com/mcptask/mcptask/store/sqlite"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mcptask-load:", err)
-		os.Exit(1)
-	}
-}
+func main() { loadgen.Main("mcptask-load", run) }
 
 // config is the command line.
 type config struct {
@@ -93,10 +80,29 @@ const (
 	daemonTaskArgs  = `{"source":"ok\n","line_delay_ms":0}`
 )
 
+// usage is the text of -h, before the flags.
+const usage = `Usage: mcptask-load [flags]
+
+Measures an mcptask server over loopback HTTP (2026-07-28 wire), in one run:
+a plain no-op tools/call, tasks/get of a completed task and task creation,
+with throughput, p50/p90/p99 and the ratios tasks/get ÷ plain and
+create ÷ plain. With -memory, measures the Go heap of the in-process server
+as completed tasks accumulate.
+
+Examples:
+  mcptask-load                       # in-process server, 8 clients, 6s per op
+  mcptask-load -c 32 -d 30s -rounds 5
+  mcptask-load -limits               # limits and audit trail on (nothing refused)
+  mcptask-load -url http://127.0.0.1:8080/mcp   # a running mcptaskd
+  mcptask-load -memory               # heap at 1k..100k retained tasks
+  mcptask-load -cpuprofile cpu.out   # then: go tool pprof -top cpu.out
+
+Flags:
+`
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
-	fs := flag.NewFlagSet("mcptask-load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := loadgen.NewFlagSet("mcptask-load", stderr, usage)
 	fs.StringVar(&c.url, "url", "", "MCP endpoint of a running server, e.g. http://127.0.0.1:8080/mcp (loopback hosts only); empty starts an in-process server")
 	fs.StringVar(&c.db, "db", "", "SQLite `file` of the in-process server; empty means a file in a temporary directory, removed at the end")
 	fs.IntVar(&c.conc, "c", 8, "number of concurrent clients (each sends its next request when answered)")
@@ -118,27 +124,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "print each phase's figures to stderr as it ends")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to `file`")
 	fs.StringVar(&c.heapProfile, "memprofile", "", "write a heap profile at the end of the run to `file`")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: mcptask-load [flags]
-
-Measures an mcptask server over loopback HTTP (2026-07-28 wire), in one run:
-a plain no-op tools/call, tasks/get of a completed task and task creation,
-with throughput, p50/p90/p99 and the ratios tasks/get ÷ plain and
-create ÷ plain. With -memory, measures the Go heap of the in-process server
-as completed tasks accumulate.
-
-Examples:
-  mcptask-load                       # in-process server, 8 clients, 6s per op
-  mcptask-load -c 32 -d 30s -rounds 5
-  mcptask-load -limits               # limits and audit trail on (nothing refused)
-  mcptask-load -url http://127.0.0.1:8080/mcp   # a running mcptaskd
-  mcptask-load -memory               # heap at 1k..100k retained tasks
-  mcptask-load -cpuprofile cpu.out   # then: go tool pprof -top cpu.out
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -313,9 +298,7 @@ func runCompare(ctx context.Context, cfg config, env environment, srv *loadgen.S
 	}
 	env.Rounds = cfg.rounds
 	if cfg.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return loadgen.WriteJSON(stdout, struct {
 			Env environment `json:"environment"`
 			*loadgen.Comparison
 			Targets map[string]float64 `json:"targets"`
@@ -337,7 +320,8 @@ func runCompare(ctx context.Context, cfg config, env environment, srv *loadgen.S
 		s    loadgen.Stats
 	}{{loadgen.OpPlain, cmp.Plain}, {loadgen.OpGet, cmp.Get}, {loadgen.OpCreate, cmp.Create}} {
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.name, r.s.Ops, r.s.Throughput,
-			dur(r.s.Mean), dur(r.s.P50), dur(r.s.P90), dur(r.s.P99), dur(r.s.Max))
+			loadgen.FormatDuration(r.s.Mean), loadgen.FormatDuration(r.s.P50), loadgen.FormatDuration(r.s.P90),
+			loadgen.FormatDuration(r.s.P99), loadgen.FormatDuration(r.s.Max))
 	}
 	tw.Flush()
 	fmt.Fprintln(stdout)
@@ -382,9 +366,7 @@ func runMemory(ctx context.Context, cfg config, env environment, srv *loadgen.Se
 		perTask = (float64(last.HeapAlloc) - float64(first.HeapAlloc)) / float64(last.Tasks-first.Tasks)
 	}
 	if cfg.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return loadgen.WriteJSON(stdout, struct {
 			Env             environment        `json:"environment"`
 			Points          []loadgen.MemPoint `json:"points"`
 			HeapInuseRatio  float64            `json:"heapInuseRatio"`
@@ -409,17 +391,6 @@ func runMemory(ctx context.Context, cfg config, env environment, srv *loadgen.Se
 		last.Tasks, first.Tasks, heapRatio, allocRatio, perTask)
 	fmt.Fprintln(stdout, "(flat ≈ 1.0×: the tasks' state lives in SQLite, not in the Go heap; RSS includes SQLite's bounded page caches)")
 	return nil
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2fs", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	default:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	}
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
