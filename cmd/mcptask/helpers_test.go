@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask/internal/proctest"
 )
 
 // The binaries under test, built once for the whole run.
@@ -40,13 +40,7 @@ func buildAndRun(m *testing.M) int {
 	daemonBin = filepath.Join(dir, "mcptaskd")
 	start := time.Now()
 	for _, b := range []struct{ out, pkg string }{{cliBin, "."}, {daemonBin, "../mcptaskd"}} {
-		args := []string{"build", "-o", b.out}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, b.pkg)...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
+		if err := proctest.Build(context.Background(), b.out, b.pkg, raceEnabled, os.Stderr); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
 			return 1
 		}
@@ -57,12 +51,8 @@ func buildAndRun(m *testing.M) int {
 
 // daemon is one running mcptaskd.
 type daemon struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	URL    string
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	exited chan struct{}
+	*proctest.Process
+	URL string
 }
 
 // startDaemon starts mcptaskd on a free loopback port with a fresh
@@ -71,80 +61,30 @@ func startDaemon(t testing.TB, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"-addr", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "tasks.db"),
 		"-log-format", "json", "-poll-interval", "50ms"}, extra...)
-	cmd := exec.Command(daemonBin, args...)
-	cmd.Env = append(cleanEnv(), "GORACE=halt_on_error=1")
-	stdout, err := cmd.StdoutPipe()
+	p, err := proctest.Start(proctest.Config{Path: daemonBin, Args: args, Env: append(cleanEnv(), "GORACE=halt_on_error=1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{t: t, cmd: cmd, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	var readers sync.WaitGroup
-	readers.Go(func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	})
-	readers.Go(func() {
-		r := bufio.NewReader(stderr)
-		for {
-			line, err := r.ReadBytes('\n')
-			d.mu.Lock()
-			d.logs.Write(line)
-			d.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	})
-	go func() {
-		readers.Wait()
-		cmd.Wait()
-		close(d.exited)
-	}()
+	d := &daemon{Process: p}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-d.exited
+		d.Kill()
 		if t.Failed() {
 			t.Logf("--- mcptaskd log ---\n%s", d.Logs())
 		}
 	})
-	select {
-	case d.URL = <-urls:
-	case <-d.exited:
+	d.URL, err = d.WaitListening(context.Background(), 60*time.Second)
+	switch {
+	case errors.Is(err, proctest.ErrExited):
 		t.Fatalf("mcptaskd exited before listening\n%s", d.Logs())
-	case <-time.After(60 * time.Second):
+	case err != nil:
 		t.Fatalf("mcptaskd did not listen within 60s\n%s", d.Logs())
 	}
 	return d
 }
 
-func (d *daemon) Logs() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.String()
-}
-
 // count returns how many log records have the message msg.
 func (d *daemon) count(msg string) int {
-	n := 0
-	for line := range strings.Lines(d.Logs()) {
-		var rec struct{ Msg string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == msg {
-			n++
-		}
-	}
-	return n
+	return len(d.LogRecords(msg))
 }
 
 // cleanEnv is the environment without mcptask's own variables.

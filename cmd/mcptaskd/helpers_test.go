@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,11 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 )
 
@@ -38,15 +36,8 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	daemonBin = filepath.Join(dir, "mcptaskd")
-	args := []string{"build", "-o", daemonBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	args = append(args, ".")
-	cmd := exec.Command("go", args...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
+	if err := proctest.Build(context.Background(), daemonBin, ".", raceEnabled, os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "building mcptaskd: %v\n", err)
 		return 1
 	}
@@ -54,19 +45,14 @@ func buildAndRun(m *testing.M) int {
 	return m.Run()
 }
 
-// daemon is one running mcptaskd process.
+// daemon is one running mcptaskd process; Logs holds its stderr (JSON
+// log records).
 type daemon struct {
+	*proctest.Process
 	t    testing.TB
-	cmd  *exec.Cmd
 	name string
 	// URL is the MCP endpoint, Base the server's root URL.
 	URL, Base string
-
-	mu   sync.Mutex
-	logs bytes.Buffer // the process's stderr (JSON log records)
-
-	exited  chan struct{} // closed once the process is reaped
-	waitErr error
 }
 
 // startDaemon starts mcptaskd on a free loopback port with the SQLite file
@@ -86,115 +72,46 @@ func spawnDaemon(t testing.TB, name string, args ...string) (await func() *daemo
 	// limits are off unless a test's own flags (which come later, and
 	// win) set them.
 	args = append([]string{"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0", "-max-poll-interval", "0"}, args...)
-	cmd := exec.Command(daemonBin, args...)
-	cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")
-	stderr, err := cmd.StderrPipe()
+	p, err := proctest.Start(proctest.Config{Path: daemonBin, Args: args, Env: append(os.Environ(), "GORACE=halt_on_error=1")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{t: t, cmd: cmd, name: name, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	var readers sync.WaitGroup
-	readers.Go(func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	})
-	readers.Go(func() {
-		r := bufio.NewReaderSize(stderr, 1<<16)
-		for {
-			line, err := r.ReadBytes('\n')
-			d.mu.Lock()
-			d.logs.Write(line)
-			d.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	})
-	go func() {
-		readers.Wait() // Wait closes the pipes: read them to the end first
-		d.waitErr = cmd.Wait()
-		close(d.exited)
-	}()
+	d := &daemon{Process: p, t: t, name: name}
 	t.Cleanup(func() {
-		if d.running() {
-			d.cmd.Process.Kill()
-			<-d.exited
-		}
+		d.Kill()
 		if t.Failed() {
 			t.Logf("--- log of %s ---\n%s", d.name, d.Logs())
 		}
 	})
 	return func() *daemon {
 		t.Helper()
-		select {
-		case d.URL = <-urls:
-		case <-d.exited:
-			t.Fatalf("%s exited before listening: %v\n%s", name, d.waitErr, d.Logs())
-		case <-time.After(60 * time.Second):
+		var err error
+		d.URL, err = d.WaitListening(context.Background(), 60*time.Second)
+		switch {
+		case errors.Is(err, proctest.ErrExited):
+			t.Fatalf("%s exited before listening: %v\n%s", name, d.Err(), d.Logs())
+		case err != nil:
 			t.Fatalf("%s did not start listening within 60s\n%s", name, d.Logs())
 		}
 		d.Base = strings.TrimSuffix(d.URL, "/mcp")
-		waitUntil(t, 30*time.Second, name+" healthz OK", func() (bool, error) {
-			resp, err := http.Get(d.Base + "/healthz")
-			if err != nil {
-				return false, nil
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, nil
-		})
+		if err := proctest.WaitHTTPOK(context.Background(), d.Base+"/healthz", 30*time.Second); err != nil {
+			t.Fatalf("timed out after %v waiting for %s healthz OK", 30*time.Second, name)
+		}
 		return d
 	}
 }
 
-func (d *daemon) running() bool {
-	select {
-	case <-d.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// Logs returns what the process has logged so far.
-func (d *daemon) Logs() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.String()
-}
-
-// LogRecords returns the log records whose msg is msg.
-func (d *daemon) LogRecords(msg string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(d.Logs(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
+func (d *daemon) running() bool { return d.Running() }
 
 // signal sends sig and waits (up to timeout) for the process to exit.
 func (d *daemon) signal(sig os.Signal, timeout time.Duration) error {
 	d.t.Helper()
-	if err := d.cmd.Process.Signal(sig); err != nil {
+	if err := d.Signal(sig); err != nil {
 		d.t.Fatalf("signalling %s: %v", d.name, err)
 	}
 	select {
-	case <-d.exited:
-		return d.waitErr
+	case <-d.Exited():
+		return d.Err()
 	case <-time.After(timeout):
 		d.t.Fatalf("%s did not exit within %v of %v\n%s", d.name, timeout, sig, d.Logs())
 		return nil

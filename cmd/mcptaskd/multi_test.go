@@ -235,7 +235,7 @@ func TestMultiInstance(t *testing.T) {
 			k, _ := strconv.Atoi(m[1])
 			return k >= 3
 		})
-		pid := i1.cmd.Process.Pid
+		pid := i1.Pid()
 		busy0, measurable := cpuTime(pid)
 		time.Sleep(300 * time.Millisecond) // a measurement window, not synchronization
 		busy1, _ := cpuTime(pid)

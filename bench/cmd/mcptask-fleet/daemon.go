@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,9 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,15 +16,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mcptask/mcptask/internal/proctest"
 )
 
 // buildDaemon builds cmd/mcptaskd into dir and returns the binary's path.
 // It must run inside the mcptask module (e.g. from the repository).
 func buildDaemon(ctx context.Context, dir string, stderr io.Writer) (string, error) {
 	bin := filepath.Join(dir, "mcptaskd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/mcptask/mcptask/cmd/mcptaskd")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
+	if err := proctest.Build(ctx, bin, "github.com/mcptask/mcptask/cmd/mcptaskd", false, stderr); err != nil {
 		return "", fmt.Errorf("building mcptaskd (run from the mcptask module, or give -mcptaskd): %w", err)
 	}
 	return bin, nil
@@ -43,15 +39,12 @@ type logRecord struct {
 
 // daemon is one running mcptaskd process.
 type daemon struct {
+	p    *proctest.Process // its Logs keep the first MiB of stderr, for errors
 	name string
-	cmd  *exec.Cmd
 	URL  string
 
 	mu      sync.Mutex
 	records []logRecord
-	raw     bytes.Buffer // its stderr, for errors
-
-	exited chan struct{}
 }
 
 // startDaemon starts mcptaskd (bin) on a free loopback port with args
@@ -61,88 +54,38 @@ func startDaemon(ctx context.Context, bin, name string, args ...string) (*daemon
 	// limits would measure themselves, not the store.
 	args = append([]string{"-addr", "127.0.0.1:0", "-log-format", "json", "-audit-log", "off",
 		"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0"}, args...)
-	cmd := exec.Command(bin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	d := &daemon{name: name, cmd: cmd, exited: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	urls := make(chan string, 1)
-	var readers sync.WaitGroup
-	readers.Go(func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				urls <- u
-			}
-		}
-	})
-	readers.Go(func() {
-		r := bufio.NewReaderSize(stderr, 1<<16)
-		for {
-			line, err := r.ReadBytes('\n')
-			var rec logRecord
-			if json.Unmarshal(line, &rec) == nil {
-				d.mu.Lock()
-				d.records = append(d.records, rec)
-				d.mu.Unlock()
-			}
+	d := &daemon{name: name}
+	p, err := proctest.Start(proctest.Config{Path: bin, Args: args, MaxLog: 1 << 20, OnLog: func(line []byte) {
+		var rec logRecord
+		if json.Unmarshal(line, &rec) == nil {
 			d.mu.Lock()
-			if d.raw.Len() < 1<<20 {
-				d.raw.Write(line)
-			}
+			d.records = append(d.records, rec)
 			d.mu.Unlock()
-			if err != nil {
-				return
-			}
 		}
-	})
-	go func() {
-		readers.Wait()
-		cmd.Wait()
-		close(d.exited)
-	}()
-	select {
-	case d.URL = <-urls:
-	case <-d.exited:
+	}})
+	if err != nil {
+		return nil, err
+	}
+	d.p = p
+	d.URL, err = p.WaitListening(ctx, 60*time.Second)
+	switch {
+	case errors.Is(err, proctest.ErrExited):
 		return nil, fmt.Errorf("%s exited before listening:\n%s", name, d.log())
-	case <-time.After(60 * time.Second):
+	case errors.Is(err, proctest.ErrTimeout):
 		d.kill()
 		return nil, fmt.Errorf("%s did not listen within 60s:\n%s", name, d.log())
-	case <-ctx.Done():
+	case err != nil:
 		d.kill()
-		return nil, ctx.Err()
+		return nil, err
 	}
-	health := strings.TrimSuffix(d.URL, "/mcp") + "/healthz"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(health)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			d.kill()
-			return nil, fmt.Errorf("%s: /healthz not OK within 30s:\n%s", name, d.log())
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
+	if err := proctest.WaitHTTPOK(ctx, strings.TrimSuffix(d.URL, "/mcp")+"/healthz", 30*time.Second); err != nil {
+		d.kill()
+		return nil, fmt.Errorf("%s: /healthz not OK within 30s:\n%s", name, d.log())
 	}
+	return d, nil
 }
 
-func (d *daemon) log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.raw.String()
-}
+func (d *daemon) log() string { return d.p.Logs() }
 
 // find returns the first record with message msg about task id.
 func (d *daemon) find(msg, id string) (logRecord, bool) {
@@ -157,16 +100,13 @@ func (d *daemon) find(msg, id string) (logRecord, bool) {
 }
 
 // kill kills the process with SIGKILL and waits until it is reaped.
-func (d *daemon) kill() {
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.exited
-}
+func (d *daemon) kill() { d.p.Kill() }
 
 // stop stops the process gracefully (SIGTERM), or kills it after timeout.
 func (d *daemon) stop(timeout time.Duration) {
-	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.p.Signal(syscall.SIGTERM)
 	select {
-	case <-d.exited:
+	case <-d.p.Exited():
 	case <-time.After(timeout):
 		d.kill()
 	}

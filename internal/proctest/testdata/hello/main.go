@@ -1,0 +1,6 @@
+// Command hello is built by proctest's test of Build.
+package main
+
+import "fmt"
+
+func main() { fmt.Println("hello") }
