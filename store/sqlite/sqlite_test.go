@@ -42,12 +42,8 @@ func TestStore(t *testing.T) {
 
 var now = time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC)
 
-func newTask(owner string, created time.Time) *task.Task {
-	tk := task.New(task.Policy{}, owner, "echo", nil, created)
-	tk.Wire = "2026-07-28"
-	tk.Request = json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`)
-	return tk
-}
+// newTask is the suite's task (see storetest.NewTask).
+var newTask = storetest.NewTask
 
 // TestReopen checks restart durability: everything committed before Close
 // is there after Open, and cursors issued before stay valid.
@@ -585,66 +581,10 @@ func benchStore(b *testing.B) *Store {
 	return openTest(b, filepath.Join(b.TempDir(), "tasks.db"))
 }
 
-func BenchmarkCreate(b *testing.B) {
-	s := benchStore(b)
-	ctx := context.Background()
-	for b.Loop() {
-		if err := s.Create(ctx, newTask("alice", now)); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkCreateParallel(b *testing.B) {
-	s := benchStore(b)
-	ctx := context.Background()
-	b.SetParallelism(16) // many more callers than CPUs, as in a busy server
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.Create(ctx, newTask("alice", now)); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-}
-
-func BenchmarkGet(b *testing.B) {
-	s := benchStore(b)
-	ctx := context.Background()
-	ids := make([]task.ID, 1000)
-	for i := range ids {
-		tk := newTask("alice", now)
-		if err := tk.Complete(json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`), now); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Create(ctx, tk); err != nil {
-			b.Fatal(err)
-		}
-		ids[i] = tk.ID
-	}
-	i := 0
-	for b.Loop() {
-		if _, err := s.Get(ctx, ids[i%len(ids)]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
-
-func BenchmarkUpdate(b *testing.B) {
-	s := benchStore(b)
-	ctx := context.Background()
-	tk := newTask("alice", now)
-	if err := s.Create(ctx, tk); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if _, err := s.Update(ctx, tk.ID, func(t *task.Task) error { return t.SetStatusMessage("progress", now) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkCreate(b *testing.B)         { storetest.BenchCreate(b, benchStore(b)) }
+func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, benchStore(b)) }
+func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
+func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
 
 func TestSynchronousOption(t *testing.T) {
 	dir := t.TempDir()
