@@ -22,12 +22,23 @@
 // (mcptask.DefaultLimits with rates so high that nothing is refused) and
 // the audit trail (JSON records written nowhere): compare the ratios to the
 // plain call, which neither touches, of a run with and one without it.
+//
+// The -flood N mode measures whether a requester flooding the server
+// slows down the others: against the in-process server with the
+// per-requester limits on (mcptask.DefaultLimits; -request-rate,
+// -request-burst), N goroutines of one requester ("flooder") send tasks/get
+// as fast as they are answered (most get refused), while -c clients of
+// another requester ("victim") send tasks/get paced under the request rate
+// (-victim-rate). It prints the victim's latency and throughput without and
+// with the flood, measured in one run over -rounds rounds, their ratios,
+// and the requests of each requester served and refused.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,6 +51,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
 	"github.com/mcptask/mcptask/store/sqlite"
 )
@@ -69,6 +81,12 @@ type config struct {
 	verbose     bool
 	cpuProfile  string
 	heapProfile string
+
+	flood        int
+	requestRate  float64
+	requestBurst int
+	victimRate   float64
+	getPoolSet   bool
 }
 
 // mcptaskd's tools, used with -url when no tool is named: echo has no task
@@ -96,6 +114,7 @@ Examples:
   mcptask-load -url http://127.0.0.1:8080/mcp   # a running mcptaskd
   mcptask-load -memory               # heap at 1k..100k retained tasks
   mcptask-load -cpuprofile cpu.out   # then: go tool pprof -top cpu.out
+  mcptask-load -flood 64             # a flooding requester vs a paced one, limits on
 
 Flags:
 `
@@ -120,6 +139,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.memory, "memory", false, "memory mode: create -tasks completed tasks and measure the heap at -points (in-process server only)")
 	fs.Int64Var(&c.tasks, "tasks", 100_000, "memory mode: number of tasks to create")
 	points := fs.String("points", "1000,10000,50000,100000", "memory mode: comma-separated numbers of retained tasks at which to measure the heap (those above -tasks are dropped; -tasks is always measured)")
+	fs.IntVar(&c.flood, "flood", 0, "flood mode: `N` goroutines of one requester flood tasks/get while the -c clients of another, paced at -victim-rate, are measured without and with the flood (in-process server, limits on); 0 is off")
+	fs.Float64Var(&c.requestRate, "request-rate", mcptask.DefaultLimits.RequestRate, "flood mode: tasks/* requests per second per requester (mcptask.Limits.RequestRate; the other limits are DefaultLimits')")
+	fs.IntVar(&c.requestBurst, "request-burst", mcptask.DefaultLimits.RequestBurst, "flood mode: burst of tasks/* requests per requester (mcptask.Limits.RequestBurst)")
+	fs.Float64Var(&c.victimRate, "victim-rate", 0, "flood mode: the victim's tasks/get per second, all its clients together; 0 means 0.8 × -request-rate")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the figures as JSON instead of a table")
 	fs.BoolVar(&c.verbose, "v", false, "print each phase's figures to stderr as it ends")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to `file`")
@@ -129,6 +152,32 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(f *flag.Flag) { c.getPoolSet = c.getPoolSet || f.Name == "get-pool" })
+	if c.flood < 0 {
+		return c, errors.New("-flood must be >= 0")
+	}
+	if c.flood > 0 {
+		switch {
+		case c.url != "":
+			return c, errors.New("-flood configures the in-process server's limits and requesters: it cannot be used with -url")
+		case c.memory:
+			return c, errors.New("-flood and -memory are two modes: choose one")
+		case c.limits:
+			return c, errors.New("-flood turns limits on by itself (DefaultLimits, -request-rate, -request-burst): drop -limits")
+		case c.requestRate <= 0 || c.requestBurst < 1:
+			return c, errors.New("-flood needs -request-rate > 0 and -request-burst >= 1")
+		case c.victimRate < 0:
+			return c, errors.New("-victim-rate must be >= 0")
+		case c.getPoolSet && c.getPool > mcptask.DefaultLimits.CreateBurst:
+			return c, fmt.Errorf("-flood: -get-pool must be at most %d, the creation burst of a requester", mcptask.DefaultLimits.CreateBurst)
+		}
+		if c.victimRate == 0 {
+			c.victimRate = 0.8 * c.requestRate
+		}
+		if !c.getPoolSet {
+			c.getPool = 16
+		}
 	}
 	if c.conc < 1 || c.rounds < 1 || c.getPool < 1 || c.tasks < 1 || c.dur <= 0 && c.count <= 0 {
 		return c, errors.New("-c, -rounds, -get-pool, -tasks must be >= 1 and one of -d, -n positive")
@@ -222,6 +271,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if cfg.limits {
 			so.Limits, so.Audit = loadgen.UnrefusedLimits(), true
 		}
+		if cfg.flood > 0 {
+			so.Limits, so.Audit = floodLimits(cfg), true
+			so.RequesterHeader = loadgen.RequesterHeader
+		}
 		srv, err = loadgen.StartServer(db, so)
 		if err != nil {
 			return err
@@ -229,13 +282,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		defer func() { err = errors.Join(err, srv.Close()) }()
 		target = srv.URL
 	}
-	client, err := loadgen.NewClient(target, loadgen.ClientOptions{
+	co := loadgen.ClientOptions{
 		Conns:     cfg.conc,
 		PlainTool: cfg.plainTool,
 		PlainArgs: json.RawMessage(cfg.plainArgs),
 		TaskTool:  cfg.taskTool,
 		TaskArgs:  json.RawMessage(cfg.taskArgs),
-	})
+	}
+	if cfg.flood > 0 {
+		co.Requester = victimRequester
+	}
+	client, err := loadgen.NewClient(target, co)
 	if err != nil {
 		return err
 	}
@@ -256,6 +313,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		env.Server = "remote (loopback)"
 	}
 
+	if cfg.flood > 0 {
+		return runFlood(ctx, cfg, env, srv, client, stdout, stderr)
+	}
 	if cfg.memory {
 		return runMemory(ctx, cfg, env, srv, client, stdout, stderr)
 	}
@@ -266,7 +326,7 @@ type environment struct {
 	Server     string `json:"server"`
 	URL        string `json:"url"`
 	DB         string `json:"db,omitempty"`
-	Limits     bool   `json:"limits,omitempty"` // limits and audit trail on (-limits)
+	Limits     bool   `json:"limits,omitempty"` // limits and audit trail on (-limits, -flood)
 	Clients    int    `json:"clients"`
 	Rounds     int    `json:"rounds,omitempty"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
@@ -394,3 +454,95 @@ func runMemory(ctx context.Context, cfg config, env environment, srv *loadgen.Se
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// The requesters of the flood mode.
+const (
+	victimRequester  = "victim"
+	flooderRequester = "flooder"
+)
+
+// floodLimits are the limits of the flood mode: DefaultLimits with the
+// request rate and burst of the command line.
+func floodLimits(cfg config) mcptask.Limits {
+	l := mcptask.DefaultLimits
+	l.RequestRate, l.RequestBurst = cfg.requestRate, cfg.requestBurst
+	return l
+}
+
+func runFlood(ctx context.Context, cfg config, env environment, srv *loadgen.Server, victim *loadgen.Client, stdout, stderr io.Writer) error {
+	flooder, err := loadgen.NewClient(srv.URL, loadgen.ClientOptions{Conns: cfg.flood, Requester: flooderRequester})
+	if err != nil {
+		return err
+	}
+	defer flooder.Close()
+	fc := loadgen.FloodConfig{
+		Victim:   victim,
+		Flooder:  flooder,
+		Flooders: cfg.flood,
+		Load:     loadgen.Load{Concurrency: cfg.conc, Duration: cfg.dur, Count: cfg.count, Rate: cfg.victimRate},
+		Rounds:   cfg.rounds,
+		GetPool:  cfg.getPool,
+		Warmup:   cfg.warmup,
+		Idle:     srv.WaitIdle,
+	}
+	if cfg.count > 0 {
+		fc.Load.Duration = 0
+	}
+	if cfg.verbose {
+		fc.Progress = func(r int, phase string, s loadgen.Stats) {
+			fmt.Fprintf(stderr, "round %d %-8s %6d ops %7.1f ops/s p50 %-9v p99 %v refused %d\n", r+1, phase, s.Ops, s.Throughput, s.P50, s.P99, s.Errors)
+		}
+	}
+	res, err := loadgen.Flood(ctx, fc)
+	if err != nil {
+		return err
+	}
+	env.Rounds = cfg.rounds
+	env.Limits = true
+	lim := floodLimits(cfg)
+	if cfg.jsonOut {
+		return loadgen.WriteJSON(stdout, struct {
+			Env        environment `json:"environment"`
+			Flooders   int         `json:"flooders"`
+			VictimRate float64     `json:"victimRate"`
+			Limits     struct {
+				RequestRate  float64 `json:"requestRate"`
+				RequestBurst int     `json:"requestBurst"`
+			} `json:"limits"`
+			*loadgen.FloodResult
+		}{env, cfg.flood, cfg.victimRate, struct {
+			RequestRate  float64 `json:"requestRate"`
+			RequestBurst int     `json:"requestBurst"`
+		}{lim.RequestRate, lim.RequestBurst}, res})
+	}
+	fmt.Fprintf(stdout, "mcptask-load -flood %d: in-process server %s, %d rounds, GOMAXPROCS=%d, %s\n",
+		cfg.flood, env.URL, env.Rounds, env.GOMAXPROCS, env.GoVersion)
+	fmt.Fprintf(stdout, "limits on: tasks/* %g/s per requester (bursts of %d), audit trail on; victim: %d clients paced at %g tasks/get per second in all\n\n",
+		lim.RequestRate, lim.RequestBurst, cfg.conc, cfg.victimRate)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "victim tasks/get\tops\tops/s\tmean\tp50\tp90\tp99\tmax\trefused\t")
+	for _, r := range []struct {
+		name string
+		s    loadgen.Stats
+	}{{"without flood", res.Quiet}, {"with flood", res.Flooded}} {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, r.s.Ops, r.s.Throughput,
+			loadgen.FormatDuration(r.s.Mean), loadgen.FormatDuration(r.s.P50), loadgen.FormatDuration(r.s.P90),
+			loadgen.FormatDuration(r.s.P99), loadgen.FormatDuration(r.s.Max), r.s.Errors)
+	}
+	tw.Flush()
+	rr := res.Ratios
+	fmt.Fprintf(stdout, "\nvictim with ÷ without flood: p50 %.2f×  p99 %.2f×  ops/s %.2f×   (victim refused: %d)\n",
+		rr.P50, rr.P99, rr.Throughput, res.VictimRefused)
+	total := res.FlooderServed + res.FlooderRefused
+	pct, perSec := 0.0, 0.0
+	if total > 0 {
+		pct = 100 * float64(res.FlooderRefused) / float64(total)
+	}
+	if res.FlooderTime > 0 {
+		perSec = float64(total) / res.FlooderTime.Seconds()
+	}
+	fmt.Fprintf(stdout, "flooder (%d goroutines, %v in all): %d tasks/get, %.0f/s: served %d, refused %d (%.1f%%)\n",
+		cfg.flood, res.FlooderTime.Round(time.Millisecond), total, perSec, res.FlooderServed, res.FlooderRefused, pct)
+	fmt.Fprintln(stdout, "(latency ratios: lower is better, 1 is parity; the victim is paced, so its ops/s ratio is 1 while it keeps its pace)")
+	return nil
+}

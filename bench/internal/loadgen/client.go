@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +23,11 @@ import (
 // the CPU shared with an in-process server) goes to the client. It is safe
 // for concurrent use.
 type Client struct {
-	url  string
-	hc   *http.Client
-	tr   *http.Transport
-	bufs sync.Pool
+	url       string
+	requester string
+	hc        *http.Client
+	tr        *http.Transport
+	bufs      sync.Pool
 
 	plainBody, createBody []byte
 	plainHdr, createHdr   http.Header
@@ -44,6 +46,11 @@ type ClientOptions struct {
 	// with task support); defaults: [TaskTool], {}.
 	TaskTool string
 	TaskArgs json.RawMessage
+	// Requester, if set, is sent in the [RequesterHeader] header of every
+	// request: to a server started with [ServerOptions].RequesterHeader,
+	// the client is then the requester "loadgen:"+Requester. Empty sends
+	// no such header.
+	Requester string
 }
 
 // meta is the per-request _meta of the 2026-07-28 wire, declaring the
@@ -93,8 +100,9 @@ func NewClient(url string, o ClientOptions) (*Client, error) {
 		return conn, nil
 	}
 	c := &Client{
-		url: url,
-		tr:  tr,
+		url:       url,
+		requester: o.Requester,
+		tr:        tr,
 		hc: &http.Client{
 			Transport: tr,
 			Timeout:   time.Minute,
@@ -105,9 +113,9 @@ func NewClient(url string, o ClientOptions) (*Client, error) {
 		bufs:       sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		plainBody:  callBody(o.PlainTool, o.PlainArgs),
 		createBody: callBody(o.TaskTool, o.TaskArgs),
-		plainHdr:   header("tools/call", o.PlainTool),
-		createHdr:  header("tools/call", o.TaskTool),
 	}
+	c.plainHdr = c.header("tools/call", o.PlainTool)
+	c.createHdr = c.header("tools/call", o.TaskTool)
 	return c, nil
 }
 
@@ -117,14 +125,18 @@ func callBody(tool string, args json.RawMessage) []byte {
 		`,"arguments":` + string(args) + `,"_meta":` + meta + `}}`)
 }
 
-func header(method, name string) http.Header {
-	return http.Header{
+func (c *Client) header(method, name string) http.Header {
+	h := http.Header{
 		"Content-Type":         {"application/json"},
 		"Accept":               {"application/json, text/event-stream"},
 		"Mcp-Protocol-Version": {"2026-07-28"},
 		"Mcp-Method":           {method},
 		"Mcp-Name":             {name},
 	}
+	if c.requester != "" {
+		h.Set(RequesterHeader, c.requester)
+	}
+	return h
 }
 
 // Close closes the client's idle connections.
@@ -162,6 +174,9 @@ func (c *Client) post(ctx context.Context, body []byte, hdr http.Header, check f
 		return fmt.Errorf("no JSON-RPC message in %.300q", raw)
 	}
 	if !bytes.Contains(msg, []byte(`"result":`)) {
+		if bytes.Contains(msg, limitCode) && bytes.Contains(msg, rateLimited) {
+			return fmt.Errorf("%w: %.300s", ErrRateLimited, msg)
+		}
 		return fmt.Errorf("not a result: %.300s", msg)
 	}
 	return check(msg)
@@ -182,7 +197,13 @@ func sseData(raw []byte) []byte {
 	return last
 }
 
+// ErrRateLimited is the error of a request the server refused with
+// mcptask's CodeLimitExceeded and reason rate_limited.
+var ErrRateLimited = errors.New("refused: rate_limited")
+
 var (
+	limitCode      = []byte(`"code":` + strconv.Itoa(mcptask.CodeLimitExceeded))
+	rateLimited    = []byte(`"reason":"` + mcptask.ReasonRateLimited + `"`)
 	resultTask     = []byte(`"resultType":"task"`)
 	resultComplete = []byte(`"resultType":"complete"`)
 	isError        = []byte(`"isError":true`)
@@ -227,7 +248,7 @@ func (c *Client) Get(ctx context.Context, id string) (string, error) {
 	}
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":` + string(quoted) + `,"_meta":` + meta + `}}`)
 	var status string
-	err = c.post(ctx, body, header("tasks/get", id), func(msg []byte) error {
+	err = c.post(ctx, body, c.header("tasks/get", id), func(msg []byte) error {
 		if !bytes.Contains(msg, resultComplete) {
 			return fmt.Errorf("tasks/get: unexpected answer %.300s", msg)
 		}

@@ -24,6 +24,12 @@ type Load struct {
 	// Count bounds the number of operations; zero means no count bound.
 	// With neither bound, Run does one operation per caller.
 	Count int64
+	// Rate, if positive, paces the callers: together they start at most
+	// Rate operations per second, each caller one every
+	// Concurrency ÷ Rate seconds (staggered), or at once when its previous
+	// operation took longer (no catching up). The latency is measured from
+	// the start of the operation, not from its slot. Zero means no pacing.
+	Rate float64
 }
 
 // Stats are the figures of one run.
@@ -69,7 +75,22 @@ func Run(ctx context.Context, l Load, op Op) Stats {
 		go func() {
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 1024)
+			var every time.Duration
+			var next time.Time
+			if l.Rate > 0 {
+				every = time.Duration(float64(c) / l.Rate * float64(time.Second))
+				next = start.Add(every * time.Duration(w) / time.Duration(c))
+			}
 			for runCtx.Err() == nil {
+				if every > 0 {
+					if !deadline.IsZero() && !next.Before(deadline) {
+						break
+					}
+					if !sleepUntil(runCtx, next) {
+						break
+					}
+					next = next.Add(every)
+				}
 				if l.Count > 0 && claimed.Add(1) > l.Count {
 					break
 				}
@@ -88,6 +109,9 @@ func Run(ctx context.Context, l Load, op Op) Stats {
 				if !deadline.IsZero() && !t1.Before(deadline) {
 					break
 				}
+				if every > 0 && next.Before(t1) {
+					next = t1 // behind its pace: no burst to catch up
+				}
 			}
 			per[w] = lat
 		}()
@@ -104,6 +128,22 @@ func Run(ctx context.Context, l Load, op Op) Stats {
 		s.Throughput = float64(s.Ops) / elapsed.Seconds()
 	}
 	return s
+}
+
+// sleepUntil waits until t, or returns false when ctx is done first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
 }
 
 // Merge computes the latency figures of the given latencies (Elapsed,

@@ -64,6 +64,42 @@ type ServerOptions struct {
 	// are formatted by a slog JSON handler that writes to io.Discard, so
 	// building and formatting them is measured but nothing is written.
 	Audit bool
+	// RequesterHeader, if set, names an HTTP request header (see
+	// [RequesterHeader]) that chooses the requester of a request
+	// (mcptask.Options.Owner): "loadgen:" and its value, so that clients
+	// can act as distinct requesters without bearer authentication. A
+	// request without the header is the requester mcptask would choose
+	// (the bearer token's user, else the anonymous requester). Empty
+	// leaves mcptask's default unchanged.
+	RequesterHeader string
+}
+
+// RequesterHeader is the header [ClientOptions].Requester sends, which
+// a server started with [ServerOptions].RequesterHeader set to it reads.
+const RequesterHeader = "X-Loadgen-Requester"
+
+// RequesterPrefix starts the owner of a requester named by
+// [ServerOptions].RequesterHeader.
+const RequesterPrefix = "loadgen:"
+
+// headerOwner returns the mcptask.Options.Owner that reads the requester
+// from the header h.
+func headerOwner(h string) func(context.Context, mcp.Request) string {
+	return func(_ context.Context, req mcp.Request) string {
+		extra := req.GetExtra()
+		if extra == nil {
+			return task.AnonymousPrefix
+		}
+		if v := extra.Header.Get(h); v != "" {
+			return RequesterPrefix + v
+		}
+		if extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
+			return "user:" + extra.TokenInfo.UserID
+		}
+		// The server is stateless and speaks the 2026-07-28 wire, where
+		// mcptask's default anonymous requester is not session-scoped.
+		return task.AnonymousPrefix
+	}
 }
 
 // UnrefusedLimits returns [mcptask.DefaultLimits] with rates and bursts so
@@ -106,7 +142,11 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: quiet, Limits: opts.Limits})
+	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits}
+	if opts.RequesterHeader != "" {
+		mo.Owner = headerOwner(opts.RequesterHeader)
+	}
+	ts, err := mcptask.New(srv, eng, mo)
 	if err != nil {
 		st.Close()
 		return nil, err
