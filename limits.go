@@ -167,11 +167,6 @@ func (s *Server) auditDenied(ctx context.Context, method string, id task.ID, err
 // outcome.
 func (s *Server) auditOutcome(ctx context.Context, method string, t *task.Task) {
 	if t.Status == task.Completed || t.Status == task.Failed {
-		s.eng.Audit().ResultRetrieved(ctx, s.requesterOf(ctx), auditTask(t), string(t.Status), method)
+		s.eng.Audit().ResultRetrieved(ctx, s.requesterOf(ctx), audit.TaskOf(t), string(t.Status), method)
 	}
-}
-
-// auditTask names t in the audit trail.
-func auditTask(t *task.Task) audit.Task {
-	return audit.Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner}
 }

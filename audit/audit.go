@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcptask/mcptask/task"
 )
 
 // Message is the message of every audit record.
@@ -124,6 +126,11 @@ type Task struct {
 	ID    string
 	Tool  string
 	Owner string
+}
+
+// TaskOf names t in a record.
+func TaskOf(t *task.Task) Task {
+	return Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner}
 }
 
 func (a *Logger) write(ctx context.Context, event string, attrs ...slog.Attr) {

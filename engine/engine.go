@@ -301,7 +301,7 @@ func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
 		return nil, fmt.Errorf("engine: the task with this idempotency key has expired and is about to be deleted; retry with another key")
 	}
 	e.log.Info("task reused by an idempotent retry", "task", t.ID, "tool", t.Tool, "owner", t.Owner)
-	e.opts.Audit.Reused(context.Background(), auditTask(t))
+	e.opts.Audit.Reused(context.Background(), audit.TaskOf(t))
 	return t, nil
 }
 
@@ -339,7 +339,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 	}
 	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
-	e.opts.Audit.Created(parent, auditTask(t), t.Wire, t.TTL)
+	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
 	e.launch(context.WithoutCancel(parent), t, work)
 	return t.Clone(), nil
 }
@@ -452,11 +452,6 @@ func (e *Engine) denied(t *task.Task, owner string, now time.Time) error {
 	return nil
 }
 
-// auditTask names t in the audit trail.
-func auditTask(t *task.Task) audit.Task {
-	return audit.Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner}
-}
-
 // Audit returns the engine's audit trail (see Options.Audit); it may be
 // nil, which writes nothing.
 func (e *Engine) Audit() *audit.Logger { return e.opts.Audit }
@@ -510,7 +505,7 @@ func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Ta
 		r.cancel(context.Canceled)
 	}
 	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool)
-	e.opts.Audit.Cancelled(ctx, owner, auditTask(t))
+	e.opts.Audit.Cancelled(ctx, owner, audit.TaskOf(t))
 	return t, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -59,7 +60,7 @@ func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) erro
 			if t.Error != nil {
 				code = t.Error.Code
 			}
-			e.opts.Audit.StatusChanged(ctx, auditTask(t), string(from), string(t.Status), code)
+			e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), code)
 		}
 	}
 	return t, err
