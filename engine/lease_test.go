@@ -171,6 +171,24 @@ func untilCancelled() (work engine.Runner, started <-chan struct{}, stopped <-ch
 	}, st, sp
 }
 
+// cancelAndAwait cancels the task id through engine b and waits up to
+// timeout for its work (running on another engine) to stop with
+// context.Canceled; failing that, it fails the test with msg.
+func cancelAndAwait(t *testing.T, b *engine.Engine, id task.ID, stopped <-chan error, timeout time.Duration, msg string) {
+	t.Helper()
+	if got, err := b.Cancel(t.Context(), "", id); err != nil || got.Status != task.Cancelled {
+		t.Fatalf("Cancel through B = %+v, %v", got, err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("work stopped with %v", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal(msg)
+	}
+}
+
 // TestCancelReachesAnotherEngine: a task cancelled through engine B stops
 // the work running on engine A (by the heartbeat's polling: SQLite has no
 // change feed).
@@ -196,17 +214,7 @@ func testCancelAcross(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	<-started
-	if got, err := b.Cancel(ctx, "", tk.ID); err != nil || got.Status != task.Cancelled {
-		t.Fatalf("Cancel through B = %+v, %v", got, err)
-	}
-	select {
-	case err := <-stopped:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("work stopped with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the work on engine A never saw the cancellation")
-	}
+	cancelAndAwait(t, b, tk.ID, stopped, 20*time.Second, "the work on engine A never saw the cancellation")
 	if got, _ := a.Get(ctx, "", tk.ID); got.Status != task.Cancelled {
 		t.Errorf("status = %s", got.Status)
 	}
@@ -339,15 +347,5 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 	}
 	// The feed waits a second before reconnecting: this cancellation is
 	// most likely made while A is not listening.
-	if got, err := b.Cancel(ctx, "", tk.ID); err != nil || got.Status != task.Cancelled {
-		t.Fatalf("Cancel through B = %+v, %v", got, err)
-	}
-	select {
-	case err := <-stopped:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("work stopped with %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the work on engine A never saw the cancellation made while its feed was down")
-	}
+	cancelAndAwait(t, b, tk.ID, stopped, 30*time.Second, "the work on engine A never saw the cancellation made while its feed was down")
 }

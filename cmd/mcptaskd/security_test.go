@@ -58,6 +58,21 @@ func TestSecurity(t *testing.T) {
 	quick := map[string]any{"n": secretN, "steps": 1, "step_delay_ms": 0}
 	deploy := map[string]any{"service": secretService, "build_steps": 1, "step_delay_ms": 0}
 	isInput := func(tk *wiretest.Task) bool { return tk.Status == "input_required" || terminal(tk) }
+	// victims26 starts alice's three tasks over the 2026-07-28 wire: a
+	// deploy waiting for input (the key and JSON of its input requests are
+	// returned too), a running task, and one completed (returned as done).
+	victims26 := func(t *testing.T) (vDeploy, vRun, vDone, key string, inputBefore []byte, done *wiretest.Task) {
+		t.Helper()
+		vDeploy = alice.start26(t, "deploy_with_confirmation", deploy, nil)
+		vRun = alice.start26(t, "long_computation", running, nil)
+		vDone = alice.start26(t, "long_computation", quick, nil)
+		victim(vDeploy, vRun, vDone)
+		dtk := alice.wait26(t, vDeploy, "input_required", isInput)
+		key = elicitKey(t, dtk, secretService)
+		inputBefore, _ = json.Marshal(dtk.InputRequests)
+		done = alice.wait26(t, vDone, "terminal", terminal)
+		return
+	}
 
 	t.Run("2025-11-25 wire: another principal's task answers exactly like an unknown one", func(t *testing.T) {
 		vs := alice.open25(t)
@@ -169,14 +184,7 @@ func TestSecurity(t *testing.T) {
 	})
 
 	t.Run("2026-07-28 wire: another principal's task answers exactly like an unknown one", func(t *testing.T) {
-		vDeploy := alice.start26(t, "deploy_with_confirmation", deploy, nil)
-		vRun := alice.start26(t, "long_computation", running, nil)
-		vDone := alice.start26(t, "long_computation", quick, nil)
-		victim(vDeploy, vRun, vDone)
-		dtk := alice.wait26(t, vDeploy, "input_required", isInput)
-		key := elicitKey(t, dtk, secretService)
-		inputBefore, _ := json.Marshal(dtk.InputRequests)
-		done := alice.wait26(t, vDone, "terminal", terminal)
+		vDeploy, vRun, vDone, key, inputBefore, done := victims26(t)
 		if r := resultOf(t, done); r.text() != secretDone {
 			t.Fatalf("alice's result %q", r.text())
 		}
@@ -374,14 +382,7 @@ func TestSecurity(t *testing.T) {
 		related := func(id string) map[string]any {
 			return map[string]any{"io.modelcontextprotocol/related-task": map[string]any{"taskId": id}}
 		}
-		vDeploy := alice.start26(t, "deploy_with_confirmation", deploy, nil)
-		vRun := alice.start26(t, "long_computation", running, nil)
-		vDone := alice.start26(t, "long_computation", quick, nil)
-		victim(vDeploy, vRun, vDone)
-		dtk := alice.wait26(t, vDeploy, "input_required", isInput)
-		key := elicitKey(t, dtk, secretService)
-		inputBefore, _ := json.Marshal(dtk.InputRequests)
-		done := alice.wait26(t, vDone, "terminal", terminal)
+		vDeploy, vRun, vDone, key, inputBefore, done := victims26(t)
 		victims := []string{vDeploy, vRun, vDone}
 		// expectErr checks that r is an error (and nothing else) of code.
 		expectErr := func(what string, r *rpcResp, code int64) {
