@@ -133,7 +133,7 @@ func (s *Server) startTask(ctx context.Context, next mcp.MethodHandler, method s
 // toolWork returns the work of a task: the tool call through the rest of
 // the server's handler chain, with its result or error translated for the
 // store.
-func toolWork(next mcp.MethodHandler, method string, req mcp.Request) engine.Runner {
+func toolWork(next mcp.MethodHandler, method string, req mcp.Request) engine.Work {
 	return func(ctx context.Context) (json.RawMessage, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {

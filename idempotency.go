@@ -3,18 +3,15 @@ package mcptask
 import (
 	"fmt"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// Keys of a tools/call's _meta that carry a client-chosen idempotency key:
-// a retried call with the same key (from the same requester) returns the
-// task the first call created instead of starting the work again.
+// Keys of a tools/call's _meta that carry a client-chosen idempotency key
+// (declared in package wire).
 const (
-	// MetaIdempotencyKey is mcptask's key: a string.
-	MetaIdempotencyKey = "io.mcptask/idempotency-key"
-	// MetaSEP1686Task is the SEP-1686 draft's client-generated task
-	// metadata, {"taskId": "..."}; its taskId is taken as the key.
-	MetaSEP1686Task = "modelcontextprotocol.io/task"
+	MetaIdempotencyKey = wire.MetaIdempotencyKey
+	MetaSEP1686Task    = wire.MetaSEP1686Task
 )
 
 // maxIdempotencyKey bounds the length of an idempotency key.

@@ -86,7 +86,7 @@ func (s *Server) tasksUpdate(ctx context.Context, _ *mcp.ServerSession, p *ext20
 		return nil, err
 	}
 	_, ignored, err := s.eng.Respond(ctx, owner, id, p.InputResponses)
-	var term *engine.ErrTerminal
+	var term *engine.TerminalError
 	if errors.As(err, &term) {
 		// The task needs no input any more (it ended, possibly just after
 		// the client's last answer): the answers are ignored, as answers
@@ -114,7 +114,7 @@ func (s *Server) tasksCancel(ctx context.Context, _ *mcp.ServerSession, p *ext20
 		return nil, err
 	}
 	_, err = s.eng.Cancel(ctx, owner, id)
-	var term *engine.ErrTerminal
+	var term *engine.TerminalError
 	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op here
 		return nil, s.rpcError(ctx, methodCancel, id, err)
 	}
@@ -146,7 +146,7 @@ func (s *Server) tasksList(ctx context.Context, _ *mcp.ServerSession, p *v1.List
 // the reason, is answered as an unknown task; the audit trail gets the
 // reason.
 func (s *Server) rpcError(ctx context.Context, method string, id task.ID, err error) error {
-	var term *engine.ErrTerminal
+	var term *engine.TerminalError
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		s.auditDenied(ctx, method, id, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,11 +16,11 @@ import (
 // metaRerun marks an in-process re-run of a task's tool call. Its value is
 // "<nonce>:<taskID>"; the nonce is secret to the process, so a client cannot
 // forge a re-run.
-const metaRerun = "dev.mcptask/rerun"
+const metaRerun = wire.MetaRerun
 
 // recoverTask is the engine's recovery policy: a task of a tool declared
 // Rerunnable is run again; any other task is failed by the engine.
-func (s *Server) recoverTask(_ context.Context, t *task.Task) engine.Runner {
+func (s *Server) recoverTask(_ context.Context, t *task.Task) engine.Work {
 	if !s.toolOptions(t.Tool).Rerunnable || len(t.Request) == 0 {
 		return nil
 	}

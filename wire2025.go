@@ -143,7 +143,7 @@ func (s *Server) cancel2025(ctx context.Context, rawID string) (mcp.Result, erro
 		return nil, err
 	}
 	t, err := s.eng.Cancel(ctx, s.requesterOf(ctx), id)
-	var term *engine.ErrTerminal
+	var term *engine.TerminalError
 	if errors.As(err, &term) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("cannot cancel task %q: it is already %s", id, term.Status)}
 	}
@@ -272,7 +272,7 @@ func (s *Server) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner 
 		return
 	}
 	if _, _, err := s.eng.Respond(context.WithoutCancel(ctx), owner, id, map[string]json.RawMessage{key: b}); err != nil {
-		var term *engine.ErrTerminal
+		var term *engine.TerminalError
 		if !errors.As(err, &term) {
 			s.log.Warn("delivering a task's input", "task", id, "key", key, "err", err)
 		}

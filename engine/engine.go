@@ -15,11 +15,11 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// Runner is the work of one task. It returns the task's JSON result, or an
+// Work is the work of one task. It returns the task's JSON result, or an
 // error: a *task.Error is stored as the task's JSON-RPC error as it is; any
 // other error becomes an internal error (-32603). Its context is cancelled
 // when the task is cancelled or the engine shuts down.
-type Runner func(ctx context.Context) (json.RawMessage, error)
+type Work func(ctx context.Context) (json.RawMessage, error)
 
 // Options configures an [Engine]. Only Store is required.
 type Options struct {
@@ -50,7 +50,7 @@ type Options struct {
 	// the task, or nil to fail it with an "outcome unknown" error. A nil
 	// Recover fails every such task: a tool with side effects is never
 	// silently run twice.
-	Recover func(ctx context.Context, t *task.Task) Runner
+	Recover func(ctx context.Context, t *task.Task) Work
 	// Lease is how long an engine holds a task's work without renewing
 	// it. Running engines renew their leases every Lease/3; an engine that
 	// dies loses them, and another engine on the same store takes the
@@ -76,8 +76,10 @@ const DefaultMaxResultBytes = 4 << 20
 // Errors returned by engine methods.
 var (
 	// ErrNotFound means no task with that ID is visible to the requester:
-	// it does not exist, has expired, or belongs to someone else.
-	ErrNotFound = errors.New("task not found")
+	// it does not exist, has expired, or belongs to someone else. It is the
+	// store's ErrNotFound: one sentinel for "no such task" in every layer;
+	// the engine returns it as a *NotFoundError that also says why.
+	ErrNotFound = store.ErrNotFound
 	// ErrClosed means the engine is shutting down and accepts no new work.
 	ErrClosed = errors.New("engine is shut down")
 	// ErrBadCursor means a List cursor was not issued by the store.
@@ -104,10 +106,10 @@ func (e *NotFoundError) Error() string { return ErrNotFound.Error() }
 // Is makes errors.Is(err, ErrNotFound) hold.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
-// ErrTerminal is returned by operations that need a non-terminal task.
-type ErrTerminal struct{ Status task.Status }
+// TerminalError is returned by operations that need a non-terminal task.
+type TerminalError struct{ Status task.Status }
 
-func (e *ErrTerminal) Error() string {
+func (e *TerminalError) Error() string {
 	return fmt.Sprintf("task is already %s", e.Status)
 }
 
@@ -199,7 +201,7 @@ func New(opts Options) (*Engine, error) {
 
 // SetRecover sets the Recover option (see [Options]); it must be called
 // before [Engine.Run]. Adapters that can re-run work install it.
-func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Runner) {
+func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Work) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.opts.Recover = fn
@@ -309,7 +311,7 @@ func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
 // returns once the task is committed, so a following Get finds it. The
 // work's context keeps parent's values but not its cancellation: the
 // request that starts a task may end long before the work does.
-func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*task.Task, error) {
+func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task.Task, error) {
 	t := task.New(e.policy, spec.Owner, spec.Tool, spec.TTL, e.now())
 	t.Wire = spec.Wire
 	t.Request = spec.Request
@@ -346,7 +348,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Runner) (*ta
 
 // launch runs work for t in a new goroutine. The caller has already counted
 // it in e.wg.
-func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
+func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 	ctx, cancel := context.WithCancelCause(parent)
 	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
@@ -373,7 +375,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Runner) {
 var errShutdown = errors.New("engine shut down")
 
 // invoke calls work, turning a panic into an internal error.
-func (e *Engine) invoke(ctx context.Context, work Runner) (res json.RawMessage, err error) {
+func (e *Engine) invoke(ctx context.Context, work Work) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("task work panicked", "panic", p, "stack", string(debug.Stack()))
@@ -493,7 +495,7 @@ func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Ta
 		if gerr != nil {
 			return nil, gerr
 		}
-		return cur, &ErrTerminal{Status: terminal}
+		return cur, &TerminalError{Status: terminal}
 	}
 	if err != nil {
 		return nil, err
@@ -521,7 +523,7 @@ func (e *Engine) Respond(ctx context.Context, owner string, id task.ID, response
 		_, ignored, aerr = t.Answer(responses, e.now())
 		var te *task.TransitionError
 		if errors.As(aerr, &te) {
-			return &ErrTerminal{Status: t.Status}
+			return &TerminalError{Status: t.Status}
 		}
 		return aerr
 	})

@@ -138,7 +138,7 @@ func TestCancelDropsLateResult(t *testing.T) {
 	if final.Status != task.Cancelled || final.Result != nil {
 		t.Fatalf("after late result: %+v", final)
 	}
-	var term *engine.ErrTerminal
+	var term *engine.TerminalError
 	if _, err := e.Cancel(ctx, "", tk.ID); !errors.As(err, &term) || term.Status != task.Cancelled {
 		t.Fatalf("second Cancel: %v", err)
 	}
@@ -192,7 +192,7 @@ func TestShutdownResolvesByPolicy(t *testing.T) {
 		Store:         st,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		SweepInterval: -1,
-		Recover: func(_ context.Context, t *task.Task) engine.Runner {
+		Recover: func(_ context.Context, t *task.Task) engine.Work {
 			if t.Tool != "safe" {
 				return nil
 			}
@@ -250,7 +250,7 @@ func TestRerunAttemptsBounded(t *testing.T) {
 	}
 	e, err := engine.New(engine.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1,
-		Recover: func(context.Context, *task.Task) engine.Runner {
+		Recover: func(context.Context, *task.Task) engine.Work {
 			return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 		},
 	})

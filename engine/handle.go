@@ -73,7 +73,7 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		var found bool
 		_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
 			if t.Status.Terminal() {
-				return &ErrTerminal{Status: t.Status}
+				return &TerminalError{Status: t.Status}
 			}
 			answer, found = t.TakeResponse(key)
 			if !found {

@@ -68,7 +68,7 @@ func backends(t *testing.T) []backend {
 
 // sharedEngine starts a non-exclusive engine on its own store of b, as one
 // of several engines sharing a task space.
-func sharedEngine(t *testing.T, b backend, lease time.Duration, recover func(context.Context, *task.Task) engine.Runner) (*engine.Engine, store.Store) {
+func sharedEngine(t *testing.T, b backend, lease time.Duration, recover func(context.Context, *task.Task) engine.Work) (*engine.Engine, store.Store) {
 	t.Helper()
 	st := b.open(t)
 	e, err := engine.New(engine.Options{
@@ -129,7 +129,7 @@ func testTakeover(t *testing.T, be backend) {
 	st.Close()
 
 	var reruns atomic.Int32
-	e, st2 := sharedEngine(t, be, 150*time.Millisecond, func(_ context.Context, tk *task.Task) engine.Runner {
+	e, st2 := sharedEngine(t, be, 150*time.Millisecond, func(_ context.Context, tk *task.Task) engine.Work {
 		if tk.Tool != "safe" {
 			return nil
 		}
@@ -161,7 +161,7 @@ func testTakeover(t *testing.T, be backend) {
 // untilCancelled returns work that runs until its context ends, a channel
 // closed once it runs, and one that receives its context's error when it
 // stops.
-func untilCancelled() (work engine.Runner, started <-chan struct{}, stopped <-chan error) {
+func untilCancelled() (work engine.Work, started <-chan struct{}, stopped <-chan error) {
 	st, sp := make(chan struct{}), make(chan error, 1)
 	return func(ctx context.Context) (json.RawMessage, error) {
 		close(st)
@@ -230,7 +230,7 @@ func TestHandBackOnShutdown(t *testing.T) {
 
 func testHandBack(t *testing.T, b backend) {
 	ran := make(chan string, 4)
-	recover := func(_ context.Context, tk *task.Task) engine.Runner {
+	recover := func(_ context.Context, tk *task.Task) engine.Work {
 		return func(ctx context.Context) (json.RawMessage, error) {
 			ran <- "rerun"
 			return json.RawMessage(`{"content":[]}`), nil

@@ -52,7 +52,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
 		// renewed it: the work goes on.
 		return
 	}
-	var work Runner
+	var work Work
 	if e.opts.Recover != nil {
 		work = e.opts.Recover(ctx, t)
 	}
@@ -67,7 +67,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
 	now := e.now()
 	nt, err := e.write(ctx, t.ID, func(t *task.Task) error {
 		if t.Status.Terminal() {
-			return &ErrTerminal{Status: t.Status}
+			return &TerminalError{Status: t.Status}
 		}
 		if t.Runner != e.id {
 			return errLost
@@ -132,7 +132,7 @@ func (e *Engine) resolveInterrupted(r *run) {
 		now := e.now()
 		_, err := e.write(ctx, r.id, func(t *task.Task) error {
 			if t.Status.Terminal() {
-				return &ErrTerminal{Status: t.Status}
+				return &TerminalError{Status: t.Status}
 			}
 			if t.Runner != e.id {
 				return errLost

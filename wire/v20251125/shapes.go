@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -20,7 +21,7 @@ const MetaRelatedTask = "io.modelcontextprotocol/related-task"
 // MetaTaskParam is the private _meta key under which the transport edge
 // carries a tools/call request's `task` parameter across the go-sdk, which
 // drops params fields it does not know.
-const MetaTaskParam = "dev.mcptask/task-param"
+const MetaTaskParam = wire.MetaTaskParam
 
 // Task is the task object of this wire.
 type Task struct {

@@ -1,0 +1,58 @@
+// Package wire declares, once, the names both task wires share: the JSON-RPC
+// methods of tasks, the _meta keys mcptask itself defines (all under
+// [MetaPrefix]) and the SEP-1686 key it honours. The per-revision shapes live
+// in the sub-packages ext2026 (2026-07-28 extension) and v20251125
+// (2025-11-25 experimental tasks); server and client both import them from
+// here, so a name is never spelled twice.
+package wire
+
+// Methods of the tasks protocol. Which of them a wire serves is the wire's
+// business: tasks/update belongs to 2026-07-28 only, tasks/result and
+// tasks/list to 2025-11-25 only.
+const (
+	MethodToolsCall   = "tools/call"
+	MethodTasksGet    = "tasks/get"
+	MethodTasksUpdate = "tasks/update"
+	MethodTasksCancel = "tasks/cancel"
+	MethodTasksResult = "tasks/result"
+	MethodTasksList   = "tasks/list"
+	// MethodTaskStatus is the 2025-11-25 status notification.
+	MethodTaskStatus = "notifications/tasks/status"
+	// MethodElicit and MethodSample are the input requests a task may
+	// make of its client.
+	MethodElicit = "elicitation/create"
+	MethodSample = "sampling/createMessage"
+)
+
+// IsTasksMethod reports whether m is one of the tasks/* methods.
+func IsTasksMethod(m string) bool {
+	switch m {
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult, MethodTasksList:
+		return true
+	}
+	return false
+}
+
+// MetaPrefix is the prefix of every _meta key mcptask defines.
+const MetaPrefix = "io.mcptask/"
+
+// Keys of a tools/call's _meta that carry a client-chosen idempotency key:
+// a retried call with the same key (from the same requester) returns the
+// task the first call created instead of starting the work again.
+const (
+	// MetaIdempotencyKey is mcptask's key: a string.
+	MetaIdempotencyKey = MetaPrefix + "idempotency-key"
+	// MetaSEP1686Task is the SEP-1686 draft's client-generated task
+	// metadata, {"taskId": "..."}; its taskId is taken as the key.
+	MetaSEP1686Task = "modelcontextprotocol.io/task"
+)
+
+// Private _meta keys: they never leave the process that sets them.
+const (
+	// MetaTaskParam carries a 2025-11-25 tools/call's `task` parameter
+	// across the go-sdk, which drops params fields it does not know (set
+	// by the server's transport edge, removed before the handler runs).
+	MetaTaskParam = MetaPrefix + "task-param"
+	// MetaRerun marks a server's in-process re-run of a task's tool call.
+	MetaRerun = MetaPrefix + "rerun"
+)
