@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask/audit"
@@ -94,17 +93,6 @@ func newLimiters(l Limits) limiters {
 	}
 }
 
-// rateKey is the rate bucket of a requester: its own, or for anonymous
-// requesters one bucket for all, so that opening more 2025-11-25 sessions
-// (each an anonymous scope of its own for task ownership) does not buy
-// more throughput.
-func rateKey(owner string) string {
-	if strings.HasPrefix(owner, task.AnonymousPrefix) {
-		return task.AnonymousPrefix
-	}
-	return owner
-}
-
 // limitError is the error of a request refused by a limit.
 func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 	data := map[string]any{"reason": reason, "limit": limit}
@@ -118,7 +106,7 @@ func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 // allowRequest applies the tasks/* request rate to the requester of req.
 func (s *Server) allowRequest(ctx context.Context, method string, req mcp.Request) error {
 	owner := s.owner(ctx, req)
-	ok, retry := s.limits.requests.Allow(rateKey(owner), time.Now())
+	ok, retry := s.limits.requests.Allow(string(owner.RateKey()), time.Now())
 	if ok {
 		return nil
 	}
@@ -129,8 +117,8 @@ func (s *Server) allowRequest(ctx context.Context, method string, req mcp.Reques
 }
 
 // allowCreate applies the task creation rate to owner.
-func (s *Server) allowCreate(ctx context.Context, owner, tool string) error {
-	ok, retry := s.limits.creates.Allow(rateKey(owner), time.Now())
+func (s *Server) allowCreate(ctx context.Context, owner task.Owner, tool string) error {
+	ok, retry := s.limits.creates.Allow(string(owner.RateKey()), time.Now())
 	if ok {
 		return nil
 	}
@@ -141,7 +129,7 @@ func (s *Server) allowCreate(ctx context.Context, owner, tool string) error {
 }
 
 // tooManyActive is the error of a creation refused by MaxActiveTasks.
-func (s *Server) tooManyActive(ctx context.Context, owner, tool string) error {
+func (s *Server) tooManyActive(ctx context.Context, owner task.Owner, tool string) error {
 	s.eng.Audit().Limited(ctx, owner, "tools/call", tool, "active_tasks")
 	return limitError(ReasonTooManyActiveTasks, "active_tasks", fmt.Sprintf(
 		"too many unfinished tasks: at most %d per requester; wait for one to finish, or cancel one, before starting another",
@@ -150,8 +138,8 @@ func (s *Server) tooManyActive(ctx context.Context, owner, tool string) error {
 
 // pollInterval returns t with the poll interval to suggest to owner,
 // raised if owner polls t faster than suggested.
-func (s *Server) pollInterval(owner string, t *task.Task) *task.Task {
-	t.PollInterval = s.limits.polls.Interval(owner, string(t.ID), t.PollInterval, time.Now())
+func (s *Server) pollInterval(owner task.Owner, t *task.Task) *task.Task {
+	t.PollInterval = s.limits.polls.Interval(string(owner), string(t.ID), t.PollInterval, time.Now())
 	return t
 }
 

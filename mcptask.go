@@ -26,11 +26,12 @@ import (
 // Options configures a [Server]. The zero value is usable.
 type Options struct {
 	// Owner returns the requester a request acts for; tasks are bound to
-	// it and invisible to any other requester. Nil means: "user:" and the
-	// authenticated user of the request's bearer token if any, else an
-	// anonymous requester (see task.AnonymousPrefix) scoped to the
-	// request's session, if it has one.
-	Owner func(ctx context.Context, req mcp.Request) string
+	// it and invisible to any other requester. Nil means: the
+	// authenticated user of the request's bearer token if any
+	// ([task.TokenOwner]), else an anonymous requester
+	// ([task.AnonymousOwner]) scoped to the request's 2025-11-25 session,
+	// if it has one.
+	Owner func(ctx context.Context, req mcp.Request) task.Owner
 	// Logger receives the adapter's records. Nil means slog.Default().
 	Logger *slog.Logger
 	// Limits bounds what each requester may do. The zero value sets no
@@ -81,17 +82,17 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
 // owner returns the requester of req.
-func (s *Server) owner(ctx context.Context, req mcp.Request) string {
+func (s *Server) owner(ctx context.Context, req mcp.Request) task.Owner {
 	if s.opts.Owner != nil {
 		return s.opts.Owner(ctx, req)
 	}
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-		return "user:" + extra.TokenInfo.UserID
+		return task.TokenOwner(extra.TokenInfo.UserID)
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		if p := ss.InitializeParams(); p != nil && p.ProtocolVersion < ext2026.Version {
-			return task.AnonymousPrefix + ss.ID()
+			return task.AnonymousOwner(ss.ID())
 		}
 	}
-	return task.AnonymousPrefix
+	return task.AnonymousOwner("")
 }

@@ -45,7 +45,7 @@ func (s *Server) addMethods() error {
 
 // gate checks the capability and parses the task ID, in the order the 2026
 // wire requires: capability first, then the ID.
-func (s *Server) gate(ctx context.Context, method string, meta map[string]any, rawID string) (owner string, id task.ID, err error) {
+func (s *Server) gate(ctx context.Context, method string, meta map[string]any, rawID string) (owner task.Owner, id task.ID, err error) {
 	if !ext2026.Declares(meta) {
 		return "", "", ext2026.MissingCapability(method)
 	}

@@ -108,7 +108,7 @@ func (s *Server) callTool2025(ctx context.Context, next mcp.MethodHandler, metho
 
 // requesterOf returns the owner of the request stashed in ctx by the
 // middleware.
-func (s *Server) requesterOf(ctx context.Context) string {
+func (s *Server) requesterOf(ctx context.Context) task.Owner {
 	if req, ok := ctx.Value(requestKey{}).(mcp.Request); ok {
 		return s.owner(ctx, req)
 	}
@@ -234,7 +234,7 @@ func finalResult(t *task.Task) (mcp.Result, error) {
 
 // forwardInput sends one input request of a task to the client as a
 // server-to-client request tied to the task, and delivers the answer.
-func (s *Server) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner string, id task.ID, key string, raw json.RawMessage) {
+func (s *Server) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage) {
 	var req struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`

@@ -15,7 +15,6 @@ package audit
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +74,10 @@ type Logger struct {
 	limited map[limitKey]*limitState
 }
 
-type limitKey struct{ requester, limit string }
+type limitKey struct {
+	requester task.Owner
+	limit     string
+}
 
 type limitState struct {
 	last    time.Time // of the last record
@@ -91,29 +93,10 @@ func New(l *slog.Logger) *Logger {
 // Enabled reports whether records are written.
 func (a *Logger) Enabled() bool { return a != nil && a.l != nil }
 
-// Identity splits a task owner, as the mcptask adapter makes them, into
-// the attributes of a record: "user:TENANT/PRINCIPAL" gives principal and
-// tenant; "user:ID" principal ID; "anon:" and "anon:SESSION" the
-// principal "anonymous" (and session); anything else (an owner made by a
-// custom Options.Owner) is the principal as it is.
-func Identity(owner string) (principal, tenant, session string) {
-	switch {
-	case strings.HasPrefix(owner, "user:"):
-		id := strings.TrimPrefix(owner, "user:")
-		if t, p, ok := strings.Cut(id, "/"); ok {
-			return p, t, ""
-		}
-		return id, "", ""
-	case strings.HasPrefix(owner, "anon:"):
-		return "anonymous", "", strings.TrimPrefix(owner, "anon:")
-	}
-	return owner, "", ""
-}
-
 // who returns the identity attributes of owner, under the given prefix
 // ("" for the requester, "owner_" for a task's owner).
-func who(prefix, owner string) []slog.Attr {
-	p, t, s := Identity(owner)
+func who(prefix string, owner task.Owner) []slog.Attr {
+	p, t, s := owner.Identity()
 	attrs := []slog.Attr{slog.String(prefix+"principal", p), slog.String(prefix+"tenant", t)}
 	if s != "" {
 		attrs = append(attrs, slog.String(prefix+"session", s))
@@ -125,7 +108,7 @@ func who(prefix, owner string) []slog.Attr {
 type Task struct {
 	ID    string
 	Tool  string
-	Owner string
+	Owner task.Owner
 }
 
 // TaskOf names t in a record.
@@ -168,17 +151,17 @@ func (a *Logger) StatusChanged(ctx context.Context, t Task, from, to string, cod
 // which ended with status, in answer to method. The record's principal
 // and tenant are the requester's, owner_principal and owner_tenant the
 // task owner's: an auditor can check they always match.
-func (a *Logger) ResultRetrieved(ctx context.Context, requester string, t Task, status, method string) {
+func (a *Logger) ResultRetrieved(ctx context.Context, requester task.Owner, t Task, status, method string) {
 	a.write(ctx, EventResultRetrieved, append(t.actedOnBy(requester), slog.String("status", status), slog.String("method", method))...)
 }
 
 // Cancelled records that requester cancelled t.
-func (a *Logger) Cancelled(ctx context.Context, requester string, t Task) {
+func (a *Logger) Cancelled(ctx context.Context, requester task.Owner, t Task) {
 	a.write(ctx, EventCancelled, t.actedOnBy(requester)...)
 }
 
 // actedOnBy are the attributes of an action of requester on t.
-func (t Task) actedOnBy(requester string) []slog.Attr {
+func (t Task) actedOnBy(requester task.Owner) []slog.Attr {
 	attrs := append([]slog.Attr{slog.String("task", t.ID), slog.String("tool", t.Tool)}, who("", requester)...)
 	return append(attrs, who("owner_", t.Owner)...)
 }
@@ -186,7 +169,7 @@ func (t Task) actedOnBy(requester string) []slog.Attr {
 // Denied records that requester asked for the task id through op (e.g.
 // "get", "cancel") and was answered as for an unknown task. owner is the
 // task's owner when it exists ("" otherwise); tool its tool.
-func (a *Logger) Denied(ctx context.Context, requester, id, op, reason, owner, tool string) {
+func (a *Logger) Denied(ctx context.Context, requester task.Owner, id, op, reason string, owner task.Owner, tool string) {
 	attrs := append([]slog.Attr{slog.String("task", id), slog.String("op", op), slog.String("reason", reason)}, who("", requester)...)
 	if owner != "" {
 		attrs = append(attrs, slog.String("tool", tool))
@@ -201,7 +184,7 @@ func (a *Logger) Denied(ctx context.Context, requester, id, op, reason, owner, t
 // and limit, then at most one every LimitedEvery, counting in refused the
 // refusals since the previous record (method and tool are the latest
 // refused request's).
-func (a *Logger) Limited(ctx context.Context, requester, method, tool, limit string) {
+func (a *Logger) Limited(ctx context.Context, requester task.Owner, method, tool, limit string) {
 	if !a.Enabled() {
 		return
 	}

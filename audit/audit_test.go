@@ -27,22 +27,6 @@ func records(t *testing.T, buf *bytes.Buffer) []map[string]any {
 	return out
 }
 
-func TestIdentity(t *testing.T) {
-	for owner, want := range map[string][3]string{
-		"user:acme/alice":  {"alice", "acme", ""},
-		"user:/alice":      {"alice", "", ""},
-		"user:solo":        {"solo", "", ""},
-		"anon:":            {"anonymous", "", ""},
-		"anon:session-123": {"anonymous", "", "session-123"},
-		"custom-owner":     {"custom-owner", "", ""},
-	} {
-		p, tn, s := Identity(owner)
-		if [3]string{p, tn, s} != want {
-			t.Errorf("Identity(%q) = %q %q %q, want %q", owner, p, tn, s, want)
-		}
-	}
-}
-
 func TestNilLoggerWritesNothing(t *testing.T) {
 	var a *Logger
 	ctx := context.Background()

@@ -15,7 +15,7 @@
 // Every accepted token yields an [auth.TokenInfo] whose UserID is
 // [UserID](tenant, principal): "tenant/principal", where neither part may
 // contain "/", so that two different identities never share a UserID.
-// mcptask binds each task to "user:"+UserID, so a task created with one
+// mcptask binds each task to its [task.TokenOwner], so a task created with one
 // identity is invisible to every other.
 //
 // Every rejection wraps [auth.ErrInvalidToken], so the go-sdk answers

@@ -2,6 +2,8 @@ package authn
 
 import (
 	"fmt"
+
+	"github.com/mcptask/mcptask/task"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -14,13 +16,13 @@ const MaxNameLen = 256
 // principal. Both must satisfy [ValidateName] (the tenant may be empty),
 // so the result is unambiguous: [SplitUserID] recovers both parts.
 func UserID(tenant, principal string) string {
-	return tenant + "/" + principal
+	return task.UserID(tenant, principal)
 }
 
 // SplitUserID returns the tenant and principal of a UserID made by
 // [UserID]; ok is false if id has no "/".
 func SplitUserID(id string) (tenant, principal string, ok bool) {
-	return strings.Cut(id, "/")
+	return task.SplitUserID(id)
 }
 
 // ValidateName checks a principal or tenant: at most [MaxNameLen] bytes

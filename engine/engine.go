@@ -98,7 +98,8 @@ type NotFoundError struct {
 	// audit.ReasonExpired.
 	Reason string
 	// Owner and Tool are the task's, when it exists.
-	Owner, Tool string
+	Owner task.Owner
+	Tool  string
 }
 
 func (e *NotFoundError) Error() string { return ErrNotFound.Error() }
@@ -271,7 +272,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // StartSpec describes a task to create.
 type StartSpec struct {
 	// Owner binds the task to its requester.
-	Owner string
+	Owner task.Owner
 	// Tool names the tool being run.
 	Tool string
 	// Wire names the protocol revision of the creating request.
@@ -428,7 +429,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 }
 
 // visible loads a task the requester may see, or returns a *NotFoundError.
-func (e *Engine) visible(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+func (e *Engine) visible(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
 	t, err := e.store.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
@@ -444,7 +445,7 @@ func (e *Engine) visible(ctx context.Context, owner string, id task.ID) (*task.T
 
 // denied returns the *NotFoundError that hides t from the requester
 // owner, or nil if owner may see t.
-func (e *Engine) denied(t *task.Task, owner string, now time.Time) error {
+func (e *Engine) denied(t *task.Task, owner task.Owner, now time.Time) error {
 	switch {
 	case !task.MayAccess(t.Owner, owner):
 		return &NotFoundError{Reason: audit.ReasonOtherOwner, Owner: t.Owner, Tool: t.Tool}
@@ -459,12 +460,12 @@ func (e *Engine) denied(t *task.Task, owner string, now time.Time) error {
 func (e *Engine) Audit() *audit.Logger { return e.opts.Audit }
 
 // Get returns the task with the given ID if owner may see it.
-func (e *Engine) Get(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+func (e *Engine) Get(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
 	return e.visible(ctx, owner, id)
 }
 
 // update applies fn to a task the requester may see.
-func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
+func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	now := e.now()
 	t, err := e.write(ctx, id, func(t *task.Task) error {
 		if err := e.denied(t, owner, now); err != nil {
@@ -481,7 +482,7 @@ func (e *Engine) update(ctx context.Context, owner string, id task.ID, fn func(*
 // Cancel moves a task to cancelled and cancels its work's context. The task
 // is cancelled in the store before Cancel returns. Cancelling a terminal
 // task returns *ErrTerminal and the task unchanged.
-func (e *Engine) Cancel(ctx context.Context, owner string, id task.ID) (*task.Task, error) {
+func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
 	var terminal task.Status
 	t, err := e.update(ctx, owner, id, func(t *task.Task) error {
 		if t.Status.Terminal() {
@@ -517,7 +518,7 @@ var errTerminal = errors.New("terminal")
 // Answers for unknown or already answered keys are ignored and listed in
 // ignored. The task's outstanding requests are updated before Respond
 // returns, so the next Get shows them.
-func (e *Engine) Respond(ctx context.Context, owner string, id task.ID, responses map[string]json.RawMessage) (t *task.Task, ignored []string, err error) {
+func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, responses map[string]json.RawMessage) (t *task.Task, ignored []string, err error) {
 	t, err = e.update(ctx, owner, id, func(t *task.Task) error {
 		var aerr error
 		_, ignored, aerr = t.Answer(responses, e.now())
@@ -542,7 +543,7 @@ func (e *Engine) Respond(ctx context.Context, owner string, id task.ID, response
 // List returns a page of owner's tasks, newest first. Listing matches the
 // owner exactly: an anonymous requester lists only the tasks created under
 // its own anonymous scope (e.g. its session).
-func (e *Engine) List(ctx context.Context, owner, cursor string, limit int) ([]*task.Task, string, error) {
+func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
 	ts, next, err := e.store.List(ctx, owner, cursor, limit)
 	if err != nil {
 		return nil, "", err

@@ -300,7 +300,7 @@ func TestIdempotentStart(t *testing.T) {
 		id    task.ID
 	}{{"alice", first.ID}, {"bob", other.ID}} {
 		waitFor(t, "the tasks to end", func() bool {
-			g, err := e.Get(ctx, w.owner, w.id)
+			g, err := e.Get(ctx, task.Owner(w.owner), w.id)
 			return err == nil && g.Status.Terminal()
 		})
 	}

@@ -55,7 +55,7 @@ type Store interface {
 	// List returns up to limit tasks of owner, newest first, starting after
 	// the position encoded in cursor ("" for the first page). next is ""
 	// when there are no more tasks. Cursors are opaque to callers.
-	List(ctx context.Context, owner string, cursor string, limit int) (tasks []*task.Task, next string, err error)
+	List(ctx context.Context, owner task.Owner, cursor string, limit int) (tasks []*task.Task, next string, err error)
 
 	// ListActive returns every non-terminal task (working or
 	// input_required), oldest first. The engine calls it at start-up to

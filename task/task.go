@@ -14,7 +14,7 @@ type Task struct {
 	// Owner binds the task to its requester (an authenticated principal, or
 	// "" when the server runs without authentication). Every task operation
 	// checks it; another owner's task behaves exactly like an unknown one.
-	Owner string
+	Owner Owner
 	// Tool is the name of the tool whose call created the task.
 	Tool string
 	// Wire is the protocol revision of the call that created the task,
@@ -77,7 +77,7 @@ const (
 
 // New returns a fresh working task for tool, created at now, with retention
 // and polling from p.
-func New(p Policy, owner, tool string, requestedTTL *time.Duration, now time.Time) *Task {
+func New(p Policy, owner Owner, tool string, requestedTTL *time.Duration, now time.Time) *Task {
 	now = now.UTC()
 	return &Task{
 		ID:            NewID(),

@@ -129,7 +129,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	}
 	if verifier != nil {
 		// Every /mcp request needs a bearer token; its TokenInfo makes
-		// "user:TENANT/PRINCIPAL" the owner of the tasks it creates, and
+		// task.UserOwner(TENANT, PRINCIPAL) the owner of the tasks it creates, and
 		// only that owner sees them. A missing or refused token gets 401
 		// with an RFC 6750 challenge.
 		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd")(mcpHandler)

@@ -84,7 +84,7 @@ func encodeTask(t *task.Task) (*row, error) {
 		return nil, fmt.Errorf("postgres store: task %s has the unknown status %q", t.ID, t.Status)
 	}
 	for _, f := range []struct{ name, v string }{
-		{"owner", t.Owner}, {"tool", t.Tool}, {"wire", t.Wire}, {"status message", t.StatusMessage},
+		{"owner", string(t.Owner)}, {"tool", t.Tool}, {"wire", t.Wire}, {"status message", t.StatusMessage},
 		{"runner", t.Runner}, {"idempotency key", t.IdempotencyKey},
 	} {
 		if err := checkText(f.v); err != nil {
@@ -93,7 +93,7 @@ func encodeTask(t *task.Task) (*row, error) {
 	}
 	r := &row{
 		id:            string(t.ID),
-		owner:         t.Owner,
+		owner:         string(t.Owner),
 		tool:          t.Tool,
 		wire:          t.Wire,
 		status:        string(t.Status),
@@ -260,11 +260,11 @@ func scanAll(rows pgx.Rows) ([]*task.Task, error) {
 
 // makeCursor returns the cursor of the position just after t in owner's
 // listing.
-func (s *Store) makeCursor(owner string, t *task.Task) string {
+func (s *Store) makeCursor(owner task.Owner, t *task.Task) string {
 	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/postgres list cursor"}.Make(owner, t)
 }
 
 // parseCursor checks that c was issued for owner and returns its position.
-func (s *Store) parseCursor(owner, c string) (createdMS int64, id string, err error) {
+func (s *Store) parseCursor(owner task.Owner, c string) (createdMS int64, id string, err error) {
 	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/postgres list cursor"}.Parse(owner, c)
 }

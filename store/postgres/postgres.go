@@ -613,7 +613,7 @@ func (s *Store) rollback(conn *pgxpool.Conn) {
 // gives [store.ErrBadCursor]. A cursor is valid on every instance sharing
 // the schema, across restarts, and when the task it points after is
 // deleted.
-func (s *Store) List(ctx context.Context, owner string, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *Store) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed() {
 		return nil, "", ErrClosed
 	}

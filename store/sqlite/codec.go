@@ -67,7 +67,7 @@ func encodeTask(t *task.Task) (*row, error) {
 	}
 	r := &row{
 		id:             string(t.ID),
-		owner:          t.Owner,
+		owner:          string(t.Owner),
 		tool:           t.Tool,
 		wire:           t.Wire,
 		status:         string(t.Status),
@@ -213,11 +213,11 @@ func scanTask(sc scanner) (*task.Task, error) {
 
 // makeCursor returns the cursor of the position just after t in owner's
 // listing.
-func (s *Store) makeCursor(owner string, t *task.Task) string {
+func (s *Store) makeCursor(owner task.Owner, t *task.Task) string {
 	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite list cursor"}.Make(owner, t)
 }
 
 // parseCursor checks that c was issued for owner and returns its position.
-func (s *Store) parseCursor(owner, c string) (createdMS int64, id string, err error) {
+func (s *Store) parseCursor(owner task.Owner, c string) (createdMS int64, id string, err error) {
 	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite list cursor"}.Parse(owner, c)
 }

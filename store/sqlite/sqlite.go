@@ -438,7 +438,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 // Cursors are signed: one that this database did not issue for this owner
 // gives [store.ErrBadCursor]. A cursor stays valid across restarts and
 // when the task it points after is deleted.
-func (s *Store) List(ctx context.Context, owner string, cursor string, limit int) ([]*task.Task, string, error) {
+func (s *Store) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
 	if s.closed() {
 		return nil, "", ErrClosed
 	}

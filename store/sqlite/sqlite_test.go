@@ -403,7 +403,7 @@ func TestConcurrentCreate1000(t *testing.T) {
 	const n = 1000
 	tasks := make([]*task.Task, n)
 	for i := range tasks {
-		tasks[i] = newTask(fmt.Sprintf("owner-%d", i%10), now.Add(time.Duration(i)*time.Millisecond))
+		tasks[i] = newTask(task.Owner(fmt.Sprintf("owner-%d", i%10)), now.Add(time.Duration(i)*time.Millisecond))
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -423,7 +423,7 @@ func TestConcurrentCreate1000(t *testing.T) {
 	for i := range 10 {
 		cursor := ""
 		for {
-			page, next, err := s.List(t.Context(), fmt.Sprintf("owner-%d", i), cursor, 33)
+			page, next, err := s.List(t.Context(), task.Owner(fmt.Sprintf("owner-%d", i)), cursor, 33)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 // NewTask returns a working task of owner created at created, as the
 // suite makes them: tool "echo" on the 2026-07-28 wire, with a small
 // request. Backends' own tests use it too.
-func NewTask(owner string, created time.Time) *task.Task { return newTask(owner, created) }
+func NewTask(owner task.Owner, created time.Time) *task.Task { return newTask(owner, created) }
 
 // The benchmarks every backend runs, from Benchmark functions of its own
 // tests that give them a fresh store (e.g. BenchmarkCreate calls

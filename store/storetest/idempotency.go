@@ -204,7 +204,7 @@ func (s *suite) createIdempotencyKey(t *testing.T) {
 	checkTask(t, "task created with the key of an expired task", mustGet(t, st, again.ID), want(again))
 }
 
-func newTaskWithKey(owner, key string) *task.Task {
+func newTaskWithKey(owner task.Owner, key string) *task.Task {
 	tk := newTask(owner, base)
 	tk.IdempotencyKey = key
 	return tk
@@ -218,7 +218,7 @@ func (s *suite) createIdempotencyKeyConcurrent(t *testing.T) {
 	var alice, others []*task.Task
 	for i := range n {
 		alice = append(alice, newTaskWithKey("alice", "same"))
-		others = append(others, newTaskWithKey(fmt.Sprintf("owner-%d", i), "same"))
+		others = append(others, newTaskWithKey(task.Owner(fmt.Sprintf("owner-%d", i)), "same"))
 	}
 	var (
 		wg      sync.WaitGroup

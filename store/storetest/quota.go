@@ -40,7 +40,7 @@ func checkTooMany(t *testing.T, st store.Store, tk *task.Task, maxActive int) {
 
 // unfinished returns the tasks of owner that are not terminal, read with
 // List: a view of the store independent of the count CreateLimited makes.
-func unfinished(t *testing.T, st store.Store, owner string) []*task.Task {
+func unfinished(t *testing.T, st store.Store, owner task.Owner) []*task.Task {
 	t.Helper()
 	var out []*task.Task
 	for _, tk := range listAll(t, st, owner, 100) {
@@ -64,21 +64,21 @@ func (s *suite) createLimited(t *testing.T) {
 	for _, maxActive := range []int{0, -1} {
 		owner := fmt.Sprintf("unlimited%d", maxActive)
 		for i := range 10 {
-			mustCreateLimited(t, st, maxActive, newTask(owner, base.Add(time.Duration(i)*time.Second)))
+			mustCreateLimited(t, st, maxActive, newTask(task.Owner(owner), base.Add(time.Duration(i)*time.Second)))
 		}
-		if n := len(unfinished(t, st, owner)); n != 10 {
+		if n := len(unfinished(t, st, task.Owner(owner))); n != 10 {
 			t.Errorf("CreateLimited with quota %d: %q has %d unfinished tasks, want 10", maxActive, owner, n)
 		}
 		// (Which of ID and key a backend checks first is its own
 		// business: the task that exists has no key.)
-		plain := newTask(owner, base)
-		keyed := newTaskWithKey(owner, "k")
+		plain := newTask(task.Owner(owner), base)
+		keyed := newTaskWithKey(task.Owner(owner), "k")
 		mustCreateLimited(t, st, maxActive, plain, keyed)
 		if err := st.CreateLimited(ctx, plain, maxActive); !errors.Is(err, store.ErrExists) {
 			t.Errorf("CreateLimited with quota %d of a task that exists: err = %v, want store.ErrExists", maxActive, err)
 		}
 		var de *store.DuplicateError
-		if err := st.CreateLimited(ctx, newTaskWithKey(owner, "k"), maxActive); !errors.As(err, &de) || de.Task == nil {
+		if err := st.CreateLimited(ctx, newTaskWithKey(task.Owner(owner), "k"), maxActive); !errors.As(err, &de) || de.Task == nil {
 			t.Errorf("CreateLimited with quota %d and a used idempotency key: err = %v, want a *store.DuplicateError", maxActive, err)
 		} else {
 			checkTask(t, "DuplicateError.Task", de.Task, want(keyed))
@@ -114,11 +114,11 @@ func (s *suite) createLimited(t *testing.T) {
 	for _, owner := range []string{"bob", "ALICE", ""} {
 		var tasks []*task.Task
 		for i := range quota {
-			tasks = append(tasks, newTask(owner, base.Add(time.Duration(i)*time.Second)))
+			tasks = append(tasks, newTask(task.Owner(owner), base.Add(time.Duration(i)*time.Second)))
 		}
 		mustCreateLimited(t, st, quota, tasks...)
-		checkTooMany(t, st, newTask(owner, base), quota)
-		checkSameSet(t, fmt.Sprintf("unfinished tasks of %q", owner), unfinished(t, st, owner), tasks)
+		checkTooMany(t, st, newTask(task.Owner(owner), base), quota)
+		checkSameSet(t, fmt.Sprintf("unfinished tasks of %q", owner), unfinished(t, st, task.Owner(owner)), tasks)
 	}
 
 	// An idempotent retry at the quota is a duplicate, not a refusal,

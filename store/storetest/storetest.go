@@ -99,7 +99,7 @@ func (s *suite) store(t *testing.T) store.Store {
 var base = time.Date(2026, 7, 28, 9, 15, 30, 123_456_789, time.FixedZone("UTC+2", 2*3600))
 
 // newTask returns a working task of owner created at created.
-func newTask(owner string, created time.Time) *task.Task {
+func newTask(owner task.Owner, created time.Time) *task.Task {
 	tk := task.New(task.Policy{}, owner, "echo", nil, created)
 	tk.Wire = "2026-07-28"
 	tk.Request = json.RawMessage(`{"name":"echo","arguments":{"text":"hi"}}`)
@@ -396,7 +396,7 @@ func (s *suite) createConcurrent(t *testing.T) {
 	const n = 200
 	tasks := make([]*task.Task, n)
 	for i := range tasks {
-		tasks[i] = newTask(fmt.Sprintf("owner-%d", i%4), base.Add(time.Duration(i)*time.Millisecond))
+		tasks[i] = newTask(task.Owner(fmt.Sprintf("owner-%d", i%4)), base.Add(time.Duration(i)*time.Millisecond))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -602,7 +602,7 @@ func (s *suite) updateConcurrent(t *testing.T) {
 }
 
 // listAll pages through owner's tasks with limit, checking each page.
-func listAll(t *testing.T, st store.Store, owner string, limit int) []*task.Task {
+func listAll(t *testing.T, st store.Store, owner task.Owner, limit int) []*task.Task {
 	t.Helper()
 	var all []*task.Task
 	cursor := ""
@@ -854,7 +854,7 @@ func (s *suite) listActive(t *testing.T) {
 	for i := range 20 {
 		// Creation times out of insertion order.
 		created := base.Add(time.Duration((i*11)%20) * time.Minute)
-		tk := newTask(fmt.Sprintf("owner-%d", i%3), created)
+		tk := newTask(task.Owner(fmt.Sprintf("owner-%d", i%3)), created)
 		tk.Status = statuses[i%len(statuses)]
 		tk.Runner = "engine-old"
 		if !tk.Status.Terminal() {

@@ -84,21 +84,22 @@ const RequesterPrefix = "loadgen:"
 
 // headerOwner returns the mcptask.Options.Owner that reads the requester
 // from the header h.
-func headerOwner(h string) func(context.Context, mcp.Request) string {
-	return func(_ context.Context, req mcp.Request) string {
+func headerOwner(h string) func(context.Context, mcp.Request) task.Owner {
+	return func(_ context.Context, req mcp.Request) task.Owner {
 		extra := req.GetExtra()
 		if extra == nil {
-			return task.AnonymousPrefix
+			return task.AnonymousOwner("")
 		}
 		if v := extra.Header.Get(h); v != "" {
-			return RequesterPrefix + v
+			// A custom owner form of the load generator's own.
+			return task.Owner(RequesterPrefix + v)
 		}
 		if extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-			return "user:" + extra.TokenInfo.UserID
+			return task.TokenOwner(extra.TokenInfo.UserID)
 		}
 		// The server is stateless and speaks the 2026-07-28 wire, where
 		// mcptask's default anonymous requester is not session-scoped.
-		return task.AnonymousPrefix
+		return task.AnonymousOwner("")
 	}
 }
 

@@ -46,24 +46,24 @@ func (s Signer) mac(owner string, payload []byte) []byte {
 
 // Make returns the cursor of the position just after t in owner's listing
 // (newest first, by creation time then ID).
-func (s Signer) Make(owner string, t *task.Task) string {
+func (s Signer) Make(owner task.Owner, t *task.Task) string {
 	b := make([]byte, 0, minLen+len(t.ID))
 	b = append(b, version)
 	b = binary.BigEndian.AppendUint64(b, uint64(t.CreatedAt.UnixMilli()))
 	b = append(b, t.ID...)
-	b = append(b, s.mac(owner, b)...)
+	b = append(b, s.mac(string(owner), b)...)
 	return encoding.EncodeToString(b)
 }
 
 // Parse checks that c was issued for owner and returns its position; any
 // other string gives store.ErrBadCursor.
-func (s Signer) Parse(owner, c string) (createdMS int64, id string, err error) {
+func (s Signer) Parse(owner task.Owner, c string) (createdMS int64, id string, err error) {
 	b, err := encoding.DecodeString(c)
 	if err != nil || len(b) < minLen || b[0] != version {
 		return 0, "", store.ErrBadCursor
 	}
 	payload, mac := b[:len(b)-macLen], b[len(b)-macLen:]
-	if !hmac.Equal(mac, s.mac(owner, payload)) {
+	if !hmac.Equal(mac, s.mac(string(owner), payload)) {
 		return 0, "", store.ErrBadCursor
 	}
 	id = string(payload[9:])
