@@ -14,6 +14,7 @@ package mcptask
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 
@@ -69,11 +70,13 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if err := eng.SetRecover(s.recoverTask); err != nil {
+		return nil, fmt.Errorf("mcptask: %w", err)
+	}
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
 	srv.AddReceivingMiddleware(s.middleware)
-	eng.SetRecover(s.recoverTask)
 	eng.OnChange(s.onTaskChange)
 	return s, nil
 }

@@ -200,12 +200,24 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// SetRecover sets the Recover option (see [Options]); it must be called
-// before [Engine.Run]. Adapters that can re-run work install it.
-func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Work) {
+// SetRecover sets the Recover option (see [Options]) of an engine created
+// without one: the adapter that owns the engine's tools (package mcptask)
+// installs its policy this way. It is an error to call it after
+// [Engine.Run], or on an engine that already has a policy: an engine's
+// recovery policy is set once and never silently replaced.
+func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Work) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	switch {
+	case e.started:
+		return errors.New("engine: SetRecover after Run: the recovery policy must be set before the engine starts")
+	case e.opts.Recover != nil:
+		return errors.New("engine: the engine already has a recovery policy (Options.Recover, or another server on this engine)")
+	case fn == nil:
+		return errors.New("engine: SetRecover(nil)")
+	}
 	e.opts.Recover = fn
+	return nil
 }
 
 // Attach returns a context for work of the task with the given ID that runs
