@@ -2,7 +2,6 @@ package mcptask_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -10,16 +9,18 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Turn an ordinary go-sdk tool into a task-capable one, serve it, and call it
-// as a 2026-07-28 client that declares the tasks extension.
+// Turn an ordinary go-sdk tool into a task-capable one, serve it, and call
+// it with the mcptask client, which gets a task handle at once and waits
+// for the task's result.
 func ExampleAddTool() {
 	dir, _ := os.MkdirTemp("", "mcptask-example")
 	defer os.RemoveAll(dir)
@@ -30,7 +31,7 @@ func ExampleAddTool() {
 	defer st.Close()
 	eng, _ := engine.New(engine.Options{Store: st, Logger: discard})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "example", Version: "1"}, &mcp.ServerOptions{Logger: discard})
-	ts, _ := mcptask.New(srv, eng, nil)
+	ts, _ := mcptask.New(srv, eng, &mcptask.Options{Logger: discard})
 
 	type args struct {
 		Name string `json:"name"`
@@ -43,24 +44,32 @@ func ExampleAddTool() {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "Hello, " + in.Name + "!"}}}, nil, nil
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
 
-	if err := eng.Run(context.Background()); err != nil {
+	ctx := context.Background()
+	if err := ts.Start(ctx); err != nil { // recovers unfinished tasks, runs the engine
 		log.Fatal(err)
 	}
-	defer eng.Shutdown(context.Background())
+	defer ts.Close(ctx)
 	hs := httptest.NewServer(ts.Handler(nil))
 	defer hs.Close()
 
-	c := &wiretest.Client{URL: hs.URL, Tasks: true}
-	ctx := context.Background()
-	handle, _ := c.CallTool(ctx, "greet_slowly", map[string]any{"name": "gopher"})
-	fmt.Println("answer:", handle.ResultType)
-	done, _ := c.WaitFor(ctx, handle.TaskID, wiretest.Terminal)
-	var res mcp.CallToolResult
-	_ = json.Unmarshal(done.Result, &res)
-	fmt.Println(done.Status+":", res.Content[0].(*mcp.TextContent).Text)
+	c, err := client.Dial(ctx, hs.URL, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	call, err := c.CallTool(ctx, "greet_slowly", map[string]any{"name": "gopher"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("wire:", c.Wire(), "task:", call.Task != nil)
+	res, err := c.Wait(ctx, call.Task.ID, &client.WaitOptions{Deadline: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Content[0].(*mcp.TextContent).Text)
 	// Output:
-	// answer: task
-	// completed: Hello, gopher!
+	// wire: 2026-07-28 task: true
+	// Hello, gopher!
 }
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,26 +1,49 @@
 // Package mcptask adds durable MCP Tasks to servers built on the official Go
-// SDK (github.com/modelcontextprotocol/go-sdk).
+// SDK (github.com/modelcontextprotocol/go-sdk):
+//
+//	st, _ := sqlite.Open("tasks.db", nil)           // durable store
+//	eng, _ := engine.New(engine.Options{Store: st}) // runs task work
+//	srv := mcp.NewServer(&mcp.Implementation{Name: "ci", Version: "1"}, nil)
+//	ts, _ := mcptask.New(srv, eng, nil)
+//	mcptask.AddTool(ts, &mcp.Tool{Name: "run_pipeline"},
+//		func(ctx context.Context, req *mcp.CallToolRequest, in Args) (*mcp.CallToolResult, any, error) {
+//			if t := mcptask.FromContext(ctx); t != nil {
+//				t.SetStatusMessage(ctx, "stage 2 of 5")
+//			}
+//			return &mcp.CallToolResult{}, nil, nil // ctx ends if the task is cancelled
+//		}, mcptask.ToolOptions{Support: mcptask.Optional})
+//	if err := ts.Start(ctx); err != nil { ... } // recover unfinished tasks, start the engine
+//	defer ts.Close(context.Background())
+//	http.Handle("/mcp", ts.Handler(nil))     // both wires, one endpoint
 //
 // A server installs tasks with [New], registers its tools with [AddTool]
-// (or marks existing tools with [Server.SetTaskSupport]), and serves HTTP
-// through [Server.Handler]. Tool handlers stay ordinary go-sdk handlers; when
-// a call runs as a task, [FromContext] gives the handler its [Task]: it can
-// set a status message and ask the client for input, and its context is
-// cancelled when the client cancels the task.
+// (or marks tools registered otherwise with [Server.SetTaskSupport]), runs
+// them with [Server.Start] and [Server.Close], and serves Streamable HTTP
+// through [Server.Handler] or one client over stdio with [Server.Run]. Tool
+// handlers stay ordinary go-sdk handlers; when a call runs as a task,
+// [FromContext] gives the handler its [Task]: it can set a status message
+// and ask the client for input, and its context is cancelled when the
+// client cancels the task.
 //
-// The tasks live in an engine ([engine.Engine]) on a durable store
-// (store/sqlite by default), so they survive restarts of the server.
+// Both task wires are served, chosen per request: the 2026-07-28
+// io.modelcontextprotocol/tasks extension and the 2025-11-25 experimental
+// tasks. The tasks live in an engine ([engine.Engine]) on a durable store
+// (store/sqlite, or store/postgres for several servers sharing one task
+// space), so they survive restarts of the server.
 package mcptask
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/adapter/wire2025"
+	"github.com/mcptask/mcptask/internal/adapter/wire2026"
 	"github.com/mcptask/mcptask/task"
-	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,60 +65,96 @@ type Options struct {
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
 type Server struct {
-	mcp   *mcp.Server
-	eng   *engine.Engine
-	opts  Options
-	log   *slog.Logger
-	mu    sync.RWMutex
-	tools map[string]ToolOptions
-	nonce string // authenticates in-process re-runs
+	mcp  *mcp.Server
+	eng  *engine.Engine
+	core *adapter.Core
+	w26  *wire2026.Wire
+	w25  *wire2025.Wire
 
-	limits limiters
-
-	conns   sync.Map // *mcp.ServerSession -> *taskConn, for sessions of Run
-	targets sync.Map // task.ID -> *taskConn that gets its status notifications
+	mu      sync.RWMutex
+	tools   map[string]ToolOptions
+	started bool
+	closed  bool
 }
 
-// New installs tasks on srv, backed by eng: it adds the receiving
-// middleware that turns tool calls into tasks, the tasks/* methods, and the
-// tasks extension in server/discover. Call it once per mcp.Server, before
-// serving.
+// New installs tasks on srv, backed by eng: the receiving middleware that
+// turns tool calls into tasks, the tasks/* methods of both wires, the
+// tasks capability of 2025-11-25 and the tasks extension in
+// server/discover. It installs the server's recovery policy on eng (a task
+// of a tool declared Rerunnable is run again, any other fails "outcome
+// unknown"), so eng must have none: one engine serves one Server. Call it
+// once per mcp.Server, then register the tools, then [Server.Start].
 func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
-	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, nonce: string(task.NewID())}
+	if srv == nil || eng == nil {
+		return nil, errors.New("mcptask: New needs an mcp.Server and an engine")
+	}
+	var o Options
 	if opts != nil {
-		s.opts = *opts
+		o = *opts
 	}
-	s.log = s.opts.Logger
-	s.limits = newLimiters(s.opts.Limits)
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if err := eng.SetRecover(s.recoverTask); err != nil {
+	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}}
+	s.core = adapter.NewCore(adapter.Config{
+		Server: srv,
+		Engine: eng,
+		Logger: o.Logger,
+		Owner:  o.Owner,
+		Tool:   s.toolPolicy,
+		Limits: adapter.Limits(o.Limits),
+	})
+	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
+	s.w26 = wire2026.New(s.core)
+	s.w25 = wire2025.New(s.core)
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
 	srv.AddReceivingMiddleware(s.middleware)
-	eng.OnChange(s.onTaskChange)
+	eng.OnChange(s.w25.OnTaskChange) // 2025-11-25 status notifications
 	return s, nil
 }
 
 // Engine returns the engine the server runs tasks on.
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
-// owner returns the requester of req.
-func (s *Server) owner(ctx context.Context, req mcp.Request) task.Owner {
-	if s.opts.Owner != nil {
-		return s.opts.Owner(ctx, req)
+// Start starts the engine ([engine.Engine.Run]): it resolves the tasks a
+// previous process left unfinished by the tools' recovery policy
+// (re-running those of Rerunnable tools, failing the others "outcome
+// unknown"), and starts the lease renewal, takeover and sweeping of
+// expired tasks. Register every tool before Start: the recovery asks each
+// tool whether it may run again. Call it once, before serving.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("mcptask: Server.Start called twice")
 	}
-	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-		return task.TokenOwner(extra.TokenInfo.UserID)
+	s.started = true
+	s.mu.Unlock()
+	return s.eng.Run(ctx)
+}
+
+// Close shuts the engine down ([engine.Engine.Shutdown]): no new task is
+// accepted, running tasks may finish until ctx is done, then they are
+// stopped and resolved by their recovery policy (Rerunnable ones run again
+// at the next start, the others fail "outcome unknown"). It does not close
+// the engine's store, which the caller opened.
+func (s *Server) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
 	}
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
-		if p := ss.InitializeParams(); p != nil && p.ProtocolVersion < ext2026.Version {
-			return task.AnonymousOwner(ss.ID())
-		}
-	}
-	return task.AnonymousOwner("")
+	s.closed = true
+	s.mu.Unlock()
+	return s.eng.Shutdown(ctx)
+}
+
+// Run serves one client on t (e.g. &mcp.StdioTransport{}) until the client
+// disconnects or ctx is done. The connection carries the 2025-11-25 `task`
+// parameter of tools/call (which the go-sdk would drop) and receives a
+// notifications/tasks/status at each status change of the 2025-11-25
+// tasks created on it.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.w25.Serve(ctx, s.mcp, t)
 }

@@ -78,7 +78,7 @@ func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)
 		t.Fatal(err)
 	}
 	register(ts)
-	if err := eng.Run(context.Background()); err != nil {
+	if err := ts.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
@@ -92,7 +92,7 @@ func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)
 		hs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_ = eng.Shutdown(ctx)
+		_ = ts.Close(ctx)
 		_ = st.Close()
 	}
 	t.Cleanup(s.close)

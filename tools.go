@@ -1,6 +1,9 @@
 package mcptask
 
 import (
+	"fmt"
+
+	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -36,30 +39,49 @@ type ToolOptions struct {
 }
 
 // AddTool adds a typed tool to the server, as mcp.AddTool does, and sets
-// its task options.
+// its task options. Like mcp.AddTool it panics on a programming error:
+// here, a call after [Server.Start], whose recovery of unfinished tasks
+// has already asked every tool whether it may run again.
 func AddTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
+	s.mustNotHaveStarted("AddTool", t.Name)
 	mcp.AddTool(s.mcp, t, h)
 	s.SetTaskSupport(t.Name, opts)
 }
 
 // SetTaskSupport sets the task options of the tool with the given name,
-// which may be registered on the mcp.Server in any way.
+// which may be registered on the mcp.Server in any way. It panics when
+// called after [Server.Start] (see [AddTool]).
 func (s *Server) SetTaskSupport(name string, opts ToolOptions) {
 	if opts.Support == "" {
 		opts.Support = Forbidden
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		panic(afterStart("SetTaskSupport", name))
+	}
 	s.tools[name] = opts
-	s.mu.Unlock()
 }
 
-// toolOptions returns the task options of a tool.
-func (s *Server) toolOptions(name string) ToolOptions {
+func (s *Server) mustNotHaveStarted(op, name string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.started {
+		panic(afterStart(op, name))
+	}
+}
+
+func afterStart(op, name string) string {
+	return fmt.Sprintf("mcptask: %s(%q) after Server.Start: register every tool before Start, whose recovery of unfinished tasks depends on the tools' options", op, name)
+}
+
+// toolPolicy is a tool's options as the wires read them.
+func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
+	s.mu.RLock()
 	o, ok := s.tools[name]
+	s.mu.RUnlock()
 	if !ok {
 		o.Support = Forbidden
 	}
-	return o
+	return adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous}
 }

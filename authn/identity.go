@@ -2,11 +2,11 @@ package authn
 
 import (
 	"fmt"
-
-	"github.com/mcptask/mcptask/task"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcptask/mcptask/task"
 )
 
 // MaxNameLen is the longest principal or tenant accepted, in bytes.

@@ -21,6 +21,7 @@ import (
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,7 +118,7 @@ func newServer(t *testing.T, o serverOpts) *testServer {
 	if err := eng.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := mcptask.LoopbackOnly(ts.Handler(&mcp.StreamableHTTPOptions{Logger: logger}))
+	h := httpguard.LoopbackOnly(ts.Handler(&mcp.StreamableHTTPOptions{Logger: logger}))
 	hs := httptest.NewServer(s.record(h))
 	s.URL = hs.URL + "/mcp"
 	t.Cleanup(func() {

@@ -151,7 +151,7 @@ func newServer(t *testing.T) *wiretest.Client {
 		t.Fatal(err)
 	}
 	Register(ts)
-	if err := eng.Run(context.Background()); err != nil {
+	if err := ts.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true}))
@@ -159,7 +159,7 @@ func newServer(t *testing.T) *wiretest.Client {
 		hs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		eng.Shutdown(ctx)
+		ts.Close(ctx)
 		st.Close()
 	})
 	return &wiretest.Client{URL: hs.URL, Tasks: true}

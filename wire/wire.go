@@ -56,3 +56,19 @@ const (
 	// MetaRerun marks a server's in-process re-run of a task's tool call.
 	MetaRerun = MetaPrefix + "rerun"
 )
+
+// CodeLimitExceeded is the JSON-RPC error code of a request refused by a
+// per-requester limit (a code of the range JSON-RPC leaves to servers; the
+// specifications define none for this). Its data is {"reason": ...,
+// "limit": ..., "retryAfterMs": ...}.
+const CodeLimitExceeded = -32000
+
+// The reasons in the data of a CodeLimitExceeded error.
+const (
+	// ReasonRateLimited: the requester sent requests (or created tasks)
+	// faster than allowed; data.retryAfterMs says when one will pass.
+	ReasonRateLimited = "rate_limited"
+	// ReasonTooManyActiveTasks: the requester has as many unfinished
+	// tasks as allowed.
+	ReasonTooManyActiveTasks = "too_many_active_tasks"
+)

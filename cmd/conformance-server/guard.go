@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
 )
 
 // checkLoopback refuses listen addresses that are not loopback, so that the
@@ -14,7 +14,7 @@ func checkLoopback(addr string) error {
 	if err != nil {
 		return fmt.Errorf("bad -addr %q: %v", addr, err)
 	}
-	if !mcptask.IsLoopbackHost(host) {
+	if !httpguard.IsLoopbackHost(host) {
 		return fmt.Errorf("-addr %q is not a loopback address (use 127.0.0.1, [::1] or localhost)", addr)
 	}
 	return nil

@@ -33,6 +33,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/conformance/fixtures"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -135,14 +136,14 @@ func newHandler(dbPath string, logger *slog.Logger) (http.Handler, func(), error
 		return nil, nil, err
 	}
 	fixtures.RegisterTasks(ts)
-	if err := eng.Run(context.Background()); err != nil {
+	if err := ts.Start(context.Background()); err != nil {
 		st.Close()
 		return nil, nil, err
 	}
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = eng.Shutdown(ctx)
+		_ = ts.Close(ctx)
 		_ = st.Close()
 		if tmpDir != "" {
 			_ = os.RemoveAll(tmpDir)
@@ -155,5 +156,5 @@ func newHandler(dbPath string, logger *slog.Logger) (http.Handler, func(), error
 		SessionTimeout: 10 * time.Minute,
 		EventStore:     mcp.NewMemoryEventStore(nil),
 	})
-	return mcptask.LoopbackOnly(h), stop, nil
+	return httpguard.LoopbackOnly(h), stop, nil
 }

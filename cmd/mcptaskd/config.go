@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
 )
 
 // Config is mcptaskd's configuration, from flags and environment variables.
@@ -203,7 +204,7 @@ func (c *Config) validate() error {
 // means every interface, so it is not.
 func isLoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	return err == nil && host != "" && mcptask.IsLoopbackHost(host)
+	return err == nil && host != "" && httpguard.IsLoopbackHost(host)
 }
 
 // newLogger returns the daemon's logger and the quieter one given to the

@@ -19,6 +19,7 @@ import (
 	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,7 +126,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	if isLoopbackAddr(cfg.Addr) {
 		// DNS-rebinding protection: on loopback, only loopback Host and
 		// Origin headers are served.
-		mcpHandler = mcptask.LoopbackOnly(mcpHandler)
+		mcpHandler = httpguard.LoopbackOnly(mcpHandler)
 	}
 	if verifier != nil {
 		// Every /mcp request needs a bearer token; its TokenInfo makes
@@ -147,7 +148,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 // those of re-runnable tools, failing the others) and starts the sweeper
 // of expired tasks. Call it once, before serving.
 func (a *App) Start(ctx context.Context) error {
-	return a.eng.Run(ctx)
+	return a.tasks.Start(ctx)
 }
 
 // Handler returns the HTTP handler: /mcp and /healthz.
@@ -162,7 +163,7 @@ func (a *App) Engine() *engine.Engine { return a.eng }
 // with an "outcome unknown" error.
 func (a *App) Close(ctx context.Context) error {
 	a.stopping.Store(true)
-	err := a.eng.Shutdown(ctx)
+	err := a.tasks.Close(ctx)
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
 	return errors.Join(err, a.audit.Close())

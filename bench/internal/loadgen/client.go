@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
 )
 
 // Client is a lean client of the 2026-07-28 wire for load: the request
@@ -307,7 +308,7 @@ func CheckLoopback(raw string) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: the scheme must be http or https", raw)
 	}
-	if u.Host == "" || !mcptask.IsLoopbackHost(u.Host) {
+	if u.Host == "" || !httpguard.IsLoopbackHost(u.Host) {
 		return fmt.Errorf("%q: %w (only localhost, 127.0.0.0/8 or [::1] may be targeted)", raw, ErrNotLoopback)
 	}
 	return nil

@@ -1,0 +1,227 @@
+// Package adapter holds what the server sides of the two task wires share:
+// the [Wire] shape each of them implements, the [Core] they are built on
+// (engine, requester, tool policies, limits, audit hooks, the mapping of
+// engine errors to JSON-RPC errors, task creation and the in-process
+// re-run of recovered tasks), and the [Request] a wire's method gets.
+//
+// The wires themselves live in the sub-packages wire2026 (the 2026-07-28
+// io.modelcontextprotocol/tasks extension) and wire2025 (the 2025-11-25
+// experimental tasks). Each imports this package and never the other; the
+// root package mcptask picks one wire per request and dispatches to its
+// [Table].
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Wire is the server side of one protocol revision.
+type Wire interface {
+	// Version is the protocol revision the wire serves.
+	Version() string
+	// Table maps the methods the wire answers to their handlers: always
+	// tools/call and every tasks/* method (a method the revision does not
+	// have answers with the wire's own error), plus the methods whose
+	// results the wire decorates (initialize, tools/list, server/discover).
+	Table() Table
+}
+
+// Table maps method names to the handlers of one wire.
+type Table map[string]Handler
+
+// Handler answers one request on one wire.
+type Handler func(ctx context.Context, r *Request) (mcp.Result, error)
+
+// Request is a request as a wire's handler gets it.
+type Request struct {
+	// Method is the request's method.
+	Method string
+	// Req is the request as the go-sdk decoded it.
+	Req mcp.Request
+	// Next is the rest of the go-sdk's handler chain: for tools/call the
+	// tool itself, for decorated methods the go-sdk's own answer.
+	Next mcp.MethodHandler
+	// Params are the raw params of a tasks/* request ("{}" when absent);
+	// each wire decodes them into its own shapes ([Request.Decode]).
+	Params json.RawMessage
+	// Session is the session of a tasks/* request, if it has one.
+	Session *mcp.ServerSession
+}
+
+// Meta returns the request's _meta, nil if it has none.
+func (r *Request) Meta() map[string]any { return MetaOf(r.Req) }
+
+// Decode decodes the raw params of a tasks/* request into p; a malformed
+// value is an invalid-params error.
+func (r *Request) Decode(p any) error {
+	raw := r.Params
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	if err := json.Unmarshal(raw, p); err != nil {
+		return InvalidParams("invalid params for " + r.Method + ": " + err.Error())
+	}
+	return nil
+}
+
+// CallParams returns the params of a tools/call, or nil if the go-sdk
+// decoded none.
+func (r *Request) CallParams() *mcp.CallToolParamsRaw {
+	p, _ := r.Req.GetParams().(*mcp.CallToolParamsRaw)
+	return p
+}
+
+// MetaOf returns the _meta of req's params, nil when it has no params.
+func MetaOf(req mcp.Request) map[string]any {
+	if req == nil {
+		return nil
+	}
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil // params absent or null: the go-sdk passes a nil pointer
+	}
+	return p.GetMeta()
+}
+
+// Support is a tool's task support on both wires.
+type Support string
+
+// The task support levels, as both wires name them.
+const (
+	Forbidden Support = "forbidden"
+	Optional  Support = "optional"
+	Required  Support = "required"
+)
+
+// ToolPolicy is how one tool runs as a task.
+type ToolPolicy struct {
+	// Support is the tool's task support; "" means Forbidden.
+	Support Support
+	// Rerunnable says a task of the tool found unfinished is run again.
+	Rerunnable bool
+	// Synchronous, if set, says a call must be answered synchronously
+	// although the client accepts a task.
+	Synchronous func(*mcp.CallToolRequest) bool
+}
+
+// Config configures a [Core].
+type Config struct {
+	// Server is the go-sdk server the tools are registered on.
+	Server *mcp.Server
+	// Engine runs the tasks.
+	Engine *engine.Engine
+	// Logger receives the adapter's records; nil means slog.Default().
+	Logger *slog.Logger
+	// Owner returns the requester of a request; nil means [DefaultOwner].
+	Owner func(ctx context.Context, req mcp.Request) task.Owner
+	// Tool returns the policy of a tool by name.
+	Tool func(name string) ToolPolicy
+	// Limits bounds each requester.
+	Limits Limits
+}
+
+// Core is what both wires are built on.
+type Core struct {
+	srv    *mcp.Server
+	eng    *engine.Engine
+	log    *slog.Logger
+	owner  func(ctx context.Context, req mcp.Request) task.Owner
+	tool   func(name string) ToolPolicy
+	limits limiters
+	nonce  string // authenticates in-process re-runs
+}
+
+// NewCore returns the core of cfg.
+func NewCore(cfg Config) *Core {
+	c := &Core{
+		srv:    cfg.Server,
+		eng:    cfg.Engine,
+		log:    cfg.Logger,
+		owner:  cfg.Owner,
+		tool:   cfg.Tool,
+		limits: newLimiters(cfg.Limits),
+		nonce:  string(task.NewID()),
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.owner == nil {
+		c.owner = DefaultOwner
+	}
+	if c.tool == nil {
+		c.tool = func(string) ToolPolicy { return ToolPolicy{Support: Forbidden} }
+	}
+	return c
+}
+
+// Engine returns the engine the tasks run on.
+func (c *Core) Engine() *engine.Engine { return c.eng }
+
+// Log returns the adapter's logger.
+func (c *Core) Log() *slog.Logger { return c.log }
+
+// Tool returns the policy of the tool name (Forbidden support when the
+// tool has none).
+func (c *Core) Tool(name string) ToolPolicy {
+	p := c.tool(name)
+	if p.Support == "" {
+		p.Support = Forbidden
+	}
+	return p
+}
+
+// Requester returns the requester a request acts for.
+func (c *Core) Requester(ctx context.Context, req mcp.Request) task.Owner {
+	return c.owner(ctx, req)
+}
+
+// DefaultOwner is the requester of a request when the server sets no
+// owner function: the authenticated user of its bearer token if any, else
+// an anonymous requester scoped to its 2025-11-25 session, if it has one.
+func DefaultOwner(_ context.Context, req mcp.Request) task.Owner {
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
+		return task.TokenOwner(extra.TokenInfo.UserID)
+	}
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ProtocolVersion < ext2026.Version {
+			return task.AnonymousOwner(ss.ID())
+		}
+	}
+	return task.AnonymousOwner("")
+}
+
+// ParseID validates a client-supplied task ID.
+func ParseID(raw string) (task.ID, error) {
+	id, err := task.ParseID(raw)
+	if err != nil {
+		return "", InvalidParams(err.Error())
+	}
+	return id, nil
+}
+
+// InvalidParams is a JSON-RPC invalid-params error (-32602).
+func InvalidParams(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// MethodNotFound is a JSON-RPC method-not-found error (-32601).
+func MethodNotFound(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}
+}
+
+// InternalError is a JSON-RPC internal error (-32603).
+func InternalError(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+}

@@ -1,0 +1,131 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// StartTask creates a task for the tools/call r on the wire of the given
+// version, with the retention ttl asked for (nil: the default), and starts
+// its work: the rest of the handler chain for that call. Both wires create
+// tasks here: the idempotency key, the creation rate and the cap on
+// unfinished tasks apply alike.
+func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *time.Duration) (*task.Task, error) {
+	params := r.CallParams()
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return nil, InvalidParams("cannot encode the call's params: " + err.Error())
+	}
+	key, err := IdempotencyKey(params.Meta)
+	if err != nil {
+		return nil, err
+	}
+	owner := c.Requester(ctx, r.Req)
+	if err := c.allowCreate(ctx, owner, params.Name); err != nil {
+		return nil, err
+	}
+	t, err := c.eng.Start(ctx, engine.StartSpec{
+		Owner:          owner,
+		Tool:           params.Name,
+		Wire:           version,
+		TTL:            ttl,
+		Request:        raw,
+		IdempotencyKey: key,
+		MaxActive:      c.limits.cfg.MaxActiveTasks,
+	}, toolWork(r.Next, r.Method, r.Req))
+	if errors.Is(err, engine.ErrIdempotencyConflict) {
+		return nil, InvalidParams("the idempotency key was already used for a call of another tool")
+	}
+	if errors.Is(err, engine.ErrTooManyActive) {
+		return nil, c.tooManyActive(ctx, owner, params.Name)
+	}
+	if err != nil {
+		c.log.Error("creating task", "tool", params.Name, "err", err)
+		return nil, InternalError("the server could not create the task: " + err.Error())
+	}
+	return t, nil
+}
+
+// toolWork returns the work of a task: the tool call through the rest of
+// the server's handler chain, with its result or error translated for the
+// store.
+func toolWork(next mcp.MethodHandler, method string, req mcp.Request) engine.Work {
+	return func(ctx context.Context) (json.RawMessage, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			var je *jsonrpc.Error
+			if errors.As(err, &je) {
+				return nil, &task.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+			}
+			if errors.Is(err, context.Canceled) {
+				return nil, &task.Error{Code: task.CodeInternalError, Message: "the tool stopped: " + err.Error()}
+			}
+			return nil, &task.Error{Code: task.CodeInternalError, Message: err.Error()}
+		}
+		if ctr, ok := res.(*mcp.CallToolResult); ok && ctr.InputRequests != nil {
+			return nil, &task.Error{Code: task.CodeInternalError, Message: "the tool returned a multi round-trip input request while running as a task; a task asks for input with mcptask.FromContext(ctx).Elicit"}
+		}
+		return resultJSON(res)
+	}
+}
+
+// resultJSON encodes a tool result for storage, without the envelope's
+// resultType: the stored result is the plain CallToolResult.
+func resultJSON(res mcp.Result) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, &task.Error{Code: task.CodeInternalError, Message: "cannot encode the tool's result: " + err.Error()}
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b, nil
+	}
+	if _, ok := m["resultType"]; !ok {
+		return b, nil
+	}
+	delete(m, "resultType")
+	return json.Marshal(m)
+}
+
+// MaxIdempotencyKey bounds the length of an idempotency key.
+const MaxIdempotencyKey = 256
+
+// IdempotencyKey returns the idempotency key of a call's _meta
+// (wire.MetaIdempotencyKey, else SEP-1686's wire.MetaSEP1686Task), "" if
+// none; a malformed one is an invalid-params error.
+func IdempotencyKey(meta map[string]any) (string, error) {
+	var key string
+	if v, ok := meta[wire.MetaIdempotencyKey]; ok {
+		s, ok := v.(string)
+		if !ok {
+			return "", invalidKey(wire.MetaIdempotencyKey + " must be a string")
+		}
+		key = s
+	} else if v, ok := meta[wire.MetaSEP1686Task]; ok {
+		m, _ := v.(map[string]any)
+		s, ok := m["taskId"].(string)
+		if !ok {
+			return "", invalidKey(wire.MetaSEP1686Task + " must be an object with a string taskId")
+		}
+		key = s
+	} else {
+		return "", nil
+	}
+	if key == "" || len(key) > MaxIdempotencyKey {
+		return "", invalidKey(fmt.Sprintf("an idempotency key must have 1 to %d characters", MaxIdempotencyKey))
+	}
+	return key, nil
+}
+
+func invalidKey(msg string) error {
+	return InvalidParams("invalid idempotency key: " + msg)
+}

@@ -1,0 +1,55 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mcptask/mcptask/audit"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// EngineError translates an engine error of owner's request for the task
+// id by method into a JSON-RPC error. A task the requester may not see,
+// whatever the reason, is answered as an unknown task; the audit trail
+// gets the reason.
+func (c *Core) EngineError(ctx context.Context, method string, owner task.Owner, id task.ID, err error) error {
+	var term *engine.TerminalError
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		c.auditDenied(ctx, method, owner, id, err)
+		return InvalidParams(fmt.Sprintf("task %q not found: it does not exist or has expired", id))
+	case errors.As(err, &term):
+		return InvalidParams(fmt.Sprintf("task %q is already %s", id, term.Status))
+	case errors.Is(err, engine.ErrClosed):
+		return InternalError("the server is shutting down")
+	}
+	c.log.Error("task operation failed", "task", id, "err", err)
+	return InternalError("internal error while accessing the task")
+}
+
+// auditDenied records a request for a task the requester may not see.
+func (c *Core) auditDenied(ctx context.Context, method string, owner task.Owner, id task.ID, err error) {
+	var nf *engine.NotFoundError
+	if errors.As(err, &nf) {
+		c.eng.Audit().Denied(ctx, owner, string(id), method, nf.Reason, nf.Owner, nf.Tool)
+	}
+}
+
+// AuditOutcome records that owner was given a finished task's outcome.
+func (c *Core) AuditOutcome(ctx context.Context, method string, owner task.Owner, t *task.Task) {
+	if t.Status == task.Completed || t.Status == task.Failed {
+		c.eng.Audit().ResultRetrieved(ctx, owner, audit.TaskOf(t), string(t.Status), method)
+	}
+}
+
+// TaskError is the JSON-RPC error of a failed task.
+func TaskError(t *task.Task) *jsonrpc.Error {
+	e := t.Error
+	if e == nil {
+		e = &task.Error{Code: task.CodeInternalError, Message: "the task failed"}
+	}
+	return &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: e.Data}
+}

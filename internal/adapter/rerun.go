@@ -1,0 +1,81 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Recover is the engine's recovery policy: a task of a tool declared
+// Rerunnable is run again; any other task is failed by the engine.
+func (c *Core) Recover(_ context.Context, t *task.Task) engine.Work {
+	if !c.Tool(t.Tool).Rerunnable || len(t.Request) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }
+}
+
+// rerun calls the task's tool again through an in-memory client session, so
+// the call takes the server's full path (argument validation, typed
+// handlers, middleware) and the handler runs attached to the existing task
+// (see [Core.RunAttached]).
+func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error) {
+	var params mcp.CallToolParamsRaw
+	if err := json.Unmarshal(t.Request, &params); err != nil {
+		return nil, &task.Error{Code: task.CodeInternalError, Message: "cannot decode the stored call to re-run it: " + err.Error()}
+	}
+	meta := mcp.Meta{wire.MetaRerun: c.nonce + ":" + string(t.ID)}
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := c.srv.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ss.Close()
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-rerun", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: params.Name, Arguments: params.Arguments})
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) {
+			return nil, &task.Error{Code: je.Code, Message: je.Message, Data: je.Data}
+		}
+		return nil, err
+	}
+	if m := res.GetMeta(); m != nil {
+		delete(m, "io.modelcontextprotocol/serverInfo")
+		if len(m) == 0 {
+			res.SetMeta(nil)
+		}
+	}
+	return resultJSON(res)
+}
+
+// RunAttached answers a tools/call that is an in-process re-run of a task
+// (its _meta carries wire.MetaRerun with this process's nonce): the tool
+// runs attached to that task. ok is false for any other call, which the
+// caller answers on its wire.
+func (c *Core) RunAttached(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (_ mcp.Result, _ error, ok bool) {
+	v, _ := MetaOf(req)[wire.MetaRerun].(string)
+	nonce, id, found := strings.Cut(v, ":")
+	if !found || nonce != c.nonce {
+		return nil, nil, false
+	}
+	actx, cancel, attached := c.eng.Attach(ctx, task.ID(id))
+	defer cancel()
+	if !attached {
+		return nil, InvalidParams("no re-run of that task is in progress"), true
+	}
+	res, err := next(actx, method, req)
+	return res, err, true
+}

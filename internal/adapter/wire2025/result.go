@@ -1,0 +1,134 @@
+package wire2025
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// resultPoll is how often a blocked tasks/result re-reads its task, in case
+// a change happened where this engine could not see it.
+const resultPoll = time.Second
+
+// result blocks until the task is terminal, then returns exactly what the
+// plain call would have returned, with the related-task _meta. While it
+// waits, it forwards the task's input requests to the client on this
+// request's stream and delivers the answers to the task.
+func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p v1.TaskIDParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	id, err := adapter.ParseID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	eng := w.c.Engine()
+	owner := w.c.Requester(ctx, r.Req)
+	forwarded := map[string]bool{}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops forwards still waiting for the client
+	for {
+		changed := eng.Watch(id)
+		t, err := eng.Get(ctx, owner, id)
+		if err != nil {
+			return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+		}
+		if t.Status.Terminal() {
+			w.c.AuditOutcome(ctx, r.Method, owner, t)
+			return finalResult(t)
+		}
+		for key, req := range t.InputRequests {
+			if !forwarded[key] && r.Session != nil {
+				forwarded[key] = true
+				go w.forwardInput(ctx, r.Session, owner, id, key, req)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		case <-time.After(resultPoll):
+		}
+	}
+}
+
+// finalResult is the tasks/result answer of a terminal task.
+func finalResult(t *task.Task) (mcp.Result, error) {
+	switch t.Status {
+	case task.Completed:
+		res := &v1.RawResult{JSON: t.Result}
+		res.SetMeta(map[string]any{v1.MetaRelatedTask: v1.RelatedTask(t.ID)})
+		return res, nil
+	case task.Failed:
+		return nil, adapter.TaskError(t)
+	default: // cancelled
+		return nil, adapter.InvalidParams(fmt.Sprintf("task %q was cancelled and has no result", t.ID))
+	}
+}
+
+// forwardInput sends one input request of a task to the client as a
+// server-to-client request tied to the task, and delivers the answer.
+func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage) {
+	var req struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return
+	}
+	related := map[string]any{v1.MetaRelatedTask: v1.RelatedTask(id)}
+	var answer any
+	var err error
+	switch req.Method {
+	case wire.MethodElicit:
+		var p mcp.ElicitParams
+		if err = json.Unmarshal(req.Params, &p); err == nil {
+			p.Meta = withMeta(p.Meta, related)
+			answer, err = ss.Elicit(ctx, &p)
+		}
+	case wire.MethodSample:
+		var p mcp.CreateMessageParams
+		if err = json.Unmarshal(req.Params, &p); err == nil {
+			p.Meta = withMeta(p.Meta, related)
+			answer, err = ss.CreateMessage(ctx, &p)
+		}
+	default:
+		err = fmt.Errorf("cannot forward %q on the %s wire", req.Method, v1.Version)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.c.Log().Warn("forwarding a task's input request", "task", id, "key", key, "method", req.Method, "err", err)
+		}
+		return
+	}
+	b, err := json.Marshal(answer)
+	if err != nil {
+		return
+	}
+	if _, _, err := w.c.Engine().Respond(context.WithoutCancel(ctx), owner, id, map[string]json.RawMessage{key: b}); err != nil {
+		var term *engine.TerminalError
+		if !errors.As(err, &term) {
+			w.c.Log().Warn("delivering a task's input", "task", id, "key", key, "err", err)
+		}
+	}
+}
+
+func withMeta(m mcp.Meta, add map[string]any) mcp.Meta {
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}

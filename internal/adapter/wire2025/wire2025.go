@@ -1,0 +1,232 @@
+// Package wire2025 is the server side of the experimental tasks of MCP
+// 2025-11-25: stateful sessions, the server's tasks capability in
+// initialize, each tool's execution.taskSupport in tools/list, params.task
+// on tools/call answered with CreateTaskResult{task}, and tasks/get,
+// tasks/result (which blocks and forwards the task's input requests to the
+// client), tasks/list and tasks/cancel; notifications/tasks/status on
+// connections served by [Wire.Serve]. tasks/update is not part of it.
+package wire2025
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Wire is the 2025-11-25 wire.
+type Wire struct {
+	c     *adapter.Core
+	table adapter.Table
+
+	conns   sync.Map // *mcp.ServerSession -> *conn, for sessions of Serve
+	targets sync.Map // task.ID -> *conn that gets its status notifications
+}
+
+// New returns the wire on core c. Status notifications need the engine's
+// changes: the caller registers [Wire.OnTaskChange] with the engine.
+func New(c *adapter.Core) *Wire {
+	w := &Wire{c: c}
+	w.table = adapter.Table{
+		wire.MethodToolsCall:   w.callTool,
+		"initialize":           w.initialize,
+		"tools/list":           w.listTools,
+		wire.MethodTasksGet:    w.get,
+		wire.MethodTasksUpdate: w.update,
+		wire.MethodTasksCancel: w.cancel,
+		wire.MethodTasksResult: w.result,
+		wire.MethodTasksList:   w.list,
+	}
+	return w
+}
+
+// Version returns v20251125.Version.
+func (w *Wire) Version() string { return v1.Version }
+
+// Table returns the wire's methods.
+func (w *Wire) Table() adapter.Table { return w.table }
+
+// callTool answers a tools/call: with a task handle when the call carries
+// params.task (lifted into _meta by the transport edge), synchronously
+// otherwise.
+func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	params := r.CallParams()
+	if params == nil {
+		return r.Next(ctx, r.Method, r.Req)
+	}
+	tool := w.c.Tool(params.Name)
+	rawTask, augmented := params.Meta[wire.MetaTaskParam]
+	if !augmented {
+		if tool.Support == adapter.Required {
+			return nil, adapter.MethodNotFound(fmt.Sprintf("the tool %q must be called as a task (params.task)", params.Name))
+		}
+		return r.Next(ctx, r.Method, r.Req)
+	}
+	delete(params.Meta, wire.MetaTaskParam) // the handler sees the call as the client sent it
+	if tool.Support == adapter.Forbidden {
+		return nil, adapter.MethodNotFound(fmt.Sprintf("the tool %q does not support task-augmented calls", params.Name))
+	}
+	b, err := json.Marshal(rawTask)
+	if err != nil {
+		return nil, adapter.InvalidParams("params.task is not valid JSON")
+	}
+	ttl, err := v1.ParseTaskParam(b)
+	if err != nil {
+		return nil, adapter.InvalidParams(err.Error())
+	}
+	t, err := w.c.StartTask(ctx, r, v1.Version, ttl)
+	if err != nil {
+		return nil, err
+	}
+	w.watchStatus(r.Req, t)
+	return &v1.CreateTaskResult{Task: v1.FromTask(t)}, nil
+}
+
+// tasksCapability is the server's tasks capability on this wire.
+var tasksCapability = map[string]any{
+	"list":     map[string]any{},
+	"cancel":   map[string]any{},
+	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
+}
+
+// initialize adds capabilities.tasks to the initialize result.
+func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	res, err := r.Next(ctx, r.Method, r.Req)
+	if err != nil || res == nil {
+		return res, err
+	}
+	m, err := asMap(res)
+	if err != nil {
+		return nil, err
+	}
+	caps, _ := m["capabilities"].(map[string]any)
+	if caps == nil {
+		caps = map[string]any{}
+	}
+	caps["tasks"] = tasksCapability
+	m["capabilities"] = caps
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &v1.RawResult{JSON: out}, nil
+}
+
+func asMap(res mcp.Result) (map[string]any, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// listTools adds execution.taskSupport to each tool of a tools/list result
+// (the go-sdk's Tool has no such field).
+func (w *Wire) listTools(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	res, err := r.Next(ctx, r.Method, r.Req)
+	if err != nil || res == nil {
+		return res, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(m["tools"], &tools); err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		var name string
+		_ = json.Unmarshal(t["name"], &name)
+		t["execution"], _ = json.Marshal(map[string]string{"taskSupport": string(w.c.Tool(name).Support)})
+	}
+	m["tools"], _ = json.Marshal(tools)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return &v1.RawResult{JSON: out}, nil
+}
+
+func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p v1.TaskIDParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	id, err := adapter.ParseID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	owner := w.c.Requester(ctx, r.Req)
+	t, err := w.c.Engine().Get(ctx, owner, id)
+	if err != nil {
+		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	return &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}, nil
+}
+
+func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p v1.TaskIDParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	id, err := adapter.ParseID(p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	owner := w.c.Requester(ctx, r.Req)
+	t, err := w.c.Engine().Cancel(ctx, owner, id)
+	var term *engine.TerminalError
+	if errors.As(err, &term) {
+		return nil, adapter.InvalidParams(fmt.Sprintf("cannot cancel task %q: it is already %s", id, term.Status))
+	}
+	if err != nil {
+		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	return &v1.TaskResult{Task: v1.FromTask(t)}, nil
+}
+
+// listPageSize is the number of tasks of one tasks/list page.
+const listPageSize = 50
+
+func (w *Wire) list(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p v1.ListTasksParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	ts, next, err := w.c.Engine().List(ctx, w.c.Requester(ctx, r.Req), p.Cursor, listPageSize)
+	if err != nil {
+		if errors.Is(err, engine.ErrBadCursor) {
+			return nil, adapter.InvalidParams("invalid cursor: pass the nextCursor of a previous tasks/list unchanged")
+		}
+		w.c.Log().Error("listing tasks", "err", err)
+		return nil, adapter.InternalError("internal error while listing tasks")
+	}
+	res := &v1.ListTasksResult{Tasks: make([]v1.Task, 0, len(ts)), NextCursor: next}
+	for _, t := range ts {
+		res.Tasks = append(res.Tasks, v1.FromTask(t))
+	}
+	return res, nil
+}
+
+// update answers tasks/update, which this wire does not have: a task's
+// input is answered during tasks/result.
+func (w *Wire) update(_ context.Context, r *adapter.Request) (mcp.Result, error) {
+	return nil, adapter.MethodNotFound(fmt.Sprintf("%s belongs to the %s tasks extension; on %s, answer the server's requests during tasks/result", r.Method, ext2026.Version, v1.Version))
+}

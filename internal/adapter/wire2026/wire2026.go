@@ -1,0 +1,169 @@
+// Package wire2026 is the server side of the 2026-07-28
+// io.modelcontextprotocol/tasks extension (SEP-2663): stateless requests
+// that declare the extension in their per-request capabilities, tools/call
+// answered with resultType "task", and tasks/get, tasks/update and
+// tasks/cancel. tasks/result and tasks/list are not part of it.
+package wire2026
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Wire is the 2026-07-28 wire.
+type Wire struct {
+	c     *adapter.Core
+	table adapter.Table
+}
+
+// New returns the wire on core c.
+func New(c *adapter.Core) *Wire {
+	w := &Wire{c: c}
+	w.table = adapter.Table{
+		wire.MethodToolsCall:   w.callTool,
+		"server/discover":      w.discover,
+		wire.MethodTasksGet:    w.get,
+		wire.MethodTasksUpdate: w.update,
+		wire.MethodTasksCancel: w.cancel,
+		wire.MethodTasksResult: w.removed,
+		wire.MethodTasksList:   w.removed,
+	}
+	return w
+}
+
+// Version returns ext2026.Version.
+func (w *Wire) Version() string { return ext2026.Version }
+
+// Table returns the wire's methods.
+func (w *Wire) Table() adapter.Table { return w.table }
+
+// callTool answers a tools/call: synchronously, or with a task handle when
+// the request declares the extension and the tool supports tasks.
+func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	params := r.CallParams()
+	if params == nil {
+		return r.Next(ctx, r.Method, r.Req)
+	}
+	tool := w.c.Tool(params.Name)
+	if tool.Support == adapter.Forbidden {
+		return r.Next(ctx, r.Method, r.Req)
+	}
+	if !ext2026.Declares(params.GetMeta()) {
+		if tool.Support == adapter.Required {
+			return nil, ext2026.MissingCapability("the tool " + params.Name)
+		}
+		return r.Next(ctx, r.Method, r.Req)
+	}
+	if tool.Synchronous != nil {
+		if ctr, ok := r.Req.(*mcp.CallToolRequest); ok && tool.Synchronous(ctr) {
+			return r.Next(ctx, r.Method, r.Req)
+		}
+	}
+	t, err := w.c.StartTask(ctx, r, ext2026.Version, nil)
+	if err != nil {
+		return nil, err
+	}
+	return ext2026.Handle(t), nil
+}
+
+// discover adds the extension to the capabilities of server/discover.
+func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	res, err := r.Next(ctx, r.Method, r.Req)
+	if dr, ok := res.(*mcp.DiscoverResult); ok && err == nil {
+		caps := mcp.ServerCapabilities{}
+		if dr.Capabilities != nil {
+			caps = *dr.Capabilities
+		}
+		caps.Extensions = maps.Clone(caps.Extensions)
+		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
+		dr.Capabilities = &caps
+	}
+	return res, err
+}
+
+// gate checks the capability and parses the task ID, in the order the
+// wire requires: capability first, then the ID.
+func (w *Wire) gate(ctx context.Context, r *adapter.Request, rawID string) (task.Owner, task.ID, error) {
+	if !ext2026.Declares(r.Meta()) {
+		return "", "", ext2026.MissingCapability(r.Method)
+	}
+	id, err := adapter.ParseID(rawID)
+	if err != nil {
+		return "", "", err
+	}
+	return w.c.Requester(ctx, r.Req), id, nil
+}
+
+func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p ext2026.GetTaskParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	owner, id, err := w.gate(ctx, r, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	t, err := w.c.Engine().Get(ctx, owner, id)
+	if err != nil {
+		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	w.c.AuditOutcome(ctx, r.Method, owner, t)
+	return ext2026.Detailed(w.c.PollInterval(owner, t)), nil
+}
+
+func (w *Wire) update(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p ext2026.UpdateTaskParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	owner, id, err := w.gate(ctx, r, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	_, ignored, err := w.c.Engine().Respond(ctx, owner, id, p.InputResponses)
+	var term *engine.TerminalError
+	if errors.As(err, &term) {
+		// The task needs no input any more (it ended, possibly just after
+		// the client's last answer): the answers are ignored, as answers
+		// to unknown keys are.
+		return ext2026.Ack(), nil
+	}
+	if err != nil {
+		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	if len(ignored) > 0 {
+		w.c.Log().Debug("tasks/update ignored answers for unknown or answered input requests", "task", id, "keys", ignored)
+	}
+	return ext2026.Ack(), nil
+}
+
+func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p ext2026.CancelTaskParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	owner, id, err := w.gate(ctx, r, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.c.Engine().Cancel(ctx, owner, id)
+	var term *engine.TerminalError
+	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op here
+		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	return ext2026.Ack(), nil
+}
+
+// removed answers tasks/result and tasks/list, which the extension removed.
+func (w *Wire) removed(_ context.Context, r *adapter.Request) (mcp.Result, error) {
+	return nil, adapter.MethodNotFound(fmt.Sprintf("%s is not part of the %s tasks extension (%s); poll with tasks/get", r.Method, ext2026.Version, ext2026.ExtensionID))
+}
