@@ -485,7 +485,11 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 		}
 		return fn(t)
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf): // denied: the reason stands
+		return nil, nf
+	case errors.Is(err, store.ErrNotFound):
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
 	return t, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
@@ -103,14 +104,24 @@ func TestOwnerBinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer close(release)
-	if _, err := e.Get(ctx, "mallory", tk.ID); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("Get by another owner: %v", err)
+	// Every refusal is ErrNotFound to the caller, and says why to the
+	// audit trail: another owner's task, or no task at all.
+	otherOwner := func(op string, err error) {
+		t.Helper()
+		var nf *engine.NotFoundError
+		if !errors.Is(err, engine.ErrNotFound) || !errors.As(err, &nf) || nf.Reason != audit.ReasonOtherOwner || nf.Owner != "alice" {
+			t.Errorf("%s by another owner: %#v, want a NotFoundError of reason %s naming alice", op, err, audit.ReasonOtherOwner)
+		}
 	}
-	if _, err := e.Cancel(ctx, "mallory", tk.ID); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("Cancel by another owner: %v", err)
-	}
-	if _, _, err := e.Respond(ctx, "mallory", tk.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)}); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("Respond by another owner: %v", err)
+	_, err = e.Get(ctx, "mallory", tk.ID)
+	otherOwner("Get", err)
+	_, err = e.Cancel(ctx, "mallory", tk.ID)
+	otherOwner("Cancel", err)
+	_, _, err = e.Respond(ctx, "mallory", tk.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)})
+	otherOwner("Respond", err)
+	var nf *engine.NotFoundError
+	if _, err := e.Cancel(ctx, "mallory", task.NewID()); !errors.As(err, &nf) || nf.Reason != audit.ReasonUnknown {
+		t.Errorf("Cancel of an unknown task: %#v, want reason %s", err, audit.ReasonUnknown)
 	}
 	if got, err := e.Get(ctx, "alice", tk.ID); err != nil || got.Status != task.Working {
 		t.Errorf("owner's Get = %+v, %v", got, err)

@@ -99,9 +99,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mcptaskd [flags]\n\n"+
-			"Serves MCP tools with durable tasks (io.modelcontextprotocol/tasks, 2026-07-28 wire)\n"+
-			"over Streamable HTTP on /mcp. Every flag can also be set with an environment\n"+
-			"variable: -max-ttl is %sMAX_TTL; a flag on the command line wins.\n\nFlags:\n", envPrefix)
+			"Serves MCP tools with durable tasks on both task wires (2026-07-28\n"+
+			"io.modelcontextprotocol/tasks and 2025-11-25 experimental tasks) over Streamable\n"+
+			"HTTP on /mcp, or over stdio with -stdio. Tasks live in the SQLite file -db, or with\n"+
+			"-postgres in PostgreSQL, shared by every mcptaskd on that database. Every flag can\n"+
+			"also be set with an environment variable: -max-ttl is %sMAX_TTL; a flag on the\n"+
+			"command line wins.\n\nFlags:\n", envPrefix)
 		fs.PrintDefaults()
 	}
 

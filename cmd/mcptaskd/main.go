@@ -1,16 +1,20 @@
-// Command mcptaskd serves MCP tools with durable tasks: the
-// io.modelcontextprotocol/tasks extension of the 2026-07-28 protocol
-// revision (SEP-2663), over Streamable HTTP, with tasks kept in a SQLite
-// file so that they survive restarts.
+// Command mcptaskd serves MCP tools with durable tasks on both task wires
+// (the 2026-07-28 io.modelcontextprotocol/tasks extension, SEP-2663, and
+// the 2025-11-25 experimental tasks) over Streamable HTTP or stdio, with
+// tasks kept in a SQLite file, or in PostgreSQL for several instances
+// sharing one task space, so that they survive restarts and crashes.
 //
 // It serves the demo tools of package demo on /mcp, and /healthz for
 // health checks. Tasks left running by a crash are resolved at the next
-// start: those of re-runnable tools run again, the others fail with an
-// "outcome unknown" error.
+// start (SQLite) or about one lease later by another instance
+// (PostgreSQL): those of re-runnable tools run again, the others fail with
+// an "outcome unknown" error.
 //
 // Usage:
 //
-//	mcptaskd [-addr 127.0.0.1:8080] [-db ./mcptask.db] [-allow-remote]
+//	mcptaskd [-addr 127.0.0.1:8080 | -stdio] [-allow-remote]
+//	         [-db ./mcptask.db] [-sqlite-sync full|normal]
+//	         [-postgres DSN] [-postgres-schema mcptask] [-lease 15s]
 //	         [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
 //	         [-max-result-bytes 4194304] [-shutdown-grace 10s]
 //	         [-sweep-interval 1m] [-log-format text|json] [-log-level info]
@@ -22,7 +26,16 @@
 //
 // Once listening, mcptaskd prints "listening on http://HOST:PORT/mcp" to
 // standard output (useful with -addr 127.0.0.1:0, which picks a free
-// port); logs go to standard error.
+// port); logs go to standard error. With -stdio it serves one client on
+// standard input and output instead, and stops when that client does.
+//
+// With -postgres DSN the tasks live in PostgreSQL (schema
+// -postgres-schema, created if missing): every mcptaskd on that database
+// and schema serves the same tasks, a cancel or an answer given to one
+// instance reaches the work on another at once (LISTEN/NOTIFY), and the
+// running tasks of an instance that dies are taken over by another one
+// about -lease later. Without it, one mcptaskd owns the -db SQLite file
+// (a second one on the same file refuses to start).
 //
 // Every flag has an environment variable: MCPTASK_ADDR, MCPTASK_DB,
 // MCPTASK_ALLOW_REMOTE, MCPTASK_DEFAULT_TTL, and so on; the command line
