@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mcptask/mcptask/wire"
+
 	"github.com/mcptask/mcptask/engine"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -45,7 +47,7 @@ func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.Elici
 		params = &p
 	}
 	var res mcp.ElicitResult
-	if err := t.request(ctx, "elicitation/create", params, &res); err != nil {
+	if err := t.request(ctx, wire.MethodElicit, params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -55,7 +57,7 @@ func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.Elici
 // the answer.
 func (t *Task) CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	var res mcp.CreateMessageResult
-	if err := t.request(ctx, "sampling/createMessage", params, &res); err != nil {
+	if err := t.request(ctx, wire.MethodSample, params, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
 )
 
 // Client posts JSON-RPC requests to one MCP endpoint.
@@ -51,12 +54,12 @@ func (e *Error) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.C
 func (c *Client) Meta() map[string]any {
 	caps := map[string]any{}
 	if c.Tasks {
-		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+		caps["extensions"] = map[string]any{ext2026.ExtensionID: map[string]any{}}
 	}
 	return map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "wiretest", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": caps,
+		ext2026.MetaProtocolVersion:          ext2026.Version,
+		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "wiretest", "version": "1"},
+		ext2026.MetaClientCapabilities:       caps,
 	}
 }
 
@@ -79,7 +82,7 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
 	req.Header.Set("Mcp-Method", method)
 	switch {
 	case params["taskId"] != nil:
@@ -186,7 +189,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args map[string]any)
 // Get fetches a task.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) {
 	var t Task
-	err := c.Result(ctx, "tasks/get", map[string]any{"taskId": id}, &t)
+	err := c.Result(ctx, wire.MethodTasksGet, map[string]any{"taskId": id}, &t)
 	return &t, err
 }
 

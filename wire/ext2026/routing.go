@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcptask/mcptask/wire"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -56,7 +58,7 @@ const maxRoutedBody = 8 << 20
 
 func isTasksMethod(m string) bool {
 	switch m {
-	case "tasks/get", "tasks/update", "tasks/cancel":
+	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
 		return true
 	}
 	return false
