@@ -1,20 +1,55 @@
 // Package mcptask adds durable MCP Tasks to servers built on the official Go
-// SDK (github.com/modelcontextprotocol/go-sdk):
+// SDK (github.com/modelcontextprotocol/go-sdk). A complete server:
 //
-//	st, _ := sqlite.Open("tasks.db", nil)           // durable store
-//	eng, _ := engine.New(engine.Options{Store: st}) // runs task work
-//	srv := mcp.NewServer(&mcp.Implementation{Name: "ci", Version: "1"}, nil)
-//	ts, _ := mcptask.New(srv, eng, nil)
-//	mcptask.AddTool(ts, &mcp.Tool{Name: "run_pipeline"},
-//		func(ctx context.Context, req *mcp.CallToolRequest, in Args) (*mcp.CallToolResult, any, error) {
-//			if t := mcptask.FromContext(ctx); t != nil {
-//				t.SetStatusMessage(ctx, "stage 2 of 5")
-//			}
-//			return &mcp.CallToolResult{}, nil, nil // ctx ends if the task is cancelled
-//		}, mcptask.ToolOptions{Support: mcptask.Optional})
-//	if err := ts.Start(ctx); err != nil { ... } // recover unfinished tasks, start the engine
-//	defer ts.Close(context.Background())
-//	http.Handle("/mcp", ts.Handler(nil))     // both wires, one endpoint
+//	package main
+//
+//	import (
+//		"context"
+//		"log"
+//		"net/http"
+//
+//		"github.com/mcptask/mcptask"
+//		"github.com/mcptask/mcptask/engine"
+//		"github.com/mcptask/mcptask/store/sqlite"
+//		"github.com/modelcontextprotocol/go-sdk/mcp"
+//	)
+//
+//	type Args struct {
+//		Ref string `json:"ref"`
+//	}
+//
+//	func runPipeline(ctx context.Context, req *mcp.CallToolRequest, in Args) (*mcp.CallToolResult, any, error) {
+//		if t := mcptask.FromContext(ctx); t != nil { // running as a task
+//			t.SetStatusMessage(ctx, "stage 2 of 5: unit tests")
+//		}
+//		// ... the long work; ctx is cancelled if the client cancels the task
+//		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Ref + ": passed"}}}, nil, nil
+//	}
+//
+//	func main() {
+//		st, err := sqlite.Open("tasks.db", nil) // the durable store
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer st.Close()
+//		eng, err := engine.New(engine.Options{Store: st})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		srv := mcp.NewServer(&mcp.Implementation{Name: "ci", Version: "1"}, nil)
+//		ts, err := mcptask.New(srv, eng, nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		mcptask.AddTool(ts, &mcp.Tool{Name: "run_pipeline", Description: "Runs the CI pipeline"},
+//			runPipeline, mcptask.ToolOptions{Support: mcptask.Optional})
+//		if err := ts.Start(context.Background()); err != nil { // recovers unfinished tasks
+//			log.Fatal(err)
+//		}
+//		defer ts.Close(context.Background())
+//		http.Handle("/mcp", ts.Handler(nil)) // both wires, one endpoint
+//		log.Fatal(http.ListenAndServe("127.0.0.1:8080", nil))
+//	}
 //
 // A server installs tasks with [New], registers its tools with [AddTool]
 // (or marks tools registered otherwise with [Server.SetTaskSupport]), runs
