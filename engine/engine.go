@@ -341,7 +341,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if err := e.store.CreateLimited(parent, t, spec.MaxActive); err != nil {
+	if err := e.store.Create(parent, t, store.CreateOptions{MaxActive: spec.MaxActive}); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {

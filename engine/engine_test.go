@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 )
@@ -245,7 +246,7 @@ func TestRerunAttemptsBounded(t *testing.T) {
 	}
 	tk := task.New(task.Policy{}, "", "crashy", nil, time.Now())
 	tk.Attempts = 3
-	if err := st.Create(ctx, tk); err != nil {
+	if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e, err := engine.New(engine.Options{

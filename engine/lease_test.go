@@ -120,7 +120,7 @@ func testTakeover(t *testing.T, be backend) {
 		tk.Runner = "engine-that-died"
 		tk.LeaseExpiresAt = now.Add(400 * time.Millisecond)
 		tk.Attempts = 1
-		if err := st.Create(ctx, tk); err != nil {
+		if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return tk.ID
