@@ -126,18 +126,21 @@ func (e *DuplicateError) Error() string {
 	return "a task with this idempotency key exists: " + string(e.Task.ID)
 }
 
-// ChangeFeed is implemented by stores that announce task changes across
-// processes (PostgreSQL: LISTEN/NOTIFY, sent in the same transaction as the
-// change). Engines use it to deliver cancellation and client input to work
-// running in another process promptly; they poll as a fallback.
+// ChangeFeed is implemented by stores that announce task changes to the
+// engines sharing them (PostgreSQL: LISTEN/NOTIFY, sent in the same
+// transaction as the change, to every process; SQLite: within the process,
+// which is the whole story with one mcptaskd per file). Engines use it to
+// deliver cancellation and client input to work running on another engine
+// promptly; they poll as a fallback.
 type ChangeFeed interface {
-	// Changes calls fn with the ID of every task updated (or claimed) by
-	// any process, until ctx is done or the feed fails; it then returns the
-	// reason. It calls ready (if not nil) once the feed is in effect: every
-	// change committed after that is announced. Creations are not
-	// announced: nobody waits for a task that does not exist yet. fn must
-	// be quick. Changes may be called again after an error (e.g. a lost
-	// connection); announcements made meanwhile are lost, which the
+	// Changes calls fn with the ID of every task updated (or claimed)
+	// through any store sharing this one's tasks, until ctx is done or the
+	// feed fails; it then returns the reason. It calls ready (if not nil)
+	// once the feed is in effect: every change committed after that is
+	// announced. Creations are not announced: nobody waits for a task that
+	// does not exist yet. An ID may be announced more than once. fn must be
+	// quick. Changes may be called again after it returned (e.g. after a
+	// lost connection); announcements made meanwhile are lost, which the
 	// callers' polling covers.
 	Changes(ctx context.Context, ready func(), fn func(task.ID)) error
 }

@@ -15,7 +15,12 @@
 // The schema is versioned with SQLite's user_version field; [Open]
 // migrates an older file and refuses a newer one.
 //
-// *Store implements [store.Pinger].
+// *Store implements [store.ChangeFeed] within the process: Update and
+// Claim announce the tasks they change, once committed, to the Changes
+// calls of every *Store of the process on the same file. Writes made by
+// other processes sharing the file are not announced; mcptaskd runs one
+// process per file, so for it the process is the whole story. *Store also
+// implements [store.Pinger].
 package sqlite
 
 import (
@@ -107,13 +112,18 @@ type Store struct {
 	closing    chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer goroutine has returned
 
+	hub    *hub           // relays the announcements of Update and Claim
+	feedMu sync.Mutex     // orders feeds.Add before Close's wait
+	feeds  sync.WaitGroup // running Changes calls
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Pinger = (*Store)(nil)
+	_ store.Store      = (*Store)(nil)
+	_ store.ChangeFeed = (*Store)(nil)
+	_ store.Pinger     = (*Store)(nil)
 )
 
 // Open opens the SQLite database at path, creating the file (not its
@@ -160,6 +170,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
+	s.hub = acquireHub(hubKey(abs))
 	go s.writeLoop()
 	return s, nil
 }
@@ -266,14 +277,19 @@ func dsn(abs string, params url.Values) string {
 	return u.String()
 }
 
-// Close stops accepting calls, waits for the writes already taken to be
-// committed, and closes the database. It is safe to call more than once
-// and from several goroutines; every call returns the first call's result.
+// Close stops accepting calls, ends running Changes calls, waits for the
+// writes already taken to be committed and for those Changes calls to
+// return, and closes the database. It is safe to call more than once and
+// from several goroutines; every call returns the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.feedMu.Lock()
 		close(s.closing)
+		s.feedMu.Unlock()
 		<-s.writerDone
+		s.feeds.Wait()
 		s.closeErr = s.closeDBs()
+		releaseHub(s.hub)
 	})
 	return s.closeErr
 }
@@ -407,36 +423,38 @@ func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 // back what fn left in it, in one transaction; see [store.Store]. fn runs
 // on the store's single writer goroutine, so it must be quick and must not
 // call the Store's write methods (Get is fine). The returned task is what
-// a following Get returns. A panic in fn writes nothing and is re-raised
-// in the caller's goroutine. Changing the task's ID is an error.
+// a following Get returns. Once committed, the change is announced to the
+// Changes calls of the process on this file (see [Store.Changes]). A panic
+// in fn writes nothing and is re-raised in the caller's goroutine.
+// Changing the task's ID is an error.
 func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
 	var out *task.Task
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
 		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
+			return nil, store.ErrNotFound
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite store: read task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: read task %s: %w", id, err)
 		}
 		if err := callFn(fn, t); err != nil {
-			return err
+			return nil, err
 		}
 		if t.ID != id {
-			return fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
+			return nil, fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
 		}
 		r, err := encodeTask(t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := tx.Stmt(s.updateStmt).Exec(r.updateArgs()...); err != nil {
-			return fmt.Errorf("sqlite store: update task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
 		}
 		t.CreatedAt = msTime(r.createdMS)
 		t.LastUpdatedAt = msTime(r.updatedMS)
 		t.LeaseExpiresAt = leaseTime(r.leaseMS)
 		out = t
-		return nil
+		return []task.ID{id}, nil
 	})
 	if err != nil {
 		return nil, err

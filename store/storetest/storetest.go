@@ -19,13 +19,15 @@
 //
 // The suite has one sub-suite per area of the contract, each in a file of
 // its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Claim,
-// Heartbeat, Ping ([store.Pinger]), and
+// Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
 // skipped.
 //
-// The suite never sleeps: time is passed to the store explicitly.
+// The suite never sleeps: time is passed to the store explicitly, and
+// what it waits for (announcements of a change feed) it waits for on
+// channels, with a deadline only to fail.
 package storetest
 
 import (
@@ -46,7 +48,8 @@ type Backend struct {
 	// Open returned: the same SQLite file, the same PostgreSQL schema, as
 	// another handle (or process) would open it. The suite closes it as
 	// it closes the stores of Open. The cases that need two stores on one
-	// task space (the quota across stores) use it; nil skips them.
+	// task space (the change feed, the quota across stores) use it; nil
+	// skips them.
 	OpenShared func(t *testing.T, st store.Store) store.Store
 }
 
@@ -70,6 +73,7 @@ func Run(t *testing.T, b Backend) {
 		{"Quota", s.runQuota},
 		{"Claim", s.runClaim},
 		{"Heartbeat", s.runHeartbeat},
+		{"ChangeFeed", s.runChangeFeed},
 		{"Ping", s.runPing},
 		{"Extras", s.runExtras},
 	} {
