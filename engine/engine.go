@@ -77,6 +77,9 @@ type Options struct {
 	// store's change feed again after it failed. Zero means
 	// DefaultFeedRetryInterval.
 	FeedRetryInterval time.Duration
+	// FeedCheckTimeout bounds each read of a task announced by the change
+	// feed. Zero means DefaultFeedCheckTimeout.
+	FeedCheckTimeout time.Duration
 	// Exclusive says this engine is the only one using the store (e.g.
 	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
 	// takes over every unfinished task at once instead of waiting for
@@ -229,6 +232,7 @@ func New(opts Options) (*Engine, error) {
 		{&o.ClaimTimeout, DefaultClaimTimeout},
 		{&o.SweepTimeout, DefaultSweepTimeout},
 		{&o.FeedRetryInterval, DefaultFeedRetryInterval},
+		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
 	} {
 		if *d.opt <= 0 {
 			*d.opt = d.def
@@ -634,7 +638,9 @@ func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limi
 // re-runnable work is handed back (left working with no runner, re-run at the
 // next start), other work fails with an "outcome unknown" error. It then
 // stops the background services. Shutdown returns when every task's work
-// has returned, and every background service too.
+// has returned, and every store call the engine made in the background
+// (each bounded by its per-call timeout, see [Options]) too: once it has
+// returned, the caller may close the store.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true

@@ -113,9 +113,13 @@ func (e *Engine) remoteChange(id task.ID) {
 		return
 	}
 	r.signal() // input may have arrived
-	go func() {
-		if t, err := e.store.Get(e.base, id); err == nil && t.Status.Terminal() {
+	// Read the task apart from the feed, which must not wait: counted for
+	// Shutdown, which waits for it, and bounded by its own timeout.
+	e.goBackground(func() {
+		ctx, cancel := context.WithTimeout(e.base, e.opts.FeedCheckTimeout)
+		defer cancel()
+		if t, err := e.store.Get(ctx, id); err == nil && t.Status.Terminal() {
 			r.cancel(context.Canceled)
 		}
-	}()
+	})
 }

@@ -26,6 +26,9 @@ const (
 	// before following the feed again after it failed (e.g. a lost
 	// connection).
 	DefaultFeedRetryInterval = time.Second
+	// DefaultFeedCheckTimeout bounds each read of a task announced by the
+	// change feed (to see whether it ended elsewhere).
+	DefaultFeedCheckTimeout = 5 * time.Second
 	// DefaultInputPollInterval is the default of Options.InputPollInterval.
 	DefaultInputPollInterval = 2 * time.Second
 	// DefaultMaxAttempts is the default of Options.MaxAttempts.
