@@ -548,7 +548,12 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 		}
 		return fn(t)
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		// denied's, with its reason; it is also a store.ErrNotFound.
+		return nil, err
+	case errors.Is(err, store.ErrNotFound):
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
 	return t, err
