@@ -142,6 +142,9 @@ func (l *listener) take() ([]task.ID, bool) {
 // quick: announcements wait for it, and a listener that leaves too many
 // waiting is dropped (ErrFeedBehind).
 func (s *Store) Changes(ctx context.Context, ready func(), fn func(task.ID)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	s.feedMu.Lock()
 	if s.closed() {
 		s.feedMu.Unlock()

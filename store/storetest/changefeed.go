@@ -272,11 +272,16 @@ func (s *suite) feedContextEnds(t *testing.T) {
 			t.Errorf("Changes after its context ended = %v, want context.Canceled", err)
 		}
 	}
-	// A context that has ended already: Changes returns at once.
+	// A context that has ended already: Changes returns at once, never
+	// ready.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := feed.Changes(ctx, nil, func(task.ID) {}); !errors.Is(err, context.Canceled) {
+	called := false
+	if err := feed.Changes(ctx, func() { called = true }, func(task.ID) {}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Changes with an ended context = %v, want context.Canceled", err)
+	}
+	if called {
+		t.Error("Changes with an ended context called ready")
 	}
 }
 
