@@ -17,6 +17,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -492,7 +493,7 @@ func TestRecoveryPolicy(t *testing.T) {
 		tk.Wire = "2026-07-28"
 		tk.Runner = "dead-process"
 		tk.Request = json.RawMessage(fmt.Sprintf(`{"name":%q,"arguments":{"label":%q}}`, tool, label))
-		if err := st.Create(ctx, tk); err != nil {
+		if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return string(tk.ID)

@@ -38,12 +38,14 @@ type Options struct {
 	Audit *audit.Logger
 	// InstanceID names this engine in Task.Runner. Empty means a random ID.
 	InstanceID string
-	// SweepInterval is how often expired tasks are deleted. Zero means one
-	// minute; negative disables sweeping.
+	// SweepInterval is how often expired tasks are deleted. Zero means
+	// DefaultSweepInterval (one minute); negative disables sweeping.
 	SweepInterval time.Duration
+	// SweepTimeout bounds each sweep. Zero means DefaultSweepTimeout.
+	SweepTimeout time.Duration
 	// InputPollInterval is how often work waiting for client input re-reads
 	// the store, in case an answer arrived without a local wake-up (e.g.
-	// through another process). Zero means 2 s.
+	// through another process). Zero means DefaultInputPollInterval (2 s).
 	InputPollInterval time.Duration
 	// Recover decides the fate of a task found non-terminal at start-up
 	// (left behind by a process that died). It returns the work to re-run
@@ -52,10 +54,32 @@ type Options struct {
 	// silently run twice.
 	Recover func(ctx context.Context, t *task.Task) Work
 	// Lease is how long an engine holds a task's work without renewing
-	// it. Running engines renew their leases every Lease/3; an engine that
-	// dies loses them, and another engine on the same store takes the
-	// tasks over (by Recover) about one Lease later. Zero means 15 s.
+	// it. Running engines renew their leases every HeartbeatInterval; an
+	// engine that dies loses them, and another engine on the same store
+	// takes the tasks over (by Recover) about one Lease later. Zero means
+	// DefaultLease (15 s).
 	Lease time.Duration
+	// HeartbeatInterval is how often the engine renews the leases of its
+	// running work (and stops the work of tasks that ended elsewhere or
+	// were taken over, when no change feed said so). It must be shorter
+	// than Lease. Zero means Lease/3.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout bounds each renewal; keep it well below Lease.
+	// Zero means DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// ClaimInterval is how often an engine that is not Exclusive looks for
+	// tasks whose lease expired, to take them over. Zero means Lease/3.
+	ClaimInterval time.Duration
+	// ClaimTimeout bounds each round of takeover (the store's Claim and
+	// the resolution of the tasks it took). Zero means DefaultClaimTimeout.
+	ClaimTimeout time.Duration
+	// FeedRetryInterval is how long the engine waits before following the
+	// store's change feed again after it failed. Zero means
+	// DefaultFeedRetryInterval.
+	FeedRetryInterval time.Duration
+	// FeedCheckTimeout bounds each read of a task announced by the change
+	// feed. Zero means DefaultFeedCheckTimeout.
+	FeedCheckTimeout time.Duration
 	// Exclusive says this engine is the only one using the store (e.g.
 	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
 	// takes over every unfinished task at once instead of waiting for
@@ -64,7 +88,7 @@ type Options struct {
 	// MaxAttempts bounds how often a task's work is started: a re-runnable
 	// task whose runs keep being cut short (e.g. the tool crashes the
 	// process) fails once it has started this many times, instead of
-	// crash-looping the server. Zero means 3.
+	// crash-looping the server. Zero means DefaultMaxAttempts (3).
 	MaxAttempts int64
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
@@ -123,15 +147,16 @@ type Engine struct {
 	id     string
 	policy task.Policy
 
-	mu      sync.Mutex
-	runs    map[task.ID]*run
-	closed  bool
-	base    context.Context
-	stop    context.CancelFunc
-	watch   watchers
-	wg      sync.WaitGroup // running work
-	bg      sync.WaitGroup // sweeper
-	started bool
+	mu        sync.Mutex
+	runs      map[task.ID]*run
+	closed    bool
+	base      context.Context // canceled when the background services stop
+	stop      context.CancelFunc
+	watch     watchers
+	wg        sync.WaitGroup // running work
+	bg        sync.WaitGroup // background services and their goroutines
+	bgStopped bool           // Shutdown is waiting for bg: no more Add
+	started   bool
 }
 
 // run is the in-process state of one task's running work.
@@ -184,17 +209,37 @@ func New(opts Options) (*Engine, error) {
 	if e.opts.MaxResultBytes <= 0 {
 		e.opts.MaxResultBytes = DefaultMaxResultBytes
 	}
-	if e.opts.InputPollInterval <= 0 {
-		e.opts.InputPollInterval = 2 * time.Second
+	o := &e.opts
+	if o.InputPollInterval <= 0 {
+		o.InputPollInterval = DefaultInputPollInterval
 	}
-	if e.opts.Lease <= 0 {
-		e.opts.Lease = 15 * time.Second
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
 	}
-	if e.opts.MaxAttempts <= 0 {
-		e.opts.MaxAttempts = 3
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
 	}
-	if e.opts.SweepInterval == 0 {
-		e.opts.SweepInterval = time.Minute
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	for _, d := range []struct {
+		opt *time.Duration
+		def time.Duration
+	}{
+		{&o.HeartbeatInterval, o.Lease / 3},
+		{&o.HeartbeatTimeout, DefaultHeartbeatTimeout},
+		{&o.ClaimInterval, o.Lease / 3},
+		{&o.ClaimTimeout, DefaultClaimTimeout},
+		{&o.SweepTimeout, DefaultSweepTimeout},
+		{&o.FeedRetryInterval, DefaultFeedRetryInterval},
+		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
+	} {
+		if *d.opt <= 0 {
+			*d.opt = d.def
+		}
+	}
+	if o.HeartbeatInterval >= o.Lease {
+		return nil, fmt.Errorf("engine: Options.HeartbeatInterval %v is not shorter than the Lease %v: leases would lapse between renewals", o.HeartbeatInterval, o.Lease)
 	}
 	e.base, e.stop = context.WithCancel(context.Background())
 	return e, nil
@@ -243,10 +288,13 @@ func (e *Engine) Policy() task.Policy { return e.policy }
 func (e *Engine) InstanceID() string { return e.id }
 
 // Run resolves the tasks a dead process left non-terminal (by the Recover
-// option), starts the lease heartbeats and the sweeper, and on a store with
-// a change feed starts following it, returning once the feed is in effect
-// (or after 10 s, polling covering the changes until it is). Call it once,
-// before serving requests.
+// option), then starts the background services, each on a goroutine of
+// its own with its own interval and per-call timeout (see [Options]): the
+// renewal of leases, the takeover of expired leases (unless Exclusive),
+// the sweeper, and on a store with a change feed the follower of the
+// feed. It returns once the feed is in effect (or after 10 s, polling
+// covering the changes until it is). Call it once, before serving
+// requests.
 func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.started {
@@ -258,25 +306,40 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.claimOrphans(ctx, true); err != nil {
 		return err
 	}
-	e.bg.Add(1)
-	go e.leaseLoop()
+	e.startService(service{
+		interval: e.opts.HeartbeatInterval,
+		timeout:  e.opts.HeartbeatTimeout,
+		jitter:   true,
+		step:     e.heartbeat,
+	})
+	if !e.opts.Exclusive {
+		e.startService(service{
+			interval: e.opts.ClaimInterval,
+			timeout:  e.opts.ClaimTimeout,
+			jitter:   true,
+			step:     e.claimExpired,
+		})
+	}
+	if e.opts.SweepInterval > 0 {
+		e.startService(service{
+			interval: e.opts.SweepInterval,
+			timeout:  e.opts.SweepTimeout,
+			step:     func(ctx context.Context) { e.Sweep(ctx) },
+		})
+	}
 	if feed, ok := e.store.(store.ChangeFeed); ok {
 		// Wait (a little) for the feed to be in effect, so that changes
 		// other engines make once Run has returned are announced, not
 		// left to the heartbeat's polling.
 		listening := make(chan struct{})
-		e.bg.Add(1)
-		go e.feedLoop(feed, listening)
-		select {
-		case <-listening:
-		case <-ctx.Done():
-		case <-time.After(feedStartWait):
-			e.log.Warn("the task change feed is not listening yet; until it is, polling covers changes made elsewhere", "waited", feedStartWait)
+		if e.goBackground(func() { e.feedLoop(feed, listening) }) {
+			select {
+			case <-listening:
+			case <-ctx.Done():
+			case <-time.After(feedStartWait):
+				e.log.Warn("the task change feed is not listening yet; until it is, polling covers changes made elsewhere", "waited", feedStartWait)
+			}
 		}
-	}
-	if e.opts.SweepInterval > 0 {
-		e.bg.Add(1)
-		go e.sweepLoop()
 	}
 	return nil
 }
@@ -341,7 +404,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if err := e.store.CreateLimited(parent, t, spec.MaxActive); err != nil {
+	if err := e.store.Create(parent, t, store.CreateOptions{MaxActive: spec.MaxActive}); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -577,8 +640,11 @@ func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limi
 // Shutdown stops accepting tasks, waits for running work until ctx is done,
 // then cancels what still runs and resolves it by its recovery policy:
 // re-runnable work is handed back (left working with no runner, re-run at the
-// next start), other work fails with an "outcome unknown" error. Shutdown
-// returns when every task's work has returned.
+// next start), other work fails with an "outcome unknown" error. It then
+// stops the background services. Shutdown returns when every task's work
+// has returned, and every store call the engine made in the background
+// (each bounded by its per-call timeout, see [Options]) too: once it has
+// returned, the caller may close the store.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
@@ -605,8 +671,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 		}
 	}
-	e.stop()
-	e.bg.Wait()
+	e.stopBackground()
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 )
@@ -125,6 +126,55 @@ func TestOwnerBinding(t *testing.T) {
 	}
 	if got, err := e.Get(ctx, "alice", tk.ID); err != nil || got.Status != task.Working {
 		t.Errorf("owner's Get = %+v, %v", got, err)
+	}
+}
+
+// TestNotFoundReasons: every refusal of a task is a *NotFoundError (and
+// an ErrNotFound) whose Reason says why, for the audit trail: another
+// owner's task, an unknown one, an expired one; for reads and for writes.
+func TestNotFoundReasons(t *testing.T) {
+	clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e, _ := newEngine(t, engine.Options{Now: clk.Now, Policy: task.Policy{DefaultTTL: time.Minute}})
+	ctx := context.Background()
+	release := make(chan struct{})
+	defer close(release)
+	running, err := e.Start(ctx, engine.StartSpec{Owner: "alice", Tool: "t"}, func(ctx context.Context) (json.RawMessage, error) {
+		<-release
+		return json.RawMessage(`{}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := e.Start(ctx, engine.StartSpec{Owner: "alice", Tool: "t"}, func(context.Context) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the finished task to end", func() bool {
+		got, err := e.Get(ctx, "alice", done.ID)
+		return err == nil && got.Status.Terminal()
+	})
+	answer := map[string]json.RawMessage{"k": json.RawMessage(`{}`)}
+	ops := map[string]func(owner task.Owner, id task.ID) error{
+		"Get":     func(o task.Owner, id task.ID) error { _, err := e.Get(ctx, o, id); return err },
+		"Cancel":  func(o task.Owner, id task.ID) error { _, err := e.Cancel(ctx, o, id); return err },
+		"Respond": func(o task.Owner, id task.ID) error { _, _, err := e.Respond(ctx, o, id, answer); return err },
+	}
+	check := func(what string, err error, reason string) {
+		t.Helper()
+		var nf *engine.NotFoundError
+		if !errors.As(err, &nf) || !errors.Is(err, engine.ErrNotFound) || nf.Reason != reason {
+			t.Errorf("%s: err = %#v, want a *NotFoundError with Reason %q", what, err, reason)
+		}
+	}
+	for name, op := range ops {
+		check(name+" of another owner's task", op("mallory", running.ID), audit.ReasonOtherOwner)
+		check(name+" of an unknown task", op("alice", task.NewID()), audit.ReasonUnknown)
+	}
+	clk.Add(time.Minute + time.Millisecond)
+	for name, op := range ops {
+		check(name+" of an expired task", op("alice", done.ID), audit.ReasonExpired)
 	}
 }
 
@@ -256,7 +306,7 @@ func TestRerunAttemptsBounded(t *testing.T) {
 	}
 	tk := task.New(task.Policy{}, "", "crashy", nil, time.Now())
 	tk.Attempts = 3
-	if err := st.Create(ctx, tk); err != nil {
+	if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e, err := engine.New(engine.Options{

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -14,39 +13,9 @@ import (
 // over after the lease expired, or it was handed back.
 var errLost = errors.New("the task is held by another engine")
 
-// leaseLoop renews the leases of the work running here, stops work whose
-// task ended elsewhere or was taken over (the polling fallback of the change
-// feed), and, unless the engine is exclusive, takes over tasks whose lease
-// expired.
-func (e *Engine) leaseLoop() {
-	defer e.bg.Done()
-	// Start at a random point of the period, so that instances started
-	// together do not heartbeat and claim in step.
-	period := e.opts.Lease / 3
-	select {
-	case <-e.base.Done():
-		return
-	case <-time.After(rand.N(period)):
-	}
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.base.Done():
-			return
-		case <-tick.C:
-		}
-		e.heartbeat(e.base)
-		if !e.opts.Exclusive {
-			if err := e.claimOrphans(e.base, false); err != nil && e.base.Err() == nil {
-				e.log.Error("taking over tasks with expired leases", "err", err)
-			}
-		}
-	}
-}
-
-// heartbeat renews the leases of the running work and stops the work of
-// tasks this engine lost.
+// heartbeat is the step of the lease renewal service: it renews the
+// leases of the running work and stops the work of tasks that ended
+// elsewhere or were taken over (the polling fallback of the change feed).
 func (e *Engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
 	ids := make([]task.ID, 0, len(e.runs))
@@ -59,7 +28,7 @@ func (e *Engine) heartbeat(ctx context.Context) {
 	}
 	lost, err := e.store.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
 	if err != nil {
-		if ctx.Err() == nil {
+		if e.base.Err() == nil { // not shutting down: a failure, or the timeout
 			e.log.Error("renewing task leases", "err", err)
 		}
 		return
@@ -89,13 +58,14 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 	}
 }
 
-// feedLoop follows the store's change feed: changes made by other engines
-// wake this engine's waiters and stop work cancelled elsewhere at once. It
-// closes listening once the feed is first in effect. After a reconnection
-// it re-checks every task running here, since the changes made while the
-// feed was down were not announced.
+// feedLoop is the change-feed follower: it follows the store's change
+// feed, so that changes made by other engines wake this engine's waiters
+// and stop work cancelled elsewhere at once, following it again
+// FeedRetryInterval after it failed. It closes listening once the feed is
+// first in effect. After a reconnection it re-checks every task running
+// here, since the changes made while the feed was down were not
+// announced.
 func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
-	defer e.bg.Done()
 	first := true
 	ready := func() {
 		if first {
@@ -114,7 +84,7 @@ func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
 		select {
 		case <-e.base.Done():
 			return
-		case <-time.After(time.Second):
+		case <-time.After(e.opts.FeedRetryInterval):
 		}
 	}
 }
@@ -143,9 +113,13 @@ func (e *Engine) remoteChange(id task.ID) {
 		return
 	}
 	r.signal() // input may have arrived
-	go func() {
-		if t, err := e.store.Get(e.base, id); err == nil && t.Status.Terminal() {
+	// Read the task apart from the feed, which must not wait: counted for
+	// Shutdown, which waits for it, and bounded by its own timeout.
+	e.goBackground(func() {
+		ctx, cancel := context.WithTimeout(e.base, e.opts.FeedCheckTimeout)
+		defer cancel()
+		if t, err := e.store.Get(ctx, id); err == nil && t.Status.Terminal() {
 			r.cancel(context.Canceled)
 		}
-	}()
+	})
 }

@@ -120,7 +120,7 @@ func testTakeover(t *testing.T, be backend) {
 		tk.Runner = "engine-that-died"
 		tk.LeaseExpiresAt = now.Add(400 * time.Millisecond)
 		tk.Attempts = 1
-		if err := st.Create(ctx, tk); err != nil {
+		if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return tk.ID
@@ -190,19 +190,28 @@ func cancelAndAwait(t *testing.T, b *engine.Engine, id task.ID, stopped <-chan e
 }
 
 // TestCancelReachesAnotherEngine: a task cancelled through engine B stops
-// the work running on engine A (by the heartbeat's polling: SQLite has no
-// change feed).
+// the work running on engine A: by the change feed (both backends have
+// one; SQLite's within the process), and by the heartbeat's polling when
+// the store has no feed.
 func TestCancelReachesAnotherEngine(t *testing.T) {
 	for _, be := range backends(t) {
-		t.Run(be.name, func(t *testing.T) { testCancelAcross(t, be) })
+		t.Run(be.name, func(t *testing.T) { testCancelAcross(t, be, true) })
+		if be.name == "sqlite" {
+			polling := backend{be.name + "-without-feed", func(t *testing.T) store.Store { return feedless{be.open(t)} }}
+			t.Run(polling.name, func(t *testing.T) { testCancelAcross(t, polling, false) })
+		}
 	}
 }
 
-func testCancelAcross(t *testing.T, be backend) {
-	// A long lease: on PostgreSQL the change feed must deliver the cancel
+// feedless hides the change feed of its store: engines on it learn of
+// changes made elsewhere by polling only.
+type feedless struct{ store.Store }
+
+func testCancelAcross(t *testing.T, be backend, feed bool) {
+	// With a feed, a long lease: the change feed must deliver the cancel
 	// well before the first heartbeat (lease/3) could.
 	lease := 150 * time.Millisecond
-	if be.name == "postgres" {
+	if feed {
 		lease = time.Hour
 	}
 	a, _ := sharedEngine(t, be, lease, nil)

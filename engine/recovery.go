@@ -21,6 +21,14 @@ const (
 // recovery policy (an internal error: the outcome is unknown).
 const CodeOutcomeUnknown = task.CodeInternalError
 
+// claimExpired is the step of the takeover service: it takes over the
+// tasks whose lease expired.
+func (e *Engine) claimExpired(ctx context.Context) {
+	if err := e.claimOrphans(ctx, false); err != nil && e.base.Err() == nil {
+		e.log.Error("taking over tasks with expired leases", "err", err)
+	}
+}
+
 // claimOrphans takes over the tasks no live engine holds and resolves them
 // by the recovery policy. At start-up of an exclusive engine that is every
 // unfinished task (the process that ran them is gone); otherwise, the tasks
@@ -151,26 +159,11 @@ func (e *Engine) resolveInterrupted(r *run) {
 	e.failUnknown(ctx, r.id, "The server shut down while this task was running; its outcome is unknown.")
 }
 
-// sweepLoop deletes expired tasks every SweepInterval until shutdown.
-func (e *Engine) sweepLoop() {
-	defer e.bg.Done()
-	tick := time.NewTicker(e.opts.SweepInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.base.Done():
-			return
-		case <-tick.C:
-			e.Sweep(e.base)
-		}
-	}
-}
-
 // Sweep deletes expired tasks now and returns how many it deleted.
 func (e *Engine) Sweep(ctx context.Context) int {
 	n, err := e.store.DeleteExpired(ctx, e.now())
 	if err != nil {
-		if ctx.Err() == nil {
+		if !errors.Is(ctx.Err(), context.Canceled) { // a failure, or a timeout
 			e.log.Error("sweeping expired tasks", "err", err)
 		}
 		return 0

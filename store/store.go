@@ -1,6 +1,8 @@
-// Package store defines the persistence interface of mcptask. Each backend
-// (store/sqlite, and later PostgreSQL) lives in its own package and must pass
-// the shared suite in store/storetest.
+// Package store defines the persistence contract of mcptask: [Store], what
+// the engine needs of a backend, and the optional interfaces beside it
+// ([ChangeFeed], [Pinger]) that a backend may implement. Each backend
+// (store/sqlite, store/postgres) lives in its own package and must pass the
+// shared suite in store/storetest.
 package store
 
 import (
@@ -17,29 +19,29 @@ var ErrNotFound = errors.New("task not found")
 // ErrExists is returned by Create when a task with the same ID exists.
 var ErrExists = errors.New("task already exists")
 
-// ErrTooManyActive is returned by CreateLimited when the task's owner
-// already has as many non-terminal tasks as the quota allows.
+// ErrTooManyActive is returned by Create with a quota
+// (CreateOptions.MaxActive) when the task's owner already has as many
+// non-terminal tasks as the quota allows.
 var ErrTooManyActive = errors.New("too many unfinished tasks")
 
-// Store persists tasks. Implementations must be safe for concurrent use.
-// Every method that returns nil has made its change durable: a task is
-// committed before Create returns, so a following Get (from any connection
-// or process) finds it.
+// Store persists tasks: exactly what the engine needs of a backend.
+// Implementations must be safe for concurrent use. Every method that
+// returns nil has made its change durable: a task is committed before
+// Create returns, so a following Get (from any connection or process)
+// finds it.
+//
+// Backends may offer more (e.g. deleting one task, listing every
+// unfinished task, for their own tools and tests), outside this interface.
 type Store interface {
-	// Create durably inserts t. It returns ErrExists if t.ID is taken,
-	// and a *DuplicateError holding the existing task if t.IdempotencyKey
-	// is set and t.Owner already has a task with that key.
-	Create(ctx context.Context, t *task.Task) error
-
-	// CreateLimited is Create with a quota on unfinished work: when
-	// maxActive > 0 and t.Owner already has maxActive or more non-terminal
-	// tasks (working or input_required), it inserts nothing and returns
-	// ErrTooManyActive. An idempotent retry is answered with its
-	// *DuplicateError whatever the count. The count and the insert are
-	// atomic with respect to every other CreateLimited for the same owner,
-	// in any process sharing the store, so concurrent creations never
-	// overshoot the quota. maxActive <= 0 means no quota (as Create).
-	CreateLimited(ctx context.Context, t *task.Task, maxActive int) error
+	// Create durably inserts t, under the conditions of opts (see
+	// [CreateOptions]; the zero value sets none). It returns ErrExists if
+	// t.ID is taken.
+	//
+	// Idempotency is by t.IdempotencyKey: if it is set and t.Owner
+	// already has a task with that key (whatever its status), Create
+	// inserts nothing and returns a *DuplicateError holding that task as
+	// it is now, whatever the quota.
+	Create(ctx context.Context, t *task.Task, opts CreateOptions) error
 
 	// Get returns the task with the given ID, or ErrNotFound. It returns
 	// tasks whatever their expiry; callers decide what expired means.
@@ -57,23 +59,13 @@ type Store interface {
 	// when there are no more tasks. Cursors are opaque to callers.
 	List(ctx context.Context, owner task.Owner, cursor string, limit int) (tasks []*task.Task, next string, err error)
 
-	// ListActive returns every non-terminal task (working or
-	// input_required), oldest first. The engine calls it at start-up to
-	// resolve tasks left behind by a process that died.
-	ListActive(ctx context.Context) ([]*task.Task, error)
-
-	// DeleteExpired deletes the terminal tasks whose retention ended before
-	// now (see task.Task.ExpiresAt) and returns how many it deleted.
-	DeleteExpired(ctx context.Context, now time.Time) (int, error)
-
-	// Delete removes the task with the given ID, or returns ErrNotFound.
-	Delete(ctx context.Context, id task.ID) error
-
 	// Claim atomically takes over non-terminal tasks for an engine (see
 	// ClaimRequest) and returns them as they are after the claim: Runner
 	// set to the claimer and LeaseExpiresAt to Now+Lease. Two concurrent
 	// claimers never get the same task (on PostgreSQL: FOR UPDATE SKIP
-	// LOCKED).
+	// LOCKED). The engine calls it at start-up to resolve the tasks left
+	// behind by a process that died, and then to take over the tasks
+	// whose lease expired.
 	Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error)
 
 	// Heartbeat extends to until the leases of those tasks among ids that
@@ -82,8 +74,27 @@ type Store interface {
 	// the runner must stop their work.
 	Heartbeat(ctx context.Context, runner string, ids []task.ID, until time.Time) (lost []task.ID, err error)
 
+	// DeleteExpired deletes the terminal tasks whose retention ended before
+	// now (see task.Task.ExpiresAt) and returns how many it deleted.
+	DeleteExpired(ctx context.Context, now time.Time) (int, error)
+
 	// Close releases the store's resources.
 	Close() error
+}
+
+// CreateOptions are the conditions under which [Store.Create] inserts a
+// task. The zero value sets none. (Idempotency needs no option: it is
+// t.IdempotencyKey, stored with the task; see Store.Create.)
+type CreateOptions struct {
+	// MaxActive, if positive, is a quota on unfinished work: when t.Owner
+	// already has MaxActive or more non-terminal tasks (working or
+	// input_required), Create inserts nothing and returns
+	// ErrTooManyActive. An idempotent retry is answered with its
+	// *DuplicateError whatever the count. The count and the insert are
+	// atomic with respect to every other Create with a quota for the same
+	// owner, in any process sharing the store, so concurrent creations
+	// never overshoot the quota. Zero or negative means no quota.
+	MaxActive int
 }
 
 // ClaimRequest says which tasks Claim takes over.
@@ -110,23 +121,36 @@ type DuplicateError struct {
 	Task *task.Task
 }
 
+// Error names the existing task.
 func (e *DuplicateError) Error() string {
 	return "a task with this idempotency key exists: " + string(e.Task.ID)
 }
 
-// ChangeFeed is implemented by stores that announce task changes across
-// processes (PostgreSQL: LISTEN/NOTIFY, sent in the same transaction as the
-// change). Engines use it to deliver cancellation and client input to work
-// running in another process promptly; they poll as a fallback.
+// ChangeFeed is implemented by stores that announce task changes to the
+// engines sharing them (PostgreSQL: LISTEN/NOTIFY, sent in the same
+// transaction as the change, to every process; SQLite: within the process,
+// which is the whole story with one mcptaskd per file). Engines use it to
+// deliver cancellation and client input to work running on another engine
+// promptly; they poll as a fallback.
 type ChangeFeed interface {
-	// Changes calls fn with the ID of every task updated (or claimed) by
-	// any process, until ctx is done or the feed fails; it then returns the
-	// reason. It calls ready (if not nil) once the feed is in effect: every
-	// change committed after that is announced. Creations are not announced: nobody waits for a task that
-	// does not exist yet. fn must be quick. Changes may be called again after an
-	// error (e.g. a lost connection); announcements made meanwhile are
-	// lost, which the callers' polling covers.
+	// Changes calls fn with the ID of every task updated (or claimed)
+	// through any store sharing this one's tasks, until ctx is done or the
+	// feed fails; it then returns the reason. It calls ready (if not nil)
+	// once the feed is in effect: every change committed after that is
+	// announced. Creations are not announced: nobody waits for a task that
+	// does not exist yet. An ID may be announced more than once. fn must be
+	// quick. Changes may be called again after it returned (e.g. after a
+	// lost connection); announcements made meanwhile are lost, which the
+	// callers' polling covers.
 	Changes(ctx context.Context, ready func(), fn func(task.ID)) error
+}
+
+// Pinger is implemented by stores that can tell cheaply whether they can
+// serve requests now (e.g. for a health check).
+type Pinger interface {
+	// Ping returns nil if the store answered a trivial request, or the
+	// reason it could not (closed, database unreachable, ctx done).
+	Ping(ctx context.Context) error
 }
 
 // ErrBadCursor is returned by List for a cursor it did not issue.

@@ -18,7 +18,7 @@ const feedPingInterval = 30 * time.Second
 // Changes implements [store.ChangeFeed]: it opens a connection of its own
 // (outside the pool), LISTENs on the schema's channel and calls fn, in
 // the calling goroutine, with the ID of every task that any instance sharing
-// the schema creates, updates or claims, until ctx is done, the store is
+// the schema updates or claims (creations are not announced), until ctx is done, the store is
 // closed, or the connection fails. It then returns ctx's error,
 // [ErrClosed], or the connection's error; the caller may call it again,
 // and covers with polling what was announced in between.

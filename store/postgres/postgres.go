@@ -20,8 +20,9 @@
 // concurrent writes: PostgreSQL commits the transactions that notify one
 // at a time, holding a database-wide lock through each commit's WAL flush,
 // so those commits never share a flush the way plain commits do. That is
-// why Create and CreateLimited announce nothing (nobody waits for a task
-// that does not exist yet), nor do Heartbeat, Delete and DeleteExpired.
+// why Create announces nothing (nobody waits for a task that does not
+// exist yet), nor do Heartbeat, Delete and DeleteExpired. *Store also
+// implements [store.Pinger].
 package postgres
 
 import (
@@ -107,6 +108,7 @@ type Store struct {
 var (
 	_ store.Store      = (*Store)(nil)
 	_ store.ChangeFeed = (*Store)(nil)
+	_ store.Pinger     = (*Store)(nil)
 )
 
 // Open connects to the PostgreSQL database at dsn (a URL such as
@@ -262,6 +264,18 @@ func (s *Store) Close() error {
 
 func (s *Store) closed() bool { return s.ctx.Err() != nil }
 
+// Ping implements [store.Pinger]: it pings the server over a connection of
+// the pool, or returns [ErrClosed] after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres store: ping: %w", err)
+	}
+	return nil
+}
+
 // Create durably inserts t, or returns [store.ErrExists] if its ID is
 // taken, or a *[store.DuplicateError] holding the existing task if
 // t.IdempotencyKey is set and t.Owner already has a task with that key
@@ -270,14 +284,30 @@ func (s *Store) closed() bool { return s.ctx.Err() != nil }
 // the values of the input maps must be valid JSON, and no text may hold
 // a NUL byte or invalid UTF-8.
 //
-// The insert is one statement: one round trip to the server when the
-// task is new.
-func (s *Store) Create(ctx context.Context, t *task.Task) error {
+// Without a quota the insert is one statement: one round trip to the
+// server when the task is new.
+//
+// With a quota (opts.MaxActive > 0), when t.Owner already has
+// opts.MaxActive or more working or input_required tasks, Create inserts
+// nothing and returns [store.ErrTooManyActive]; an idempotent retry gets
+// its *[store.DuplicateError] whatever the count. The idempotency lookup,
+// the count and the insert then run in one transaction that holds an
+// advisory lock of the owner (see quotaLockSpace): the Creates with a
+// quota of one owner, from every instance sharing the schema, run one
+// after the other, so they never overshoot the quota, while those of
+// different owners do not wait for each other. A Create without a quota
+// takes no lock: one running at the same moment may still add a task
+// beyond the quota. A Create with a quota takes two round trips to the
+// server when the task is inserted, like Update.
+func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
 	if t == nil {
 		return errors.New("postgres store: Create of a nil task")
 	}
 	if s.closed() {
 		return ErrClosed
+	}
+	if opts.MaxActive > 0 {
+		return s.createWithQuota(ctx, t, opts.MaxActive)
 	}
 	r, err := encodeTask(t)
 	if err != nil {
@@ -325,8 +355,8 @@ func (s *Store) conflict(ctx context.Context, r *row) error {
 }
 
 // quotaLockSpace is the first key of the transaction-level advisory locks
-// that CreateLimited takes, one per (schema, owner): the second key is
-// hashtext(schema || ':' || owner). Locks keyed by two int4 values and
+// that Create with a quota takes, one per (schema, owner): the second key
+// is hashtext(schema || ':' || owner). Locks keyed by two int4 values and
 // locks keyed by one bigint (migrationLockKey) are distinct key spaces in
 // PostgreSQL, so these never collide with the migration lock. Two owners
 // whose names hash alike, or another application using the same first
@@ -339,38 +369,16 @@ const quotaLockSpace int32 = 0x6d637071
 const quotaLockSQL = `SELECT pg_advisory_xact_lock($1, hashtext($2::text || ':' || $3::text))`
 
 // countActiveSQL counts the working and input_required tasks of an owner
-// ($1), up to a cap ($2): CreateLimited only needs to know whether the
-// quota is reached, so an owner far over it (after the quota was lowered)
-// costs no more than one at it. Its status condition is the one of the
+// ($1), up to a cap ($2): Create with a quota only needs to know whether
+// the quota is reached, so an owner far over it (after the quota was
+// lowered) costs no more than one at it. Its status condition is the one of the
 // partial index tasks_owner_active, so the count never reads the owner's
 // finished tasks.
 const countActiveSQL = `SELECT count(*) FROM (SELECT 1 FROM %[1]s.tasks
 	WHERE owner = $1 AND status IN ('working', 'input_required') LIMIT $2) AS active`
 
-// CreateLimited is [Store.Create] with a quota: when maxActive > 0 and
-// t.Owner already has maxActive or more working or input_required tasks,
-// it inserts nothing and returns [store.ErrTooManyActive]. An idempotent
-// retry gets its *[store.DuplicateError] whatever the count. maxActive <= 0
-// means no quota: CreateLimited is then exactly Create.
-//
-// With a quota, the idempotency lookup, the count and the insert run in
-// one transaction that holds an advisory lock of the owner (see
-// quotaLockSpace): the CreateLimited calls of one owner, from every
-// instance sharing the schema, run one after the other, so they never
-// overshoot the quota, while those of different owners do not wait for
-// each other. A plain Create takes no lock: one running at the same
-// moment may still add a task beyond the quota. It takes two round trips
-// to the server when the task is inserted, like Update.
-func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) error {
-	if maxActive <= 0 {
-		return s.Create(ctx, t)
-	}
-	if t == nil {
-		return errors.New("postgres store: CreateLimited of a nil task")
-	}
-	if s.closed() {
-		return ErrClosed
-	}
+// createWithQuota is Create with the quota maxActive > 0.
+func (s *Store) createWithQuota(ctx context.Context, t *task.Task, maxActive int) error {
 	r, err := encodeTask(t)
 	if err != nil {
 		return err
@@ -378,7 +386,7 @@ func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) 
 	// As in Create, a conflict may name a task deleted before we read it;
 	// then the whole transaction, count included, is tried again.
 	for range 3 {
-		inserted, err := s.createLimited(ctx, r, maxActive)
+		inserted, err := s.createQuotaTx(ctx, r, maxActive)
 		if err != nil || inserted {
 			return err
 		}
@@ -389,11 +397,11 @@ func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) 
 	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
 }
 
-// createLimited runs CreateLimited's transaction once. It returns false
-// and no error when the insert found its ID or idempotency key taken (by
-// a plain Create, which takes no lock, or a task created meanwhile): the
-// caller finds out which with conflict.
-func (s *Store) createLimited(ctx context.Context, r *row, maxActive int) (inserted bool, err error) {
+// createQuotaTx runs the transaction of Create with a quota once. It
+// returns false and no error when the insert found its ID or idempotency
+// key taken (by a Create without a quota, which takes no lock, or a task
+// created meanwhile): the caller finds out which with conflict.
+func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inserted bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
@@ -650,6 +658,8 @@ func (s *Store) List(ctx context.Context, owner task.Owner, cursor string, limit
 }
 
 // ListActive returns every working or input_required task, oldest first.
+// It is not part of [store.Store] (the engine claims unfinished tasks with
+// Claim): tools and tests use it to see the unfinished work of a schema.
 func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
 	if s.closed() {
 		return nil, ErrClosed
@@ -702,7 +712,9 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Delete removes the task with the given ID, or returns [store.ErrNotFound].
-// It waits for an Update of the task in progress.
+// It waits for an Update of the task in progress. It is not part of
+// [store.Store]: the engine deletes tasks only when their retention ends
+// (DeleteExpired); tests use it.
 func (s *Store) Delete(ctx context.Context, id task.ID) error {
 	if s.closed() {
 		return ErrClosed

@@ -79,8 +79,13 @@ func openTest(t testing.TB, schema string) *Store {
 
 func TestStore(t *testing.T) {
 	testDSN(t)
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, newSchema(t))
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) store.Store {
+			return openTest(t, newSchema(t))
+		},
+		OpenShared: func(t *testing.T, st store.Store) store.Store {
+			return openTest(t, st.(*Store).Schema())
+		},
 	})
 }
 
@@ -168,7 +173,7 @@ func TestConcurrentOpen(t *testing.T) {
 
 	// Every instance sees what the others write, with one cursor key.
 	for i, s := range stores {
-		if err := s.Create(t.Context(), newTask("alice", now.Add(time.Duration(i)*time.Second))); err != nil {
+		if err := s.Create(t.Context(), newTask("alice", now.Add(time.Duration(i)*time.Second)), store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,7 +256,7 @@ func TestOddSchemaName(t *testing.T) {
 		})
 		s := openTest(t, schema)
 		tk := newTask("alice", now)
-		if err := s.Create(t.Context(), tk); err != nil {
+		if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Get(t.Context(), tk.ID); err != nil {
@@ -277,7 +282,7 @@ func TestCloseIdempotent(t *testing.T) {
 	}
 	wg.Wait()
 	ctx := t.Context()
-	if err := s.Create(ctx, newTask("a", now)); !errors.Is(err, ErrClosed) {
+	if err := s.Create(ctx, newTask("a", now), store.CreateOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Create after Close: %v", err)
 	}
 	if _, err := s.Get(ctx, "x"); !errors.Is(err, ErrClosed) {
@@ -297,7 +302,7 @@ func TestCloseIdempotent(t *testing.T) {
 func TestUpdateMustKeepID(t *testing.T) {
 	s := openTest(t, newSchema(t))
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.Update(t.Context(), tk.ID, func(t *task.Task) error {
@@ -317,7 +322,7 @@ func TestUpdateMustKeepID(t *testing.T) {
 func TestUpdatePanic(t *testing.T) {
 	s := openTest(t, newSchema(t))
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	func() {
@@ -348,7 +353,7 @@ func TestUpdatePanic(t *testing.T) {
 func TestCanceledContext(t *testing.T) {
 	s := openTest(t, newSchema(t))
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -359,7 +364,7 @@ func TestCanceledContext(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Update whose context ended: err = %v, want context.Canceled", err)
 	}
-	if err := s.Create(ctx, newTask("alice", now)); !errors.Is(err, context.Canceled) {
+	if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Create with an ended context: err = %v, want context.Canceled", err)
 	}
 	wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -388,7 +393,7 @@ func TestInvalidTasksRefused(t *testing.T) {
 	} {
 		tk := newTask("alice", now)
 		mod(tk)
-		if err := s.Create(t.Context(), tk); err == nil {
+		if err := s.Create(t.Context(), tk, store.CreateOptions{}); err == nil {
 			t.Errorf("%s: Create succeeded", name)
 		}
 	}
@@ -401,7 +406,7 @@ func TestExactJSONKept(t *testing.T) {
 	tk.Request = json.RawMessage(`{ "b" : 1, "a":[1 , 2.50],"s":"\u0000\u00e9" }`)
 	tk.Result = json.RawMessage(`{"z":1,"a":1e3}`)
 	tk.InputRequests = map[string]json.RawMessage{"k": json.RawMessage(`{"y":1, "x":2}`)}
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), tk.ID)
@@ -419,12 +424,12 @@ func TestIdempotencyKey(t *testing.T) {
 	ctx := t.Context()
 	first := newTask("alice", now)
 	first.IdempotencyKey = "k1"
-	if err := s.Create(ctx, first); err != nil {
+	if err := s.Create(ctx, first, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	retry := newTask("alice", now.Add(time.Second))
 	retry.IdempotencyKey = "k1"
-	err := s.Create(ctx, retry)
+	err := s.Create(ctx, retry, store.CreateOptions{})
 	var dup *store.DuplicateError
 	if !errors.As(err, &dup) {
 		t.Fatalf("Create with a used key: err = %v, want *store.DuplicateError", err)
@@ -439,7 +444,7 @@ func TestIdempotencyKey(t *testing.T) {
 	other := newTask("bob", now)
 	other.IdempotencyKey = "k1"
 	for _, tk := range []*task.Task{other, newTask("alice", now), newTask("alice", now)} {
-		if err := s.Create(ctx, tk); err != nil {
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Errorf("Create(%s, key %q): %v", tk.Owner, tk.IdempotencyKey, err)
 		}
 	}
@@ -447,14 +452,14 @@ func TestIdempotencyKey(t *testing.T) {
 	sameID := newTask("alice", now)
 	sameID.ID = first.ID
 	sameID.IdempotencyKey = "k1"
-	if err := s.Create(ctx, sameID); !errors.Is(err, store.ErrExists) {
+	if err := s.Create(ctx, sameID, store.CreateOptions{}); !errors.Is(err, store.ErrExists) {
 		t.Errorf("Create with a used ID and key: err = %v, want ErrExists", err)
 	}
 	// Once the task is deleted the key is free again.
 	if err := s.Delete(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, retry); err != nil {
+	if err := s.Create(ctx, retry, store.CreateOptions{}); err != nil {
 		t.Errorf("Create with the key of a deleted task: %v", err)
 	}
 
@@ -472,7 +477,7 @@ func TestIdempotencyKey(t *testing.T) {
 		if i%2 == 1 {
 			st = s2
 		}
-		wg.Go(func() { results[i] = st.Create(ctx, tasks[i]) })
+		wg.Go(func() { results[i] = st.Create(ctx, tasks[i], store.CreateOptions{}) })
 	}
 	wg.Wait()
 	var winner task.ID
@@ -510,7 +515,7 @@ func TestClaimAndHeartbeat(t *testing.T) {
 	held.Runner = "engine-b"
 	held.LeaseExpiresAt = now.Add(time.Minute)
 	for _, tk := range append(slices.Clone(tasks), done) {
-		if err := s.Create(ctx, tk); err != nil {
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -609,7 +614,7 @@ func TestClaimSkipLocked(t *testing.T) {
 	ctx := t.Context()
 	const n = 300
 	for i := range n {
-		if err := a.Create(ctx, newTask("alice", now.Add(time.Duration(i)*time.Millisecond))); err != nil {
+		if err := a.Create(ctx, newTask("alice", now.Add(time.Duration(i)*time.Millisecond)), store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -660,7 +665,7 @@ func TestClaimSkipLocked(t *testing.T) {
 	// other skips that task instead of waiting.
 	locked, free := newTask("bob", now.Add(-time.Hour)), newTask("bob", now)
 	for _, tk := range []*task.Task{locked, free} {
-		if err := a.Create(ctx, tk); err != nil {
+		if err := a.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -697,7 +702,7 @@ func TestUpdateSerialisedAcrossInstances(t *testing.T) {
 	schema := newSchema(t)
 	a, b := openTest(t, schema), openTest(t, schema)
 	tk := newTask("alice", now)
-	if err := a.Create(t.Context(), tk); err != nil {
+	if err := a.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 50
@@ -735,7 +740,7 @@ func TestDeleteExpiredConcurrent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := a.Create(ctx, tk); err != nil {
+		if err := a.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -780,7 +785,7 @@ func startFeed(t *testing.T, listener, writer *Store) (seen chan task.ID, feedDo
 	t.Cleanup(stop)
 	go func() { feedDone <- listener.Changes(fctx, nil, func(id task.ID) { seen <- id }) }()
 	pt := newTask("probe", now)
-	if err := writer.Create(ctx, pt); err != nil {
+	if err := writer.Create(ctx, pt, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(10 * time.Second)
@@ -839,14 +844,14 @@ func TestChangeFeed(t *testing.T) {
 	// Creation is not announced (nobody can watch a task before it
 	// exists); another schema's change is not announced here; this one is.
 	other := newTask("alice", now)
-	if err := elsewhere.Create(ctx, other); err != nil {
+	if err := elsewhere.Create(ctx, other, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := elsewhere.Update(ctx, other.ID, func(tk *task.Task) error { return tk.SetStatusMessage("x", now) }); err != nil {
 		t.Fatal(err)
 	}
 	tk := newTask("alice", now)
-	if err := writer.Create(ctx, tk); err != nil {
+	if err := writer.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := writer.Update(ctx, tk.ID, func(tk *task.Task) error { return tk.Cancel("stop", now) }); err != nil {
@@ -859,7 +864,7 @@ func TestChangeFeed(t *testing.T) {
 	}
 	drain() // the Claim below must be the next announcement
 	claimable := newTask("alice", now)
-	if err := writer.Create(ctx, claimable); err != nil {
+	if err := writer.Create(ctx, claimable, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := writer.Claim(ctx, store.ClaimRequest{Runner: "r", Now: now, Lease: time.Minute}); err != nil {
@@ -956,11 +961,11 @@ func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, be
 func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
 func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
 
-// TestCreateLimitedAcrossInstances races CreateLimited calls of one owner
-// on two instances sharing a schema, one of whose sessions default to
+// TestQuotaAcrossInstances races Creates with a quota of one owner on
+// two instances sharing a schema, one of whose sessions default to
 // REPEATABLE READ: the owner's advisory lock serialises them, and each
 // counts with a snapshot taken after the lock, so the quota holds.
-func TestCreateLimitedAcrossInstances(t *testing.T) {
+func TestQuotaAcrossInstances(t *testing.T) {
 	schema := newSchema(t)
 	a := openTest(t, schema)
 	b, err := Open(t.Context(), testDSN(t)+dsnSep(testDSN(t))+"default_transaction_isolation=repeatable%20read",
@@ -973,7 +978,7 @@ func TestCreateLimitedAcrossInstances(t *testing.T) {
 	if err := b.pool.QueryRow(t.Context(), `SHOW default_transaction_isolation`).Scan(&iso); err != nil || iso != "repeatable read" {
 		t.Fatalf("the second instance's default isolation is %q, %v; the test needs repeatable read", iso, err)
 	}
-	storetest.CreateLimitedShared(t, a, b)
+	storetest.QuotaShared(t, a, b)
 }
 
 // dsnSep is what joins one more parameter to dsn, a URL: "?" or "&".
@@ -984,12 +989,12 @@ func dsnSep(dsn string) string {
 	return "?"
 }
 
-// TestCreateLimitedWaitsForLock holds an owner's quota lock in a
-// transaction of its own, as another instance in the middle of a
-// CreateLimited would: a CreateLimited of that owner waits for it, and
-// then counts the task that transaction committed. Another owner's does
-// not wait.
-func TestCreateLimitedWaitsForLock(t *testing.T) {
+// TestQuotaWaitsForLock holds an owner's quota lock in a transaction of
+// its own, as another instance in the middle of a Create with a quota
+// would: a Create with a quota of that owner waits for it, and then
+// counts the task that transaction committed. Another owner's does not
+// wait.
+func TestQuotaWaitsForLock(t *testing.T) {
 	schema := newSchema(t)
 	s := openTest(t, schema)
 	ctx := t.Context()
@@ -1008,12 +1013,12 @@ func TestCreateLimitedWaitsForLock(t *testing.T) {
 	}
 
 	// Another owner is not held up (were it, this would never return).
-	if err := s.CreateLimited(ctx, newTask("bob", now), 1); err != nil {
-		t.Fatalf("CreateLimited of another owner: %v", err)
+	if err := s.Create(ctx, newTask("bob", now), store.CreateOptions{MaxActive: 1}); err != nil {
+		t.Fatalf("Create with a quota of another owner: %v", err)
 	}
 
 	done := make(chan error, 1)
-	go func() { done <- s.CreateLimited(ctx, newTask("alice", now), 1) }()
+	go func() { done <- s.Create(ctx, newTask("alice", now), store.CreateOptions{MaxActive: 1}) }()
 	// Wait until the call waits for the lock: pg_locks shows the
 	// request, not granted.
 	for {
@@ -1029,7 +1034,7 @@ func TestCreateLimitedWaitsForLock(t *testing.T) {
 		}
 		select {
 		case err := <-done:
-			t.Fatalf("CreateLimited returned (%v) while another transaction held the owner's lock", err)
+			t.Fatalf("Create with a quota returned (%v) while another transaction held the owner's lock", err)
 		default:
 		}
 	}
@@ -1047,7 +1052,7 @@ func TestCreateLimitedWaitsForLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, store.ErrTooManyActive) {
-		t.Errorf("CreateLimited after the lock holder filled the quota: %v, want store.ErrTooManyActive", err)
+		t.Errorf("Create with a quota after the lock holder filled the quota: %v, want store.ErrTooManyActive", err)
 	}
 }
 
@@ -1058,7 +1063,7 @@ func TestMigrateFromV1(t *testing.T) {
 	quoted := pgx.Identifier{schema}.Sanitize()
 	s := openTest(t, schema)
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Back to version 1: migration 2 only adds the index.
@@ -1081,7 +1086,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if _, err := s.Get(t.Context(), tk.ID); err != nil {
 		t.Errorf("the task of the version 1 schema: %v", err)
 	}
-	if err := s.CreateLimited(t.Context(), newTask("alice", now), 1); !errors.Is(err, store.ErrTooManyActive) {
-		t.Errorf("CreateLimited over the quota after migrating: %v, want store.ErrTooManyActive", err)
+	if err := s.Create(t.Context(), newTask("alice", now), store.CreateOptions{MaxActive: 1}); !errors.Is(err, store.ErrTooManyActive) {
+		t.Errorf("Create over the quota after migrating: %v, want store.ErrTooManyActive", err)
 	}
 }

@@ -35,8 +35,10 @@ const (
 // then by end of lease, then oldest first. Only the task's Runner and
 // LeaseExpiresAt change. The selection and the update run in one write
 // transaction, so concurrent claimers, in this process or in others
-// sharing the file, never get the same task. Runner must not be empty,
-// Lease must be positive and Now set.
+// sharing the file, never get the same task. Each claimed task is
+// announced (see [Store.Changes]), so that a previous runner of the
+// process learns at once that it lost it. Runner must not be empty, Lease
+// must be positive and Now set.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task, error) {
 	switch {
 	case req.Runner == "":
@@ -52,7 +54,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 	}
 	until := leaseMS(req.Now.Add(req.Lease))
 	var claimed []*task.Task
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		var (
 			rows *sql.Rows
 			err  error
@@ -63,22 +65,24 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 			rows, err = tx.Stmt(s.claimStmt).Query(ceilMS(req.Now), limit)
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite store: claim: %w", err)
+			return nil, fmt.Errorf("sqlite store: claim: %w", err)
 		}
 		tasks, err := scanAll(rows)
 		if err != nil {
-			return fmt.Errorf("sqlite store: claim: %w", err)
+			return nil, fmt.Errorf("sqlite store: claim: %w", err)
 		}
 		take := tx.Stmt(s.takeStmt)
-		for _, t := range tasks {
+		ids := make([]task.ID, len(tasks))
+		for i, t := range tasks {
 			if _, err := take.Exec(req.Runner, until, string(t.ID)); err != nil {
-				return fmt.Errorf("sqlite store: claim task %s: %w", t.ID, err)
+				return nil, fmt.Errorf("sqlite store: claim task %s: %w", t.ID, err)
 			}
 			t.Runner = req.Runner
 			t.LeaseExpiresAt = leaseTime(until)
+			ids[i] = t.ID
 		}
 		claimed = tasks
-		return nil
+		return ids, nil
 	})
 	if err != nil {
 		return nil, err

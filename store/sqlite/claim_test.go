@@ -41,7 +41,7 @@ func TestClaimValidation(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
 	ctx := t.Context()
 	tk := newTask("alice", now)
-	if err := s.Create(ctx, tk); err != nil {
+	if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for name, req := range map[string]store.ClaimRequest{
@@ -76,7 +76,7 @@ func TestClaimOrder(t *testing.T) {
 			tk.Runner = "engine-dead"
 			tk.LeaseExpiresAt = now.Add(lease)
 		}
-		if err := s.Create(ctx, tk); err != nil {
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return tk
@@ -108,7 +108,7 @@ func TestClaimTwoStores(t *testing.T) {
 	ctx := t.Context()
 	const n = 60
 	for range n {
-		if err := stores[0].Create(ctx, newTask("alice", now)); err != nil {
+		if err := stores[0].Create(ctx, newTask("alice", now), store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,21 +161,21 @@ func TestCreateRetried(t *testing.T) {
 	ctx := t.Context()
 	tk := newTask("alice", now)
 	tk.IdempotencyKey = "k"
-	if err := s.Create(ctx, tk); err != nil {
+	if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var de *store.DuplicateError
-	if err := s.Create(ctx, tk); !errors.As(err, &de) || de.Task.ID != tk.ID {
+	if err := s.Create(ctx, tk, store.CreateOptions{}); !errors.As(err, &de) || de.Task.ID != tk.ID {
 		t.Errorf("Create of a stored task with a key: %v, want a DuplicateError with the task", err)
 	}
 	// Under another key, the same ID is only ErrExists.
 	tk.IdempotencyKey = "other"
-	if err := s.Create(ctx, tk); !errors.Is(err, store.ErrExists) {
+	if err := s.Create(ctx, tk, store.CreateOptions{}); !errors.Is(err, store.ErrExists) {
 		t.Errorf("Create of a stored ID under another key: %v, want ErrExists", err)
 	}
 	// An Update cannot give a task a key its owner already uses.
 	tk2 := newTask("alice", now)
-	if err := s.Create(ctx, tk2); err != nil {
+	if err := s.Create(ctx, tk2, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Update(ctx, tk2.ID, func(t *task.Task) error { t.IdempotencyKey = "k"; return nil }); err == nil {

@@ -98,7 +98,7 @@ func migrateV1(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// schemaV2 serves CreateLimited's count of an owner's unfinished tasks:
+// schemaV2 serves the quota count of Create (an owner's unfinished tasks):
 // without it the count would read every task of the owner through
 // tasks_owner_created, finished ones included, and an owner's finished
 // tasks can outnumber the unfinished ones by far (they stay until their

@@ -4,7 +4,7 @@
 // The database runs in WAL mode with synchronous=FULL (by default; see
 // Options.Synchronous): when a write method
 // returns nil, its change is committed and on disk. Reads (Get, List,
-// ListActive) use a pool of read-only connections and never wait for
+// ListActive, Ping) use a pool of read-only connections and never wait for
 // writers. All writes of the process go through one connection, driven by
 // one goroutine that groups the writes waiting at the same moment into one
 // transaction (group commit): under many concurrent callers a single disk
@@ -14,6 +14,13 @@
 //
 // The schema is versioned with SQLite's user_version field; [Open]
 // migrates an older file and refuses a newer one.
+//
+// *Store implements [store.ChangeFeed] within the process: Update and
+// Claim announce the tasks they change, once committed, to the Changes
+// calls of every *Store of the process on the same file. Writes made by
+// other processes sharing the file are not announced; mcptaskd runs one
+// process per file, so for it the process is the whole story. *Store also
+// implements [store.Pinger].
 package sqlite
 
 import (
@@ -105,11 +112,19 @@ type Store struct {
 	closing    chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer goroutine has returned
 
+	hub    *hub           // relays the announcements of Update and Claim
+	feedMu sync.Mutex     // orders feeds.Add before Close's wait
+	feeds  sync.WaitGroup // running Changes calls
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.ChangeFeed = (*Store)(nil)
+	_ store.Pinger     = (*Store)(nil)
+)
 
 // Open opens the SQLite database at path, creating the file (not its
 // directory) if it does not exist, and migrates its schema to the current
@@ -155,6 +170,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
+	s.hub = acquireHub(hubKey(abs))
 	go s.writeLoop()
 	return s, nil
 }
@@ -241,9 +257,9 @@ const byKeySQL = `SELECT ` + taskColumns + ` FROM tasks
 	WHERE owner = ? AND idempotency_key = ? AND idempotency_key <> ''`
 
 // countActiveSQL counts the working and input_required tasks of an owner
-// (?), up to a cap (?): CreateLimited only needs to know whether the quota
-// is reached, so an owner far over it (after the quota was lowered) costs
-// no more than one at it. The status condition is the one of the partial
+// (?), up to a cap (?): Create with a quota only needs to know whether
+// the quota is reached, so an owner far over it (after the quota was
+// lowered) costs no more than one at it. The status condition is the one of the partial
 // index tasks_owner_active, word for word, so that SQLite uses it and
 // never reads the owner's finished tasks.
 const countActiveSQL = `SELECT count(*) FROM (SELECT 1 FROM tasks
@@ -261,14 +277,19 @@ func dsn(abs string, params url.Values) string {
 	return u.String()
 }
 
-// Close stops accepting calls, waits for the writes already taken to be
-// committed, and closes the database. It is safe to call more than once
-// and from several goroutines; every call returns the first call's result.
+// Close stops accepting calls, ends running Changes calls, waits for the
+// writes already taken to be committed and for those Changes calls to
+// return, and closes the database. It is safe to call more than once and
+// from several goroutines; every call returns the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.feedMu.Lock()
 		close(s.closing)
+		s.feedMu.Unlock()
 		<-s.writerDone
+		s.feeds.Wait()
 		s.closeErr = s.closeDBs()
+		releaseHub(s.hub)
 	})
 	return s.closeErr
 }
@@ -302,35 +323,42 @@ func (s *Store) closed() bool {
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
+// Ping implements [store.Pinger]: it runs a trivial query on a read
+// connection, or returns [ErrClosed] after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed() {
+		return ErrClosed
+	}
+	var one int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("sqlite store: ping: %w", err)
+	}
+	return nil
+}
+
 // Create durably inserts t, or returns [store.ErrExists] if its ID is
 // taken, or a [*store.DuplicateError] holding the existing task if
 // t.IdempotencyKey is set and t.Owner already has a task with that key
 // (whatever its ID; the key is checked first). The store keeps timestamps
 // at millisecond precision in UTC. JSON fields are kept byte for byte;
 // Error.Data and the values of the input maps must be valid JSON.
-func (s *Store) Create(ctx context.Context, t *task.Task) error {
+//
+// With a quota (opts.MaxActive > 0), when t.Owner already has
+// opts.MaxActive or more working or input_required tasks, it inserts
+// nothing and returns [store.ErrTooManyActive]; an idempotent retry gets
+// its [*store.DuplicateError] whatever the count. The key lookup, the
+// count and the insert run in one write transaction, which holds the
+// database's write lock: no other writer, in this process or another
+// sharing the file, creates or finishes a task in between, so concurrent
+// creations never overshoot the quota.
+func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
 	if t == nil {
 		return errors.New("sqlite store: Create of a nil task")
 	}
-	return s.create(ctx, t, 0)
+	return s.create(ctx, t, opts.MaxActive)
 }
 
-// CreateLimited is [Store.Create] with a quota: when maxActive > 0 and
-// t.Owner already has maxActive or more working or input_required tasks,
-// it inserts nothing and returns [store.ErrTooManyActive]. An idempotent
-// retry gets its [*store.DuplicateError] whatever the count. The count and
-// the insert run in one write transaction, which holds the database's
-// write lock: no other writer, in this process or another sharing the
-// file, creates or finishes a task in between, so concurrent creations
-// never overshoot the quota. maxActive <= 0 means no quota.
-func (s *Store) CreateLimited(ctx context.Context, t *task.Task, maxActive int) error {
-	if t == nil {
-		return errors.New("sqlite store: CreateLimited of a nil task")
-	}
-	return s.create(ctx, t, maxActive)
-}
-
-// create is Create (maxActive <= 0) and CreateLimited: in one write
+// create is Create with the quota maxActive (none if <= 0): in one write
 // transaction, the idempotency key, then the quota, then the insert.
 func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
 	// Encode in the caller's goroutine: the writer only binds.
@@ -395,36 +423,38 @@ func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 // back what fn left in it, in one transaction; see [store.Store]. fn runs
 // on the store's single writer goroutine, so it must be quick and must not
 // call the Store's write methods (Get is fine). The returned task is what
-// a following Get returns. A panic in fn writes nothing and is re-raised
-// in the caller's goroutine. Changing the task's ID is an error.
+// a following Get returns. Once committed, the change is announced to the
+// Changes calls of the process on this file (see [Store.Changes]). A panic
+// in fn writes nothing and is re-raised in the caller's goroutine.
+// Changing the task's ID is an error.
 func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
 	var out *task.Task
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
 		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
+			return nil, store.ErrNotFound
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite store: read task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: read task %s: %w", id, err)
 		}
 		if err := callFn(fn, t); err != nil {
-			return err
+			return nil, err
 		}
 		if t.ID != id {
-			return fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
+			return nil, fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
 		}
 		r, err := encodeTask(t)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := tx.Stmt(s.updateStmt).Exec(r.updateArgs()...); err != nil {
-			return fmt.Errorf("sqlite store: update task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
 		}
 		t.CreatedAt = msTime(r.createdMS)
 		t.LastUpdatedAt = msTime(r.updatedMS)
 		t.LeaseExpiresAt = leaseTime(r.leaseMS)
 		out = t
-		return nil
+		return []task.ID{id}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -475,6 +505,8 @@ func (s *Store) List(ctx context.Context, owner task.Owner, cursor string, limit
 }
 
 // ListActive returns every working or input_required task, oldest first.
+// It is not part of [store.Store] (the engine claims unfinished tasks with
+// Claim): tools and tests use it to see the unfinished work of a file.
 func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
 	if s.closed() {
 		return nil, ErrClosed
@@ -523,6 +555,8 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Delete removes the task with the given ID, or returns [store.ErrNotFound].
+// It is not part of [store.Store]: the engine deletes tasks only when
+// their retention ends (DeleteExpired); tests use it.
 func (s *Store) Delete(ctx context.Context, id task.ID) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.Stmt(s.deleteStmt).Exec(string(id))

@@ -35,8 +35,13 @@ func openTest(t testing.TB, path string) *Store {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) store.Store {
+			return openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+		},
+		OpenShared: func(t *testing.T, st store.Store) store.Store {
+			return openTest(t, st.(*Store).Path())
+		},
 	})
 }
 
@@ -57,7 +62,7 @@ func TestReopen(t *testing.T) {
 	var all []*task.Task
 	for i := range 30 {
 		tk := newTask("alice", now.Add(time.Duration(i)*time.Second))
-		if err := s.Create(ctx, tk); err != nil {
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		switch i % 3 {
@@ -151,7 +156,7 @@ func TestPragmasAndSchema(t *testing.T) {
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
 		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},
 		{byKeySQL, []any{"alice", "k"}, "SEARCH tasks USING INDEX tasks_idempotency (owner=? AND idempotency_key=?)"},
-		// CreateLimited's count reads the owner's unfinished tasks only.
+		// The quota count of Create reads the owner's unfinished tasks only.
 		{countActiveSQL, []any{"alice", int64(5)}, "SEARCH tasks USING INDEX tasks_owner_active (owner=?)"},
 		{heartbeatSQL, []any{int64(5), "id", "engine-1"}, "(id=?)"},
 	} {
@@ -181,7 +186,7 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -197,7 +202,7 @@ func TestCloseIdempotent(t *testing.T) {
 		t.Errorf("Close again: %v", err)
 	}
 	ctx := t.Context()
-	if err := s.Create(ctx, newTask("alice", now)); !errors.Is(err, ErrClosed) {
+	if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Create after Close: %v", err)
 	}
 	if _, err := s.Get(ctx, tk.ID); !errors.Is(err, ErrClosed) {
@@ -245,7 +250,7 @@ func TestCloseWhileWriting(t *testing.T) {
 		wg.Go(func() {
 			for {
 				tk := newTask("alice", now)
-				err := s.Create(context.Background(), tk)
+				err := s.Create(context.Background(), tk, store.CreateOptions{})
 				if errors.Is(err, ErrClosed) {
 					return
 				}
@@ -278,7 +283,7 @@ func TestCloseWhileWriting(t *testing.T) {
 func TestUpdateMustKeepID(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.Update(t.Context(), tk.ID, func(t *task.Task) error {
@@ -302,7 +307,7 @@ func TestUpdatePanic(t *testing.T) {
 	}
 	defer s.Close()
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	func() {
@@ -336,11 +341,11 @@ func TestInvalidTasksRefused(t *testing.T) {
 	} {
 		tk := newTask("alice", now)
 		mutate(tk)
-		if err := s.Create(ctx, tk); err == nil {
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err == nil {
 			t.Errorf("Create with %s succeeded", name)
 		}
 	}
-	if err := s.Create(ctx, nil); err == nil {
+	if err := s.Create(ctx, nil, store.CreateOptions{}); err == nil {
 		t.Error("Create(nil) succeeded")
 	}
 	tasks, _, err := s.List(ctx, "alice", "", 10)
@@ -358,7 +363,7 @@ func TestExactJSONKept(t *testing.T) {
 	tk.Error = &task.Error{Code: 7, Message: "<m>", Data: raw}
 	tk.InputRequests = map[string]json.RawMessage{"input-1": raw, "input-2": nil}
 	tk.InputResponses = map[string]json.RawMessage{}
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(t.Context(), tk.ID)
@@ -388,7 +393,7 @@ func TestCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	tk := newTask("alice", now)
-	if err := s.Create(ctx, tk); !errors.Is(err, context.Canceled) {
+	if err := s.Create(ctx, tk, store.CreateOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Create with a canceled context: %v", err)
 	}
 	if _, err := s.Get(t.Context(), tk.ID); !errors.Is(err, store.ErrNotFound) {
@@ -409,7 +414,7 @@ func TestConcurrentCreate1000(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, tk := range tasks {
 		wg.Go(func() {
-			if err := s.Create(t.Context(), tk); err != nil {
+			if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 				t.Errorf("Create: %v", err)
 			}
 			if _, err := s.Get(t.Context(), tk.ID); err != nil {
@@ -447,7 +452,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	a, b := openTest(t, path), openTest(t, path)
 	ctx := t.Context()
 	tk := newTask("alice", now)
-	if err := a.Create(ctx, tk); err != nil {
+	if err := a.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Get(ctx, tk.ID); err != nil {
@@ -467,7 +472,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 			}); err != nil {
 				t.Errorf("Update: %v", err)
 			}
-			if err := s.Create(ctx, newTask("bob", now)); err != nil {
+			if err := s.Create(ctx, newTask("bob", now), store.CreateOptions{}); err != nil {
 				t.Errorf("Create: %v", err)
 			}
 		})
@@ -543,7 +548,7 @@ func TestOddPath(t *testing.T) {
 	}
 	path := filepath.Join(dir, "tasks.db")
 	s := openTest(t, path)
-	if err := s.Create(t.Context(), newTask("alice", now)); err != nil {
+	if err := s.Create(t.Context(), newTask("alice", now), store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if s.Path() != path {
@@ -557,7 +562,7 @@ func TestOddPath(t *testing.T) {
 func TestListLimits(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
 	for i := range DefaultListLimit + 1 {
-		if err := s.Create(t.Context(), newTask("alice", now.Add(time.Duration(i)*time.Millisecond))); err != nil {
+		if err := s.Create(t.Context(), newTask("alice", now.Add(time.Duration(i)*time.Millisecond)), store.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -610,12 +615,12 @@ func TestSynchronousOption(t *testing.T) {
 	}
 }
 
-// TestCreateLimitedTwoStores stands for two processes sharing the file:
-// their CreateLimited calls for one owner, racing, never overshoot the
+// TestQuotaTwoStores stands for two processes sharing the file: their
+// Creates with a quota for one owner, racing, never overshoot the
 // quota, since each counts and inserts under the database's write lock.
-func TestCreateLimitedTwoStores(t *testing.T) {
+func TestQuotaTwoStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
-	storetest.CreateLimitedShared(t, openTest(t, path), openTest(t, path))
+	storetest.QuotaShared(t, openTest(t, path), openTest(t, path))
 }
 
 // TestMigrateFromV1 opens a file of schema version 1 (before
@@ -624,7 +629,7 @@ func TestMigrateFromV1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	s := openTest(t, path)
 	tk := newTask("alice", now)
-	if err := s.Create(t.Context(), tk); err != nil {
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Back to version 1: migration 2 only adds the index.
@@ -649,7 +654,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if _, err := s.Get(t.Context(), tk.ID); err != nil {
 		t.Errorf("the task of the version 1 file: %v", err)
 	}
-	if err := s.CreateLimited(t.Context(), newTask("alice", now), 1); !errors.Is(err, store.ErrTooManyActive) {
-		t.Errorf("CreateLimited over the quota after migrating: %v, want store.ErrTooManyActive", err)
+	if err := s.Create(t.Context(), newTask("alice", now), store.CreateOptions{MaxActive: 1}); !errors.Is(err, store.ErrTooManyActive) {
+		t.Errorf("Create over the quota after migrating: %v, want store.ErrTooManyActive", err)
 	}
 }

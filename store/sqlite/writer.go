@@ -15,14 +15,16 @@ import (
 const maxBatch = 256
 
 // An op is one write, run by the writer goroutine inside a batch
-// transaction. run returns nil when it has written, or an error when it
-// has not; its writes are then rolled back to a savepoint, so they never
-// mix with those of the other ops of the batch.
+// transaction. run returns the IDs of the tasks to announce (see
+// Store.Changes) when it has written, or an error when it has not; its
+// writes are then rolled back to a savepoint, so they never mix with those
+// of the other ops of the batch.
 type op struct {
-	run   func(tx *sql.Tx) error
-	state atomic.Int32
-	done  chan struct{} // closed when err is final
-	err   error
+	run     func(tx *sql.Tx) ([]task.ID, error)
+	state   atomic.Int32
+	done    chan struct{} // closed when err is final
+	err     error
+	changed []task.ID // what run changed, announced once committed
 }
 
 // op states: a caller whose context ends first abandons its op, and the
@@ -54,6 +56,13 @@ func callFn(fn func(*task.Task) error, t *task.Task) (err error) {
 // write hands run to the writer goroutine and waits until it is committed
 // or has failed.
 func (s *Store) write(ctx context.Context, run func(tx *sql.Tx) error) error {
+	return s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) { return nil, run(tx) })
+}
+
+// writeChanges is write for a run that changes tasks to announce: once
+// its batch is committed, the IDs it returned are published to the
+// process's Changes calls on this file, before writeChanges returns.
+func (s *Store) writeChanges(ctx context.Context, run func(tx *sql.Tx) ([]task.ID, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -147,7 +156,8 @@ func (s *Store) runBatch(batch []*op) {
 			abort = err
 			break
 		}
-		if o.err = o.run(tx); o.err != nil {
+		if o.changed, o.err = o.run(tx); o.err != nil {
+			o.changed = nil
 			// Undo whatever the op did. If even that fails, SQLite has
 			// rolled back the whole transaction (I/O error, disk full...).
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
@@ -166,6 +176,8 @@ func (s *Store) runBatch(batch []*op) {
 		abort = tx.Commit()
 		if abort != nil {
 			abort = fmt.Errorf("sqlite store: commit: %w", abort)
+		} else {
+			s.announce(live)
 		}
 	} else {
 		abort = fmt.Errorf("sqlite store: write transaction aborted: %w", abort)
@@ -183,4 +195,15 @@ func (s *Store) runBatch(batch []*op) {
 			}
 		}
 	}
+}
+
+// announce publishes what the ops of a committed batch changed.
+func (s *Store) announce(ops []*op) {
+	var ids []task.ID
+	for _, o := range ops {
+		if o.err == nil {
+			ids = append(ids, o.changed...)
+		}
+	}
+	s.hub.publish(ids)
 }

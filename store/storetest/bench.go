@@ -24,7 +24,7 @@ func NewTask(owner task.Owner, created time.Time) *task.Task { return newTask(ow
 func BenchCreate(b *testing.B, st store.Store) {
 	ctx := context.Background()
 	for b.Loop() {
-		if err := st.Create(ctx, newTask("alice", base)); err != nil {
+		if err := st.Create(ctx, newTask("alice", base), store.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func BenchCreateParallel(b *testing.B, st store.Store) {
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := st.Create(ctx, newTask("alice", base)); err != nil {
+			if err := st.Create(ctx, newTask("alice", base), store.CreateOptions{}); err != nil {
 				b.Error(err)
 				return
 			}
@@ -55,7 +55,7 @@ func BenchGet(b *testing.B, st store.Store) {
 		if err := tk.Complete(json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`), base); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Create(ctx, tk); err != nil {
+		if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		ids[i] = tk.ID
@@ -73,7 +73,7 @@ func BenchGet(b *testing.B, st store.Store) {
 func BenchUpdate(b *testing.B, st store.Store) {
 	ctx := context.Background()
 	tk := newTask("alice", base)
-	if err := st.Create(ctx, tk); err != nil {
+	if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,99 +12,13 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// leaseAndKeyRoundTrip checks that LeaseExpiresAt (millisecond precision,
-// UTC, zero staying zero) and IdempotencyKey are kept by every method that
-// writes or reads tasks.
-func (s *suite) leaseAndKeyRoundTrip(t *testing.T) {
-	st := s.store(t)
-	ctx := t.Context()
-
-	// Sub-millisecond digits and a non-UTC zone: truncated, in UTC.
-	held := newTask("alice", base)
-	held.Runner = "engine-1"
-	held.LeaseExpiresAt = base.Add(30 * time.Second)
-	held.IdempotencyKey = "req-é-🙂-" + strings.Repeat("k", 300)
-	// A millisecond-precise UTC lease comes back exactly.
-	exact := newTask("alice", base.Add(time.Second))
-	exact.Runner = "engine-2"
-	exact.LeaseExpiresAt = time.Date(2026, 7, 28, 9, 0, 0, 7_000_000, time.UTC)
-	exact.IdempotencyKey = "k"
-	// Neither: a zero lease stays zero (not the Unix epoch), the key empty.
-	none := newTask("alice", base.Add(2*time.Second))
-	mustCreate(t, st, held, exact, none)
-
-	for _, tk := range []*task.Task{held, exact, none} {
-		checkTask(t, "Get", mustGet(t, st, tk.ID), want(tk))
-	}
-	if got := mustGet(t, st, exact.ID); !got.LeaseExpiresAt.Equal(exact.LeaseExpiresAt) {
-		t.Errorf("millisecond-precise lease = %v, want %v", got.LeaseExpiresAt, exact.LeaseExpiresAt)
-	}
-	if got := mustGet(t, st, none.ID); !got.LeaseExpiresAt.IsZero() || got.IdempotencyKey != "" {
-		t.Errorf("task without lease nor key: LeaseExpiresAt = %v (IsZero %v), IdempotencyKey = %q; want zero and empty",
-			got.LeaseExpiresAt, got.LeaseExpiresAt.IsZero(), got.IdempotencyKey)
-	}
-	listed, _, err := st.List(ctx, "alice", "", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	active, err := st.ListActive(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for what, got := range map[string][]*task.Task{"List": listed, "ListActive": active} {
-		checkSameSet(t, what, got, []*task.Task{held, exact, none})
-		for _, g := range got {
-			for _, tk := range []*task.Task{held, exact, none} {
-				if g.ID == tk.ID {
-					checkTask(t, what, g, want(tk))
-				}
-			}
-		}
-	}
-
-	// Update sets a lease where there was none, clears one, and keeps the
-	// key; ending a task (task.Transition) drops Runner and lease.
-	lease := base.Add(time.Minute)
-	got, err := st.Update(ctx, none.ID, func(tk *task.Task) error {
-		tk.Runner = "engine-3"
-		tk.LeaseExpiresAt = lease
-		return nil
+// runIdempotency checks Create with an idempotency key: a retry of an
+// owner's key is answered with a *store.DuplicateError holding the task.
+func (s *suite) runIdempotency(t *testing.T) {
+	run(t, []testCase{
+		{"Key", s.createIdempotencyKey},
+		{"KeyConcurrent", s.createIdempotencyKeyConcurrent},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := want(none)
-	w.Runner = "engine-3"
-	w.LeaseExpiresAt = ms(lease)
-	checkTask(t, "task returned by an Update setting a lease", got, w)
-	checkTask(t, "Get after an Update setting a lease", mustGet(t, st, none.ID), w)
-
-	got, err = st.Update(ctx, held.ID, func(tk *task.Task) error {
-		tk.Runner = ""
-		tk.LeaseExpiresAt = time.Time{}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w = want(held)
-	w.Runner = ""
-	w.LeaseExpiresAt = time.Time{}
-	checkTask(t, "task returned by an Update clearing the lease", got, w)
-	checkTask(t, "Get after an Update clearing the lease", mustGet(t, st, held.ID), w)
-
-	got, err = st.Update(ctx, exact.ID, func(tk *task.Task) error {
-		return tk.Complete(json.RawMessage(`{}`), base.Add(time.Hour))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w = want(exact)
-	if err := w.Complete(json.RawMessage(`{}`), ms(base.Add(time.Hour))); err != nil {
-		t.Fatal(err)
-	}
-	checkTask(t, "task returned by an Update ending it", got, w)
-	checkTask(t, "Get after an Update ending the task", mustGet(t, st, exact.ID), w)
 }
 
 // checkDuplicateKey creates tk, whose owner already has the task existing
@@ -113,7 +26,7 @@ func (s *suite) leaseAndKeyRoundTrip(t *testing.T) {
 // holding existing as it is now, and nothing stored.
 func checkDuplicateKey(t *testing.T, st store.Store, tk *task.Task, existing *task.Task) {
 	t.Helper()
-	err := st.Create(t.Context(), tk)
+	err := st.Create(t.Context(), tk, store.CreateOptions{})
 	var de *store.DuplicateError
 	if !errors.As(err, &de) {
 		t.Fatalf("Create with the idempotency key %q that %q already used: err = %v, want a *store.DuplicateError",
@@ -177,10 +90,10 @@ func (s *suite) createIdempotencyKey(t *testing.T) {
 	checkDuplicateKey(t, st, retry, completed)
 
 	// Deleting the task frees its key.
-	if err := st.Delete(ctx, first.ID); err != nil {
+	if err := deleterOf(t, st).Delete(ctx, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Create(ctx, retry); err != nil {
+	if err := st.Create(ctx, retry, store.CreateOptions{}); err != nil {
 		t.Fatalf("Create with the key of a deleted task: %v", err)
 	}
 	checkTask(t, "task created with the key of a deleted task", mustGet(t, st, retry.ID), want(retry))
@@ -198,16 +111,10 @@ func (s *suite) createIdempotencyKey(t *testing.T) {
 	if n, err := st.DeleteExpired(ctx, base); err != nil || n != 1 {
 		t.Fatalf("DeleteExpired = %d, %v; want 1", n, err)
 	}
-	if err := st.Create(ctx, again); err != nil {
+	if err := st.Create(ctx, again, store.CreateOptions{}); err != nil {
 		t.Fatalf("Create with the key of a task deleted by DeleteExpired: %v", err)
 	}
 	checkTask(t, "task created with the key of an expired task", mustGet(t, st, again.ID), want(again))
-}
-
-func newTaskWithKey(owner task.Owner, key string) *task.Task {
-	tk := newTask(owner, base)
-	tk.IdempotencyKey = key
-	return tk
 }
 
 // createIdempotencyKeyConcurrent races Creates with one key: for each
@@ -228,7 +135,7 @@ func (s *suite) createIdempotencyKeyConcurrent(t *testing.T) {
 	)
 	for i := range n {
 		wg.Go(func() {
-			err := st.Create(t.Context(), alice[i])
+			err := st.Create(t.Context(), alice[i], store.CreateOptions{})
 			var de *store.DuplicateError
 			mu.Lock()
 			defer mu.Unlock()
@@ -242,7 +149,7 @@ func (s *suite) createIdempotencyKeyConcurrent(t *testing.T) {
 			}
 		})
 		wg.Go(func() {
-			if err := st.Create(t.Context(), others[i]); err != nil {
+			if err := st.Create(t.Context(), others[i], store.CreateOptions{}); err != nil {
 				t.Errorf("Create with a key that only another owner uses: %v", err)
 			}
 		})

@@ -12,25 +12,39 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// mustCreateLimited creates each of tasks with CreateLimited and quota
+// runQuota checks Create with a quota (CreateOptions.MaxActive): what
+// counts against it, and that racing creations never overshoot it, on one
+// store and on two stores of one task space.
+func (s *suite) runQuota(t *testing.T) {
+	run(t, []testCase{
+		{"Quota", s.quota},
+		{"Concurrent", s.quotaConcurrent},
+		{"Shared", func(t *testing.T) {
+			a := s.store(t)
+			QuotaShared(t, a, s.shared(t, a))
+		}},
+	})
+}
+
+// mustCreateQuota creates each of tasks with Create and the quota
 // maxActive, failing the test on any error.
-func mustCreateLimited(t *testing.T, st store.Store, maxActive int, tasks ...*task.Task) {
+func mustCreateQuota(t *testing.T, st store.Store, maxActive int, tasks ...*task.Task) {
 	t.Helper()
 	for _, tk := range tasks {
-		if err := st.CreateLimited(t.Context(), tk, maxActive); err != nil {
-			t.Fatalf("CreateLimited(%s of %q, %d): %v", tk.ID, tk.Owner, maxActive, err)
+		if err := st.Create(t.Context(), tk, store.CreateOptions{MaxActive: maxActive}); err != nil {
+			t.Fatalf("Create(%s of %q, MaxActive %d): %v", tk.ID, tk.Owner, maxActive, err)
 		}
 	}
 }
 
-// checkTooMany creates tk with CreateLimited and quota maxActive, which
+// checkTooMany creates tk with Create and the quota maxActive, which
 // tk's owner has reached, and checks the outcome: ErrTooManyActive, and
 // nothing stored.
 func checkTooMany(t *testing.T, st store.Store, tk *task.Task, maxActive int) {
 	t.Helper()
-	err := st.CreateLimited(t.Context(), tk, maxActive)
+	err := st.Create(t.Context(), tk, store.CreateOptions{MaxActive: maxActive})
 	if !errors.Is(err, store.ErrTooManyActive) {
-		t.Fatalf("CreateLimited of a task of %q at the quota %d: err = %v, want store.ErrTooManyActive",
+		t.Fatalf("Create of a task of %q at the quota %d: err = %v, want store.ErrTooManyActive",
 			tk.Owner, maxActive, err)
 	}
 	if _, err := st.Get(t.Context(), tk.ID); !errors.Is(err, store.ErrNotFound) {
@@ -39,7 +53,7 @@ func checkTooMany(t *testing.T, st store.Store, tk *task.Task, maxActive int) {
 }
 
 // unfinished returns the tasks of owner that are not terminal, read with
-// List: a view of the store independent of the count CreateLimited makes.
+// List: a view of the store independent of the count Create makes.
 func unfinished(t *testing.T, st store.Store, owner task.Owner) []*task.Task {
 	t.Helper()
 	var out []*task.Task
@@ -51,11 +65,11 @@ func unfinished(t *testing.T, st store.Store, owner task.Owner) []*task.Task {
 	return out
 }
 
-// createLimited checks CreateLimited's quota: what counts against it (the
+// quota checks Create's quota (CreateOptions.MaxActive): what counts against it (the
 // owner's working and input_required tasks, however created), what does
 // not (finished tasks, other owners' tasks), that a refusal stores
 // nothing, and that an idempotent retry is answered as such at the quota.
-func (s *suite) createLimited(t *testing.T) {
+func (s *suite) quota(t *testing.T) {
 	st := s.store(t)
 	ctx := t.Context()
 
@@ -64,22 +78,22 @@ func (s *suite) createLimited(t *testing.T) {
 	for _, maxActive := range []int{0, -1} {
 		owner := fmt.Sprintf("unlimited%d", maxActive)
 		for i := range 10 {
-			mustCreateLimited(t, st, maxActive, newTask(task.Owner(owner), base.Add(time.Duration(i)*time.Second)))
+			mustCreateQuota(t, st, maxActive, newTask(task.Owner(owner), base.Add(time.Duration(i)*time.Second)))
 		}
 		if n := len(unfinished(t, st, task.Owner(owner))); n != 10 {
-			t.Errorf("CreateLimited with quota %d: %q has %d unfinished tasks, want 10", maxActive, owner, n)
+			t.Errorf("Create with quota %d: %q has %d unfinished tasks, want 10", maxActive, owner, n)
 		}
 		// (Which of ID and key a backend checks first is its own
 		// business: the task that exists has no key.)
 		plain := newTask(task.Owner(owner), base)
 		keyed := newTaskWithKey(task.Owner(owner), "k")
-		mustCreateLimited(t, st, maxActive, plain, keyed)
-		if err := st.CreateLimited(ctx, plain, maxActive); !errors.Is(err, store.ErrExists) {
-			t.Errorf("CreateLimited with quota %d of a task that exists: err = %v, want store.ErrExists", maxActive, err)
+		mustCreateQuota(t, st, maxActive, plain, keyed)
+		if err := st.Create(ctx, plain, store.CreateOptions{MaxActive: maxActive}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("Create with quota %d of a task that exists: err = %v, want store.ErrExists", maxActive, err)
 		}
 		var de *store.DuplicateError
-		if err := st.CreateLimited(ctx, newTaskWithKey(task.Owner(owner), "k"), maxActive); !errors.As(err, &de) || de.Task == nil {
-			t.Errorf("CreateLimited with quota %d and a used idempotency key: err = %v, want a *store.DuplicateError", maxActive, err)
+		if err := st.Create(ctx, newTaskWithKey(task.Owner(owner), "k"), store.CreateOptions{MaxActive: maxActive}); !errors.As(err, &de) || de.Task == nil {
+			t.Errorf("Create with quota %d and a used idempotency key: err = %v, want a *store.DuplicateError", maxActive, err)
 		} else {
 			checkTask(t, "DuplicateError.Task", de.Task, want(keyed))
 		}
@@ -90,10 +104,10 @@ func (s *suite) createLimited(t *testing.T) {
 	const quota = 3
 	first := newTaskWithKey("alice", "key-1")
 	second := newTask("alice", base.Add(time.Second))
-	mustCreateLimited(t, st, quota, first, second)
+	mustCreateQuota(t, st, quota, first, second)
 	// Below the quota, a taken ID is refused as by Create.
-	if err := st.CreateLimited(ctx, second, quota); !errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateLimited below the quota of a task that exists: err = %v, want store.ErrExists", err)
+	if err := st.Create(ctx, second, store.CreateOptions{MaxActive: quota}); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Create below the quota of a task that exists: err = %v, want store.ErrExists", err)
 	}
 	if _, err := st.Update(ctx, second.ID, func(tk *task.Task) error {
 		_, err := tk.AddInputRequest(json.RawMessage(`{"method":"elicitation/create"}`), base.Add(2*time.Second))
@@ -107,7 +121,7 @@ func (s *suite) createLimited(t *testing.T) {
 	// A larger quota has room; a smaller one is already exceeded.
 	checkTooMany(t, st, newTask("alice", base.Add(4*time.Second)), 1)
 	roomy := newTask("alice", base.Add(4*time.Second))
-	mustCreateLimited(t, st, quota+1, roomy)
+	mustCreateQuota(t, st, quota+1, roomy)
 	checkTooMany(t, st, newTask("alice", base.Add(5*time.Second)), quota+1)
 
 	// Other owners have quotas of their own, the empty owner included.
@@ -116,7 +130,7 @@ func (s *suite) createLimited(t *testing.T) {
 		for i := range quota {
 			tasks = append(tasks, newTask(task.Owner(owner), base.Add(time.Duration(i)*time.Second)))
 		}
-		mustCreateLimited(t, st, quota, tasks...)
+		mustCreateQuota(t, st, quota, tasks...)
 		checkTooMany(t, st, newTask(task.Owner(owner), base), quota)
 		checkSameSet(t, fmt.Sprintf("unfinished tasks of %q", owner), unfinished(t, st, task.Owner(owner)), tasks)
 	}
@@ -126,9 +140,9 @@ func (s *suite) createLimited(t *testing.T) {
 	retry := newTaskWithKey("alice", "key-1")
 	for _, q := range []int{quota, 1} {
 		var de *store.DuplicateError
-		err := st.CreateLimited(ctx, retry, q)
+		err := st.Create(ctx, retry, store.CreateOptions{MaxActive: q})
 		if !errors.As(err, &de) || de.Task == nil {
-			t.Fatalf("CreateLimited at the quota %d with the idempotency key of an unfinished task: err = %v, want a *store.DuplicateError", q, err)
+			t.Fatalf("Create at the quota %d with the idempotency key of an unfinished task: err = %v, want a *store.DuplicateError", q, err)
 		}
 		if errors.Is(err, store.ErrTooManyActive) {
 			t.Errorf("the DuplicateError of an idempotent retry at the quota is also ErrTooManyActive")
@@ -149,12 +163,12 @@ func (s *suite) createLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	var de *store.DuplicateError
-	if err := st.CreateLimited(ctx, retry, quota+1); !errors.As(err, &de) || de.Task == nil {
-		t.Fatalf("CreateLimited with the idempotency key of a completed task: err = %v, want a *store.DuplicateError", err)
+	if err := st.Create(ctx, retry, store.CreateOptions{MaxActive: quota + 1}); !errors.As(err, &de) || de.Task == nil {
+		t.Fatalf("Create with the quota and the idempotency key of a completed task: err = %v, want a *store.DuplicateError", err)
 	}
 	checkTask(t, "DuplicateError.Task of a retry of a completed task", de.Task, completed)
 	freed := newTask("alice", base.Add(7*time.Second))
-	mustCreateLimited(t, st, quota+1, freed)
+	mustCreateQuota(t, st, quota+1, freed)
 	checkTooMany(t, st, newTask("alice", base.Add(8*time.Second)), quota+1)
 	if _, err := st.Update(ctx, second.ID, func(tk *task.Task) error {
 		return tk.Cancel("stop", base.Add(9*time.Second))
@@ -168,7 +182,7 @@ func (s *suite) createLimited(t *testing.T) {
 	}
 	last := newTaskWithKey("alice", "key-2")
 	another := newTask("alice", base.Add(10*time.Second))
-	mustCreateLimited(t, st, quota+1, last, another)
+	mustCreateQuota(t, st, quota+1, last, another)
 	checkTooMany(t, st, newTask("alice", base.Add(11*time.Second)), quota+1)
 	checkSameSet(t, "alice's unfinished tasks", unfinished(t, st, "alice"), []*task.Task{roomy, freed, last, another})
 
@@ -177,15 +191,15 @@ func (s *suite) createLimited(t *testing.T) {
 	if err := done.Complete(json.RawMessage(`{}`), base.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	mustCreateLimited(t, st, 1, done)
-	mustCreateLimited(t, st, 1, newTask("carol", base.Add(2*time.Second)))
+	mustCreateQuota(t, st, 1, done)
+	mustCreateQuota(t, st, 1, newTask("carol", base.Add(2*time.Second)))
 	checkTooMany(t, st, newTask("carol", base.Add(3*time.Second)), 1)
 }
 
-// createLimitedConcurrent races CreateLimited calls of one owner: exactly
+// quotaConcurrent races Creates with a quota of one owner: exactly
 // the quota's worth succeed, whatever their interleaving, and the owner
 // ends with exactly that many unfinished tasks.
-func (s *suite) createLimitedConcurrent(t *testing.T) {
+func (s *suite) quotaConcurrent(t *testing.T) {
 	st := s.store(t)
 	const n, quota = 40, 5
 	// Finished tasks of the owner and unfinished tasks of another owner
@@ -202,8 +216,8 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 	var warm sync.WaitGroup
 	for i := range n {
 		warm.Go(func() {
-			if err := st.CreateLimited(t.Context(), newTask("warm-up", base.Add(time.Duration(i)*time.Millisecond)), 0); err != nil {
-				t.Errorf("CreateLimited without quota: %v", err)
+			if err := st.Create(t.Context(), newTask("warm-up", base.Add(time.Duration(i)*time.Millisecond)), store.CreateOptions{MaxActive: 0}); err != nil {
+				t.Errorf("Create without quota: %v", err)
 			}
 		})
 	}
@@ -225,7 +239,7 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			err := st.CreateLimited(ctx, tasks[i], quota)
+			err := st.Create(ctx, tasks[i], store.CreateOptions{MaxActive: quota})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -234,7 +248,7 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 			case errors.Is(err, store.ErrTooManyActive):
 				refused = append(refused, tasks[i])
 			default:
-				t.Errorf("concurrent CreateLimited: %v", err)
+				t.Errorf("concurrent Create with a quota: %v", err)
 			}
 		})
 	}
@@ -244,15 +258,15 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 		bobTasks = append(bobTasks, tk)
 		wg.Go(func() {
 			<-start
-			if err := st.CreateLimited(ctx, tk, quota); err != nil {
-				t.Errorf("CreateLimited of another owner below the quota: %v", err)
+			if err := st.Create(ctx, tk, store.CreateOptions{MaxActive: quota}); err != nil {
+				t.Errorf("Create of another owner below the quota: %v", err)
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
 	if len(created) != quota || len(refused) != n-quota {
-		t.Fatalf("%d concurrent CreateLimited with quota %d: %d created, %d refused; want %d and %d",
+		t.Fatalf("%d concurrent Creates with quota %d: %d created, %d refused; want %d and %d",
 			n, quota, len(created), len(refused), quota, n-quota)
 	}
 	checkSameSet(t, "alice's unfinished tasks", unfinished(t, st, "alice"), created)
@@ -269,13 +283,14 @@ func (s *suite) createLimitedConcurrent(t *testing.T) {
 	}
 }
 
-// CreateLimitedShared races CreateLimited calls of one owner ("alice")
-// over two stores sharing one task space (one SQLite file, one PostgreSQL
-// schema), as two processes would: exactly the quota's worth succeed, and
-// a List through either store shows exactly those. Backends call it from
-// their own tests, which know how to open two stores on one space (and
-// may give them different settings). a and b must hold no task of alice.
-func CreateLimitedShared(t *testing.T, a, b store.Store) {
+// QuotaShared races Creates with a quota of one owner ("alice") over two
+// stores sharing one task space (one SQLite file, one PostgreSQL schema),
+// as two processes would: exactly the quota's worth succeed, and a List
+// through either store shows exactly those. The Quota area runs it on the
+// stores of Backend.Open and Backend.OpenShared; backends may also call it
+// from their own tests, with stores of different settings. a and b must
+// hold no task of alice.
+func QuotaShared(t *testing.T, a, b store.Store) {
 	t.Helper()
 	ctx := t.Context()
 	const n, quota = 40, 5
@@ -285,7 +300,7 @@ func CreateLimitedShared(t *testing.T, a, b store.Store) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if _, err := stores[i%2].ListActive(ctx); err != nil {
+			if _, _, err := stores[i%2].List(ctx, "warm-up", "", 1); err != nil {
 				t.Error(err)
 			}
 		})
@@ -299,21 +314,21 @@ func CreateLimitedShared(t *testing.T, a, b store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			err := stores[i%2].CreateLimited(ctx, newTask("alice", base.Add(time.Duration(i)*time.Millisecond)), quota)
+			err := stores[i%2].Create(ctx, newTask("alice", base.Add(time.Duration(i)*time.Millisecond)), store.CreateOptions{MaxActive: quota})
 			switch {
 			case err == nil:
 				mu.Lock()
 				created++
 				mu.Unlock()
 			case !errors.Is(err, store.ErrTooManyActive):
-				t.Errorf("CreateLimited: %v", err)
+				t.Errorf("Create with a quota: %v", err)
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
 	if created != quota {
-		t.Errorf("%d racing CreateLimited on two stores with quota %d: %d created", n, quota, created)
+		t.Errorf("%d racing Creates with a quota on two stores with quota %d: %d created", n, quota, created)
 	}
 	for _, st := range stores {
 		if got := unfinished(t, st, "alice"); len(got) != quota {

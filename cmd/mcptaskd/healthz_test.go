@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
+)
+
+// probedStore is a real store whose Ping can be made to fail, and which
+// counts its Gets.
+type probedStore struct {
+	*sqlite.Store
+	pingErr error
+	gets    atomic.Int32
+}
+
+// Ping fails with pingErr if set, else pings the store.
+func (s *probedStore) Ping(ctx context.Context) error {
+	if s.pingErr != nil {
+		return s.pingErr
+	}
+	return s.Store.Ping(ctx)
+}
+
+// Get counts the call and reads from the store.
+func (s *probedStore) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, id)
+}
+
+// noPinger hides every method of its store but those of store.Store.
+type noPinger struct{ store.Store }
+
+// health calls the /healthz handler of an app on st.
+func health(t *testing.T, st store.Store) (code int, status, detail string) {
+	t.Helper()
+	a := &App{store: st, log: slog.New(slog.DiscardHandler)}
+	rec := httptest.NewRecorder()
+	a.healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	var h struct{ Status, Detail string }
+	if err := json.NewDecoder(rec.Body).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	return rec.Code, h.Status, h.Detail
+}
+
+// TestHealthzPing: /healthz asks a store that is a store.Pinger with Ping
+// (and reads no task), and any other store with a Get.
+func TestHealthzPing(t *testing.T) {
+	lite, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	st := &probedStore{Store: lite}
+
+	if code, status, _ := health(t, st); code != http.StatusOK || status != "ok" {
+		t.Errorf("healthz of a healthy Pinger: %d %q", code, status)
+	}
+	if n := st.gets.Load(); n != 0 {
+		t.Errorf("healthz of a Pinger read %d tasks, want none", n)
+	}
+	st.pingErr = errors.New("disk on fire")
+	if code, status, detail := health(t, st); code != http.StatusServiceUnavailable || status != "unhealthy" || !strings.Contains(detail, "disk on fire") {
+		t.Errorf("healthz of a Pinger whose Ping fails: %d %q %q", code, status, detail)
+	}
+
+	// Without Ping, the Get probe: healthy while the store answers (an
+	// unknown task is an answer), unhealthy once it is closed.
+	if code, status, _ := health(t, noPinger{st}); code != http.StatusOK || status != "ok" {
+		t.Errorf("healthz of a store without Ping: %d %q", code, status)
+	}
+	if n := st.gets.Load(); n != 1 {
+		t.Errorf("healthz of a store without Ping made %d Gets, want 1", n)
+	}
+	lite.Close()
+	if code, status, detail := health(t, noPinger{st}); code != http.StatusServiceUnavailable || status != "unhealthy" || !strings.Contains(detail, "closed") {
+		t.Errorf("healthz of a closed store without Ping: %d %q %q", code, status, detail)
+	}
+	st.pingErr = nil
+	if code, status, detail := health(t, st); code != http.StatusServiceUnavailable || !strings.Contains(detail, "closed") {
+		t.Errorf("healthz of a closed Pinger: %d %q %q", code, status, detail)
+	}
+}

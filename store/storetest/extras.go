@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// runExtras checks the methods that both backends keep outside
+// [store.Store] (see deleter and activeLister), which the suite also uses
+// to set up some cases.
+func (s *suite) runExtras(t *testing.T) {
+	run(t, []testCase{
+		{"ListActive", s.listActive},
+		{"Delete", s.delete},
+	})
+}
+
+// deleter is a store that deletes one task: both backends are, outside
+// [store.Store] (explicit deletion is not part of the engine's contract).
+type deleter interface {
+	// Delete removes the task with the given ID, or returns
+	// store.ErrNotFound.
+	Delete(ctx context.Context, id task.ID) error
+}
+
+// activeLister is a store that lists every unfinished task: both backends
+// are, outside [store.Store] (the engine claims unfinished tasks instead).
+type activeLister interface {
+	// ListActive returns every working or input_required task, oldest
+	// first.
+	ListActive(ctx context.Context) ([]*task.Task, error)
+}
+
+// deleterOf returns st as a deleter, or skips the test if st is none.
+func deleterOf(t *testing.T, st store.Store) deleter {
+	t.Helper()
+	d, ok := st.(deleter)
+	if !ok {
+		t.Skipf("storetest: %T has no Delete method, which this case needs", st)
+	}
+	return d
+}
+
+// activeListerOf returns st as an activeLister, or skips the test if st
+// is none.
+func activeListerOf(t *testing.T, st store.Store) activeLister {
+	t.Helper()
+	l, ok := st.(activeLister)
+	if !ok {
+		t.Skipf("storetest: %T has no ListActive method, which this case needs", st)
+	}
+	return l
+}
+
+func (s *suite) listActive(t *testing.T) {
+	st := s.store(t)
+	tasks, err := activeListerOf(t, st).ListActive(t.Context())
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("ListActive of an empty store = %v, %v", tasks, err)
+	}
+	var active []*task.Task
+	statuses := []task.Status{task.Working, task.Completed, task.InputRequired, task.Failed, task.Cancelled}
+	for i := range 20 {
+		// Creation times out of insertion order.
+		created := base.Add(time.Duration((i*11)%20) * time.Minute)
+		tk := newTask(task.Owner(fmt.Sprintf("owner-%d", i%3)), created)
+		tk.Status = statuses[i%len(statuses)]
+		tk.Runner = "engine-old"
+		if !tk.Status.Terminal() {
+			active = append(active, tk)
+		}
+		mustCreate(t, st, tk)
+	}
+	slices.SortFunc(active, func(a, b *task.Task) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	got, err := activeListerOf(t, st).ListActive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(got), ids(active)) {
+		t.Fatalf("ListActive = %v, want oldest first %v", ids(got), ids(active))
+	}
+	for i := range got {
+		checkTask(t, "active task", got[i], want(active[i]))
+	}
+
+	// Ending a task removes it from the list; input_required stays.
+	if _, err := st.Update(t.Context(), active[0].ID, func(tk *task.Task) error { return tk.Cancel("", base) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Update(t.Context(), active[1].ID, func(tk *task.Task) error {
+		_, err := tk.AddInputRequest(json.RawMessage(`{}`), base)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = activeListerOf(t, st).ListActive(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids(got), ids(active[1:])) {
+		t.Errorf("ListActive after cancelling the oldest = %v, want %v", ids(got), ids(active[1:]))
+	}
+}
+
+func (s *suite) delete(t *testing.T) {
+	st := s.store(t)
+	a, b := newTask("alice", base), newTask("alice", base)
+	mustCreate(t, st, a, b)
+	if err := deleterOf(t, st).Delete(t.Context(), a.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, err := st.Get(t.Context(), a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get after Delete: err = %v, want ErrNotFound", err)
+	}
+	if err := deleterOf(t, st).Delete(t.Context(), a.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("second Delete: err = %v, want ErrNotFound", err)
+	}
+	if err := deleterOf(t, st).Delete(t.Context(), task.NewID()); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Delete of an unknown task: err = %v, want ErrNotFound", err)
+	}
+	if _, err := st.Update(t.Context(), a.ID, func(*task.Task) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Update after Delete: err = %v, want ErrNotFound", err)
+	}
+	checkTask(t, "the other task", mustGet(t, st, b.ID), want(b))
+	tasks, _, err := st.List(t.Context(), "alice", "", 10)
+	if err != nil || !slices.Equal(ids(tasks), []task.ID{b.ID}) {
+		t.Errorf("List after Delete = %v, %v; want only %s", ids(tasks), err, b.ID)
+	}
+	// The ID can be used again.
+	again := newTask("bob", base)
+	again.ID = a.ID
+	mustCreate(t, st, again)
+	checkTask(t, "task re-created under a deleted ID", mustGet(t, st, a.ID), want(again))
+}
