@@ -22,13 +22,18 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Wire revisions a client may speak.
 const (
-	Wire20260728 = "2026-07-28"
-	Wire20251125 = "2025-11-25"
+	// Wire20260728 is the 2026-07-28 revision, with the
+	// io.modelcontextprotocol/tasks extension.
+	Wire20260728 = ext2026.Version
+	// Wire20251125 is the 2025-11-25 revision, with experimental tasks.
+	Wire20251125 = v1.Version
 )
 
 // Options configures [Dial] and [Connect]. The zero value is usable.
