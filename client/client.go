@@ -190,15 +190,6 @@ func (c *Client) Resume(ctx context.Context, opts *WaitOptions) ([]Outcome, erro
 	return c.impl.resume(ctx, opts)
 }
 
-// JournalEntry is one task in flight, as the journal records it.
-type JournalEntry struct {
-	TaskID    string    `json:"taskId"`
-	Target    string    `json:"target"` // server URL or transport name
-	Wire      string    `json:"wire"`
-	Tool      string    `json:"tool"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
 // Errors of the client.
 var (
 	// ErrCancelled means the task ended cancelled.
