@@ -823,8 +823,13 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 // task for them, so that nothing needs a connection. skipped counts the
 // journal's tasks of --stdio servers left out, by command.
 func (a *app) targets() (targets []string, skipped map[string]int) {
-	entries, ok := readJournalEntries(a.g.journalPath())
-	if !ok {
+	path := a.g.journalPath()
+	if path == "" {
+		return []string{a.g.target()}, nil
+	}
+	entries, err := client.ReadJournal(path)
+	if err != nil {
+		// Connecting to the named server reports what is wrong with it.
 		return []string{a.g.target()}, nil
 	}
 	if a.g.targetSet {

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask/client"
 )
 
 var wires = []string{"2026-07-28", "2025-11-25"}
@@ -411,9 +414,10 @@ func TestResumeAfterCrash(t *testing.T) {
 			p.waitStderr(regexp.MustCompile(`working: step \d+ of 20`), 30*time.Second)
 			p.kill9()
 
-			journal, err := os.ReadFile(c.journal)
-			if err != nil || !strings.Contains(string(journal), id) {
-				t.Fatalf("the journal does not hold task %s: %v\n%s", id, err, journal)
+			entries, err := client.ReadJournal(c.journal)
+			i := slices.IndexFunc(entries, func(e client.JournalEntry) bool { return e.TaskID == id })
+			if err != nil || i < 0 || entries[i].Target != d.URL || entries[i].Wire != wire || entries[i].Tool != "long_computation" {
+				t.Fatalf("the journal does not hold task %s: %+v %v", id, entries, err)
 			}
 			expect(t, c.run("list"), exitOK, []string{id, "long_computation"}, nil)
 

@@ -25,12 +25,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcptask/mcptask/client"
 )
 
 func main() {
@@ -175,13 +176,14 @@ func (g *globals) target() string {
 
 func stdioTarget(command string) string { return "stdio:" + command }
 
-// defaultJournal is the journal file under the user's cache directory.
+// defaultJournal is the client's default journal file, "" when there is
+// none (no user cache directory).
 func defaultJournal() string {
-	dir, err := os.UserCacheDir()
+	path, err := client.DefaultJournalPath()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "mcptask", "journal.json")
+	return path
 }
 
 // command is one subcommand of mcptask.

@@ -241,29 +241,22 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
-func TestReadJournalEntries(t *testing.T) {
+// TestTargets checks which servers 'list' and 'resume' visit, as the
+// journal (read with client.ReadJournal) names them.
+func TestTargets(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, s string) string {
-		p := filepath.Join(dir, name)
-		os.WriteFile(p, []byte(s), 0o600)
-		return p
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if e, ok := readJournalEntries(filepath.Join(dir, "missing.json")); !ok || len(e) != 0 {
-		t.Errorf("missing file: %v %v", e, ok)
-	}
-	if _, ok := readJournalEntries(write("bad.json", "{not json")); ok {
-		t.Error("corrupt file read as a journal")
-	}
-	e, ok := readJournalEntries(write("j.json", `{"version":1,"tasks":[
+	write("bad.json", "{not json")
+	write("j.json", `{"version":1,"tasks":[
 		{"taskId":"a","target":"http://x/mcp","wire":"2026-07-28","tool":"t1"},
-		{"taskId":"b","target":"stdio:srv -stdio","tool":"t2"}]}`))
-	if !ok || len(e) != 2 || e[0].TaskID != "a" || e[0].Target != "http://x/mcp" || e[1].Tool != "t2" {
-		t.Errorf("journal: %+v %v", e, ok)
-	}
-	e, ok = readJournalEntries(write("lines.json", "{\"taskId\":\"a\",\"target\":\"u\"}\n{\"taskId\":\"b\",\"target\":\"u\"}\n"))
-	if !ok || len(e) != 2 {
-		t.Errorf("JSON lines: %+v %v", e, ok)
-	}
+		{"taskId":"b","target":"stdio:srv -stdio","tool":"t2"}]}`)
+	// JSON Lines are not the journal's format: the client refuses it as
+	// corrupt, like any other file it cannot read.
+	write("lines.json", "{\"taskId\":\"a\",\"target\":\"u\"}\n{\"taskId\":\"b\",\"target\":\"u\"}\n")
 
 	a := &app{getenv: func(string) string { return "" }}
 	a.g.init(a.getenv)
@@ -276,9 +269,11 @@ func TestReadJournalEntries(t *testing.T) {
 	if targets, skipped := a.targets(); len(targets) != 0 || len(skipped) != 0 {
 		t.Errorf("empty journal: targets %v, skipped %v", targets, skipped)
 	}
-	a.g.journal = filepath.Join(dir, "bad.json")
-	if targets, _ := a.targets(); !reflect.DeepEqual(targets, []string{defaultURL}) {
-		t.Errorf("unreadable journal: targets %v", targets)
+	for _, bad := range []string{"bad.json", "lines.json"} {
+		a.g.journal = filepath.Join(dir, bad)
+		if targets, _ := a.targets(); !reflect.DeepEqual(targets, []string{defaultURL}) {
+			t.Errorf("unreadable journal %s: targets %v", bad, targets)
+		}
 	}
 	a.g.journal = filepath.Join(dir, "j.json")
 	a.g.targetSet, a.g.url = true, "http://y/mcp"
