@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/mcptask/mcptask/client"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,52 +41,57 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 		}
 		opts.Journal = j
 	}
-	type dialed struct {
-		c   *client.Client
-		err error
+	timeout := a.dialTimeout
+	if timeout <= 0 {
+		timeout = connectTimeout
 	}
-	done := make(chan dialed, 1)
-	go func() {
-		var d dialed
-		if command, ok := strings.CutPrefix(target, "stdio:"); ok {
-			argv, err := splitCommand(command)
-			if err != nil {
-				done <- dialed{err: err}
-				return
-			}
-			cmd := exec.Command(argv[0], argv[1:]...)
-			if a.g.verbose {
-				cmd.Stderr = logWriter{a}
-			}
-			d.c, d.err = client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, target, opts)
-		} else {
-			d.c, d.err = client.Dial(ctx, target, opts)
-		}
-		done <- d
-	}()
-	timer := time.NewTimer(connectTimeout)
-	defer timer.Stop()
-	select {
-	case d := <-done:
-		if d.err != nil {
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
-			}
-			hint := ""
-			if unreachable(d.err) {
-				hint = a.startHint(target)
-			}
-			if strings.Contains(d.err.Error(), target) {
-				return nil, fmt.Errorf("%w%s", d.err, hint)
-			}
-			return nil, fmt.Errorf("connecting to %s: %w%s", target, d.err, hint)
-		}
-		return d.c, nil
-	case <-timer.C:
-		return nil, fmt.Errorf("cannot connect to %s: no answer within %v%s", target, connectTimeout, a.startHint(target))
-	case <-ctx.Done():
+	// The timeout cancels the dial, which closes what it had made (the
+	// HTTP request and connection; a --stdio server's pipes, and waits
+	// for the server to exit) before it returns: nothing is left behind.
+	dctx, cancel := context.WithTimeoutCause(ctx, timeout, errConnectTimeout)
+	defer cancel()
+	c, err := a.dial(dctx, target, opts)
+	switch {
+	case err == nil:
+		return c, nil
+	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
+	case errors.Is(context.Cause(dctx), errConnectTimeout):
+		return nil, fmt.Errorf("cannot connect to %s: no answer within %v%s", target, timeout, a.startHint(target))
 	}
+	hint := ""
+	if unreachable(err) {
+		hint = a.startHint(target)
+	}
+	if strings.Contains(err.Error(), target) {
+		return nil, fmt.Errorf("%w%s", err, hint)
+	}
+	return nil, fmt.Errorf("connecting to %s: %w%s", target, err, hint)
+}
+
+// errConnectTimeout is the cause of a dial cut short by the connection
+// timeout.
+var errConnectTimeout = errors.New("the connection timed out")
+
+// dial connects to target with opts: over Streamable HTTP, or by running
+// a "stdio:COMMAND" target's command and talking to it on its stdin and
+// stdout.
+func (a *app) dial(ctx context.Context, target string, opts *client.Options) (*client.Client, error) {
+	command, ok := strings.CutPrefix(target, "stdio:")
+	if !ok {
+		return client.Dial(ctx, target, opts)
+	}
+	argv, err := splitCommand(command)
+	if err != nil {
+		return nil, err
+	}
+	// Not exec.CommandContext: the server outlives the dial's context; the
+	// client stops it when the connection closes.
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if a.g.verbose {
+		cmd.Stderr = logWriter{a}
+	}
+	return client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, target, opts)
 }
 
 // unreachable reports whether err says that nothing answered at the

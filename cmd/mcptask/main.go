@@ -75,6 +75,9 @@ type app struct {
 	stdinTTY, stderrTTY bool
 	width               func() int // of the terminal on stderr; 0 if unknown
 	getenv              func(string) string
+	// dialTimeout bounds connecting to the server; zero means
+	// connectTimeout (tests shorten it).
+	dialTimeout time.Duration
 
 	g globals
 
