@@ -69,13 +69,17 @@ type Client struct {
 	impl *clientImpl
 }
 
-// Dial connects to the Streamable HTTP endpoint at url.
+// Dial connects to the Streamable HTTP endpoint at url. A connection that
+// fails, or that ctx cuts short, is closed before Dial returns.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	return dial(ctx, url, opts)
 }
 
 // Connect connects over any go-sdk transport, e.g. an mcp.CommandTransport
-// running a server on stdio. The journal records the endpoint as target.
+// running a server on stdio. The journal records the endpoint as target. A
+// connection that fails, or that ctx cuts short, is closed before Connect
+// returns (for an mcp.CommandTransport: the server's stdin closed and the
+// process waited for, as [Client.Close] does).
 func Connect(ctx context.Context, t mcp.Transport, target string, opts *Options) (*Client, error) {
 	return connect(ctx, t, target, opts)
 }

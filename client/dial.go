@@ -137,8 +137,14 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 			return nil, err
 		}
 	}
-	cs, err := mc.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
+	wt := &watchedTransport{Transport: t}
+	cs, err := mc.Connect(ctx, wt, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
 	if err != nil {
+		if wt.conn != nil {
+			// The go-sdk closes the session it was making on most of its
+			// failures; this covers them all (Close may be called twice).
+			wt.conn.Close()
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", target, err)
 	}
 	c.cs = cs
@@ -155,6 +161,21 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())
 	return &Client{impl: c}, nil
+}
+
+// watchedTransport remembers the connection its transport made, so that a
+// connect that fails after it (cut short by ctx, or refused) closes it. It
+// hands the connection on as it is: the go-sdk talks to its own
+// connections through interfaces a wrapper would hide.
+type watchedTransport struct {
+	mcp.Transport
+	conn mcp.Connection
+}
+
+func (t *watchedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	t.conn = conn
+	return conn, err
 }
 
 func (c *clientImpl) close() error {
