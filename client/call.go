@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
-	fallback, err := c.negotiate(ctx, params)
+	fallback, err := c.tw.prepareCall(ctx, params)
 	if err != nil {
 		return nil, err
 	}
@@ -46,56 +45,4 @@ func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call
 		}
 	}
 	return call, nil
-}
-
-// negotiate decides whether a call may run as a task. On 2025-11-25 it
-// asks for one (params.task, through the edge) when the server and the
-// tool support it; on 2026-07-28 the extension declared in every request
-// lets the server decide. It returns why the call runs plainly, "" when
-// the client accepts a task.
-func (c *clientImpl) negotiate(ctx context.Context, params *mcp.CallToolParams) (string, error) {
-	switch {
-	case c.modern():
-		if !c.extension {
-			return fmt.Sprintf("the server does not advertise the %s extension", ext2026.ExtensionID), nil
-		}
-		return "", nil
-	case c.wire != Wire20251125:
-		return fmt.Sprintf("the server speaks MCP %s, which has no tasks", c.wire), nil
-	}
-	if call, _, _ := c.e.serverTasks(); !call {
-		return "the server has no tasks capability for tools/call", nil
-	}
-	support, err := c.toolSupport(ctx, params.Name)
-	if err != nil {
-		return "", err
-	}
-	switch support {
-	case "optional", "required":
-	case "":
-		return fmt.Sprintf("the tool %q declares no execution.taskSupport", params.Name), nil
-	default:
-		return fmt.Sprintf("the tool %q does not support tasks (execution.taskSupport %q)", params.Name, support), nil
-	}
-	tk := map[string]any{}
-	if c.opts.TTL > 0 {
-		tk["ttl"] = max(c.opts.TTL.Milliseconds(), 1)
-	}
-	params.Meta = mcp.Meta{metaTaskRequest: tk}
-	return "", nil
-}
-
-// toolSupport returns a tool's execution.taskSupport (2025-11-25), listing
-// the tools first when the client has not seen it yet.
-func (c *clientImpl) toolSupport(ctx context.Context, name string) (string, error) {
-	if s, ok := c.e.toolSupport(name); ok {
-		return s, nil
-	}
-	for _, err := range c.cs.Tools(ctx, nil) {
-		if err != nil {
-			return "", fmt.Errorf("listing the tools to learn whether %s supports tasks: %w", name, err)
-		}
-	}
-	s, _ := c.e.toolSupport(name)
-	return s, nil
 }

@@ -22,13 +22,18 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Wire revisions a client may speak.
 const (
-	Wire20260728 = "2026-07-28"
-	Wire20251125 = "2025-11-25"
+	// Wire20260728 is the 2026-07-28 revision, with the
+	// io.modelcontextprotocol/tasks extension.
+	Wire20260728 = ext2026.Version
+	// Wire20251125 is the 2025-11-25 revision, with experimental tasks.
+	Wire20251125 = v1.Version
 )
 
 // Options configures [Dial] and [Connect]. The zero value is usable.
@@ -64,13 +69,17 @@ type Client struct {
 	impl *clientImpl
 }
 
-// Dial connects to the Streamable HTTP endpoint at url.
+// Dial connects to the Streamable HTTP endpoint at url. A connection that
+// fails, or that ctx cuts short, is closed before Dial returns.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	return dial(ctx, url, opts)
 }
 
 // Connect connects over any go-sdk transport, e.g. an mcp.CommandTransport
-// running a server on stdio. The journal records the endpoint as target.
+// running a server on stdio. The journal records the endpoint as target. A
+// connection that fails, or that ctx cuts short, is closed before Connect
+// returns (for an mcp.CommandTransport: the server's stdin closed and the
+// process waited for, as [Client.Close] does).
 func Connect(ctx context.Context, t mcp.Transport, target string, opts *Options) (*Client, error) {
 	return connect(ctx, t, target, opts)
 }
@@ -183,15 +192,6 @@ type Outcome struct {
 // outcomes.
 func (c *Client) Resume(ctx context.Context, opts *WaitOptions) ([]Outcome, error) {
 	return c.impl.resume(ctx, opts)
-}
-
-// JournalEntry is one task in flight, as the journal records it.
-type JournalEntry struct {
-	TaskID    string    `json:"taskId"`
-	Target    string    `json:"target"` // server URL or transport name
-	Wire      string    `json:"wire"`
-	Tool      string    `json:"tool"`
-	CreatedAt time.Time `json:"createdAt"`
 }
 
 // Errors of the client.

@@ -7,25 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
-	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-// The tasks methods a client sends (custom methods of the go-sdk).
-const (
-	methodTasksGet    = "tasks/get"
-	methodTasksUpdate = "tasks/update"
-	methodTasksCancel = "tasks/cancel"
-	methodTasksResult = "tasks/result"
-	methodTasksList   = "tasks/list"
 )
 
 // clientImpl holds the connection; its methods do the work of Client.
 type clientImpl struct {
-	wire    string
+	wire    string       // the negotiated protocol revision
+	tw      wireStrategy // the task wire's side, picked at connect
 	target  string
 	opts    Options
 	log     *slog.Logger
@@ -33,14 +24,6 @@ type clientImpl struct {
 	e       *edge
 	journal *journal // nil without Options.Journal
 	closeFn func()   // releases transport resources after the session
-
-	// extension reports whether the server advertised the tasks extension
-	// in server/discover (2026-07-28).
-	extension bool
-
-	mu      sync.Mutex
-	handled map[string]map[string]bool // task ID → input request keys answered or being answered (2026)
-	results map[string]*resultCall     // task ID → tasks/result in flight (2025)
 }
 
 // rawResult captures a result's JSON as is; the client decodes it per
@@ -122,8 +105,6 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		log:     o.Logger,
 		e:       e,
 		closeFn: closeFn,
-		handled: map[string]map[string]bool{},
-		results: map[string]*resultCall{},
 	}
 	if o.Journal != "" {
 		j, err := openJournal(o.Journal)
@@ -151,13 +132,19 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		copts.CreateMessageHandler = c.sampleFromServer //nolint:staticcheck // sampling is what Options.Sample asks for
 	}
 	mc := mcp.NewClient(o.ClientInfo, copts)
-	for _, m := range []string{methodTasksGet, methodTasksUpdate, methodTasksCancel, methodTasksResult, methodTasksList} {
+	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList} {
 		if err := mcp.AddSendingCustomMethod[*taskParams, *rawResult](mc, m); err != nil {
 			return nil, err
 		}
 	}
-	cs, err := mc.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
+	wt := &watchedTransport{Transport: t}
+	cs, err := mc.Connect(ctx, wt, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
 	if err != nil {
+		if wt.conn != nil {
+			// The go-sdk closes the session it was making on most of its
+			// failures; this covers them all (Close may be called twice).
+			wt.conn.Close()
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", target, err)
 	}
 	c.cs = cs
@@ -171,15 +158,25 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		cs.Close()
 		return nil, fmt.Errorf("connecting to %s: the server does not speak %s (it negotiated %s)", target, o.ProtocolVersion, c.wire)
 	}
-	if init.Capabilities != nil {
-		_, c.extension = init.Capabilities.Extensions[ext2026.ExtensionID]
-	}
+	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())
 	return &Client{impl: c}, nil
 }
 
-// modern reports whether the session speaks the 2026-07-28 wire (or later).
-func (c *clientImpl) modern() bool { return c.wire >= Wire20260728 }
+// watchedTransport remembers the connection its transport made, so that a
+// connect that fails after it (cut short by ctx, or refused) closes it. It
+// hands the connection on as it is: the go-sdk talks to its own
+// connections through interfaces a wrapper would hide.
+type watchedTransport struct {
+	mcp.Transport
+	conn mcp.Connection
+}
+
+func (t *watchedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	t.conn = conn
+	return conn, err
+}
 
 func (c *clientImpl) close() error {
 	err := c.cs.Close()
@@ -187,16 +184,7 @@ func (c *clientImpl) close() error {
 	return err
 }
 
-func (c *clientImpl) tasksSupported() bool {
-	switch {
-	case c.modern():
-		return c.extension
-	case c.wire == Wire20251125:
-		call, _, _ := c.e.serverTasks()
-		return call
-	}
-	return false
-}
+func (c *clientImpl) tasksSupported() bool { return c.tw.tasksSupported() }
 
 func (c *clientImpl) tools(ctx context.Context) ([]Tool, error) {
 	var out []Tool
@@ -204,37 +192,9 @@ func (c *clientImpl) tools(ctx context.Context) ([]Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		tool := Tool{Tool: t}
-		if c.wire == Wire20251125 {
-			tool.TaskSupport, _ = c.e.toolSupport(t.Name)
-		}
-		out = append(out, tool)
+		out = append(out, Tool{Tool: t, TaskSupport: c.tw.taskSupport(t.Name)})
 	}
 	return out, nil
-}
-
-// elicitFromServer answers an elicitation/create the server sends: on
-// 2025-11-25 for a task (during tasks/result, with the related-task _meta),
-// or during a plain call.
-func (c *clientImpl) elicitFromServer(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	id := relatedTask(req.Params.GetMeta())
-	if c.opts.Elicit == nil {
-		c.log.Info("declining an elicitation: no Elicit handler", "task", id)
-		return &mcp.ElicitResult{Action: "decline"}, nil
-	}
-	return c.opts.Elicit(ctx, id, req.Params)
-}
-
-// sampleFromServer answers a sampling/createMessage the server sends.
-func (c *clientImpl) sampleFromServer(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	return c.opts.Sample(ctx, relatedTask(req.Params.GetMeta()), req.Params)
-}
-
-// relatedTask returns the task ID of a related-task _meta, "" if none.
-func relatedTask(meta map[string]any) string {
-	rt, _ := meta[v1.MetaRelatedTask].(map[string]any)
-	id, _ := rt["taskId"].(string)
-	return id
 }
 
 // custom sends a tasks/* method and returns the raw result.

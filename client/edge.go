@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -28,15 +29,14 @@ import (
 const (
 	// metaTaskRequest carries the 2025-11-25 `task` parameter of a
 	// tools/call from CallTool to the edge, which moves it to params.task.
-	metaTaskRequest = "dev.mcptask/client-task-request"
+	metaTaskRequest = wire.MetaPrefix + "client-task-request"
 	// metaTaskHandle carries a task handle from the edge to CallTool inside
 	// a CallToolResult's _meta.
-	metaTaskHandle = "dev.mcptask/client-task-handle"
+	metaTaskHandle = wire.MetaPrefix + "client-task-handle"
 )
 
-// Methods whose answers the edge looks at.
+// Methods whose answers the edge looks at, besides wire.MethodToolsCall.
 const (
-	methodCallTool   = "tools/call"
 	methodInitialize = "initialize"
 	methodListTools  = "tools/list"
 )
@@ -73,7 +73,7 @@ func (e *edge) expecting() bool {
 // tracks reports whether the edge looks at the answer to req.
 func (e *edge) tracks(req *jsonrpc.Request) bool {
 	switch req.Method {
-	case methodCallTool, methodInitialize, methodListTools:
+	case wire.MethodToolsCall, methodInitialize, methodListTools:
 		return req.IsCall()
 	}
 	return false
@@ -88,7 +88,7 @@ func (e *edge) outgoing(req *jsonrpc.Request) (*jsonrpc.Request, bool) {
 	e.mu.Lock()
 	e.pending[req.ID] = req.Method
 	e.mu.Unlock()
-	if req.Method != methodCallTool || !bytes.Contains(req.Params, []byte(metaTaskRequest)) {
+	if req.Method != wire.MethodToolsCall || !bytes.Contains(req.Params, []byte(metaTaskRequest)) {
 		return req, false
 	}
 	params, ok := liftTaskRequest(req.Params)
@@ -149,7 +149,7 @@ func (e *edge) incoming(resp *jsonrpc.Response) (*jsonrpc.Response, bool) {
 		e.recordCapabilities(resp.Result)
 	case methodListTools:
 		e.recordTools(resp.Result)
-	case methodCallTool:
+	case wire.MethodToolsCall:
 		if res, ok := wrapTaskHandle(resp.Result); ok {
 			out := *resp
 			out.Result = res
@@ -295,7 +295,7 @@ func wrapTaskHandle(result json.RawMessage) (json.RawMessage, bool) {
 
 // taskIDParam returns params.taskId of a tasks/* request, "" otherwise.
 func taskIDParam(req *jsonrpc.Request) string {
-	if len(req.Method) < 6 || req.Method[:6] != "tasks/" || !bytes.Contains(req.Params, []byte(`"taskId"`)) {
+	if !wire.IsTasksMethod(req.Method) || !bytes.Contains(req.Params, []byte(`"taskId"`)) {
 		return ""
 	}
 	var p struct {

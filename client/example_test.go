@@ -75,6 +75,43 @@ func Example() {
 	// tasks in flight: 0
 }
 
+// ExampleReadJournal lists the tasks in flight that a journal records, of
+// every server, without connecting to any: what a host reads at start to
+// know which servers it has tasks to resume on.
+func ExampleReadJournal() {
+	dir, err := os.MkdirTemp("", "mcptask-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	url, stop := exampleServer(filepath.Join(dir, "tasks.db"))
+	defer stop()
+	journal := filepath.Join(dir, "journal.json")
+
+	// A host starts a task, and stops before waiting for it.
+	ctx := context.Background()
+	c, err := client.Dial(ctx, url, &client.Options{Journal: journal})
+	if err != nil {
+		log.Fatal(err)
+	}
+	call, err := c.CallTool(ctx, "long_computation", map[string]any{"n": 1000, "steps": 1, "step_delay_ms": 0})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c.Close()
+
+	entries, err := client.ReadJournal(journal)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range entries {
+		fmt.Println(e.Tool, e.Wire, e.TaskID == call.Task.ID, e.Target == url)
+	}
+
+	// Output:
+	// long_computation 2026-07-28 true true
+}
+
 // exampleServer serves the demo tools with tasks on loopback HTTP, as
 // mcptaskd does.
 func exampleServer(db string) (url string, stop func()) {

@@ -9,12 +9,52 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
+
+// JournalEntry is one task in flight, as the journal records it.
+type JournalEntry struct {
+	TaskID    string    `json:"taskId"`
+	Target    string    `json:"target"` // server URL or transport name
+	Wire      string    `json:"wire"`
+	Tool      string    `json:"tool"`
+	CreatedAt time.Time `json:"createdAt"`
+}
 
 // ErrJournalCorrupt means the journal file cannot be read as a journal. The
 // client never resets it silently (that would forget tasks in flight): move
 // the file aside to start a new one.
 var ErrJournalCorrupt = errors.New("the task journal is corrupt")
+
+// ReadJournal returns every task in flight that the journal file at path
+// records, whatever its target ([Client.Pending] returns those of one
+// client's target, and needs a connection). A missing or empty file records
+// none. A file that is not a journal is an error wrapping
+// [ErrJournalCorrupt], and is left untouched. Reading takes no lock: the
+// journal is replaced whole and atomically, so a reader sees it before or
+// after a change, never during one.
+func ReadJournal(path string) ([]JournalEntry, error) {
+	if path == "" {
+		return nil, errors.New("client: ReadJournal needs the journal's path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("task journal %s: %w", path, err)
+	}
+	return (&journal{path: abs}).load()
+}
+
+// DefaultJournalPath returns the journal file a host uses unless told
+// otherwise: mcptask/journal.json under the user's cache directory
+// ([os.UserCacheDir]). It fails where the platform defines no such
+// directory (e.g. neither $XDG_CACHE_HOME nor $HOME is set).
+func DefaultJournalPath() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "mcptask", "journal.json"), nil
+}
 
 // journalVersion is the format version of the journal file.
 const journalVersion = 1

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -16,11 +17,18 @@ const (
 	envURL     = "MCPTASK_CLIENT_TEST_URL"
 	envJournal = "MCPTASK_CLIENT_TEST_JOURNAL"
 	envWire    = "MCPTASK_CLIENT_TEST_WIRE"
+	// envSilent makes the test binary a stdio server that reads its
+	// requests, never answers one, and exits when its stdin closes.
+	envSilent = "MCPTASK_CLIENT_TEST_SILENT"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envHost) != "" {
 		os.Exit(runHost())
+	}
+	if os.Getenv(envSilent) != "" {
+		io.Copy(io.Discard, os.Stdin) // a stdio server that never answers
+		os.Exit(0)
 	}
 	code := m.Run()
 	if binDir != "" {

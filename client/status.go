@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/wire/ext2026"
-	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -48,35 +47,6 @@ func (s *TaskStatus) validate(what string) error {
 	return nil
 }
 
-// status2026 translates a task of the 2026-07-28 wire.
-func status2026(f ext2026.TaskFields) *TaskStatus {
-	return &TaskStatus{
-		ID:            f.TaskID,
-		Status:        f.Status,
-		StatusMessage: f.StatusMessage,
-		CreatedAt:     parseTime(f.CreatedAt),
-		LastUpdatedAt: parseTime(f.LastUpdatedAt),
-		TTL:           time.Duration(max(f.TTLMs, 0)) * time.Millisecond,
-		PollInterval:  time.Duration(max(f.PollIntervalMs, 0)) * time.Millisecond,
-	}
-}
-
-// status2025 translates a task of the 2025-11-25 wire.
-func status2025(t v1.Task) *TaskStatus {
-	s := &TaskStatus{
-		ID:            t.TaskID,
-		Status:        t.Status,
-		StatusMessage: t.StatusMessage,
-		CreatedAt:     parseTime(t.CreatedAt),
-		LastUpdatedAt: parseTime(t.LastUpdatedAt),
-		PollInterval:  time.Duration(max(t.PollInterval, 0)) * time.Millisecond,
-	}
-	if t.TTL != nil {
-		s.TTL = time.Duration(max(*t.TTL, 0)) * time.Millisecond
-	}
-	return s
-}
-
 // parseHandle decodes the task handle a tools/call answered with (the raw
 // result the edge kept).
 func parseHandle(raw json.RawMessage) (*TaskStatus, error) {
@@ -87,19 +57,17 @@ func parseHandle(raw json.RawMessage) (*TaskStatus, error) {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return nil, fmt.Errorf("the server's task handle is not valid JSON: %v", err)
 	}
+	// The edge takes either shape for a handle (see wrapTaskHandle), so
+	// the shape, not the wire, says how to read it.
 	var st *TaskStatus
+	var err error
 	if probe.ResultType == ext2026.ResultTypeTask {
-		var h ext2026.CreateTaskResult
-		if err := json.Unmarshal(raw, &h); err != nil {
-			return nil, fmt.Errorf("the server's task handle is not valid: %v", err)
-		}
-		st = status2026(h.TaskFields)
+		st, err = handle2026(raw)
 	} else {
-		var t v1.Task
-		if err := json.Unmarshal(probe.Task, &t); err != nil {
-			return nil, fmt.Errorf("the server's task handle is not valid: %v", err)
-		}
-		st = status2025(t)
+		st, err = handle2025(probe.Task)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := st.validate("task handle"); err != nil {
 		return nil, err

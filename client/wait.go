@@ -59,18 +59,9 @@ func (c *clientImpl) wait(ctx context.Context, id string, o *WaitOptions) (*mcp.
 		w.dctx, cancel = context.WithTimeout(ctx, w.opts.Deadline)
 		defer cancel()
 	}
-	var res *mcp.CallToolResult
-	var err error
-	switch {
-	case c.modern():
-		res, err = w.wait2026()
-	case c.wire == Wire20251125:
-		res, err = w.wait2025()
-	default:
-		return nil, fmt.Errorf("waiting for a task on MCP %s: %w", c.wire, ErrUnsupported)
-	}
+	res, err := c.tw.wait(w)
 	if ended(err) {
-		c.forget(id)
+		c.tw.forget(id)
 		if c.journal != nil {
 			// The outcome matters more than the bookkeeping: a task left in
 			// the journal is merely waited for again by a later Resume
@@ -197,42 +188,6 @@ func (w *waiter) backOff(asked time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// claim marks input request keys of a task as being answered and returns
-// those no other Wait claimed before.
-func (c *clientImpl) claim(id string, keys []string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.handled[id]
-	if m == nil {
-		m = map[string]bool{}
-		c.handled[id] = m
-	}
-	var out []string
-	for _, k := range keys {
-		if !m[k] {
-			m[k] = true
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// unclaim releases keys whose answers could not be delivered.
-func (c *clientImpl) unclaim(id string, keys []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, k := range keys {
-		delete(c.handled[id], k)
-	}
-}
-
-// forget drops the client's memory of an ended task.
-func (c *clientImpl) forget(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.handled, id)
 }
 
 func (c *clientImpl) pending() ([]JournalEntry, error) {

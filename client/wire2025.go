@@ -4,17 +4,111 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/mcptask/mcptask/wire"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The 2025-11-25 wire: tasks/get and tasks/cancel answer the task flat,
+// The 2025-11-25 wire: a tools/call asks for a task with params.task (set
+// by the edge), tasks/get and tasks/cancel answer the task flat,
 // tasks/result blocks until the task ends and returns exactly what the
 // plain call would have (or its JSON-RPC error); while it blocks, the
 // server sends the task's input requests as elicitation/create or
 // sampling/createMessage requests with the related-task _meta, which reach
 // the go-sdk client's handlers (elicitFromServer, sampleFromServer).
+
+// wire2025 is the strategy of the 2025-11-25 wire.
+type wire2025 struct {
+	c *clientImpl
+
+	mu      sync.Mutex
+	results map[string]*resultCall // task ID → tasks/result in flight
+}
+
+func newWire2025(c *clientImpl) *wire2025 {
+	return &wire2025{c: c, results: map[string]*resultCall{}}
+}
+
+// tasksSupported reads the server's tasks capability (recorded by the edge
+// from the initialize result).
+func (s *wire2025) tasksSupported() bool {
+	call, _, _ := s.c.e.serverTasks()
+	return call
+}
+
+func (s *wire2025) taskSupport(tool string) string {
+	support, _ := s.c.e.toolSupport(tool)
+	return support
+}
+
+// prepareCall asks for a task (params.task, through the edge) when the
+// server and the tool support it.
+func (s *wire2025) prepareCall(ctx context.Context, params *mcp.CallToolParams) (string, error) {
+	if call, _, _ := s.c.e.serverTasks(); !call {
+		return "the server has no tasks capability for tools/call", nil
+	}
+	support, err := s.toolSupport(ctx, params.Name)
+	if err != nil {
+		return "", err
+	}
+	switch support {
+	case "optional", "required":
+	case "":
+		return fmt.Sprintf("the tool %q declares no execution.taskSupport", params.Name), nil
+	default:
+		return fmt.Sprintf("the tool %q does not support tasks (execution.taskSupport %q)", params.Name, support), nil
+	}
+	tk := map[string]any{}
+	if s.c.opts.TTL > 0 {
+		tk["ttl"] = max(s.c.opts.TTL.Milliseconds(), 1)
+	}
+	params.Meta = mcp.Meta{metaTaskRequest: tk}
+	return "", nil
+}
+
+// toolSupport returns a tool's execution.taskSupport, listing the tools
+// first when the client has not seen it yet.
+func (s *wire2025) toolSupport(ctx context.Context, name string) (string, error) {
+	if support, ok := s.c.e.toolSupport(name); ok {
+		return support, nil
+	}
+	for _, err := range s.c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return "", fmt.Errorf("listing the tools to learn whether %s supports tasks: %w", name, err)
+		}
+	}
+	support, _ := s.c.e.toolSupport(name)
+	return support, nil
+}
+
+// status2025 translates a task of the 2025-11-25 wire.
+func status2025(t v1.Task) *TaskStatus {
+	s := &TaskStatus{
+		ID:            t.TaskID,
+		Status:        t.Status,
+		StatusMessage: t.StatusMessage,
+		CreatedAt:     parseTime(t.CreatedAt),
+		LastUpdatedAt: parseTime(t.LastUpdatedAt),
+		PollInterval:  time.Duration(max(t.PollInterval, 0)) * time.Millisecond,
+	}
+	if t.TTL != nil {
+		s.TTL = time.Duration(max(*t.TTL, 0)) * time.Millisecond
+	}
+	return s
+}
+
+// handle2025 decodes the `task` of a task handle of the 2025-11-25 shape
+// ({"task": {...}}).
+func handle2025(task json.RawMessage) (*TaskStatus, error) {
+	var t v1.Task
+	if err := json.Unmarshal(task, &t); err != nil {
+		return nil, fmt.Errorf("the server's task handle is not valid: %v", err)
+	}
+	return status2025(t), nil
+}
 
 // decode2025 decodes a flat task answer.
 func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
@@ -32,12 +126,21 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 	return st, nil
 }
 
-func (c *clientImpl) get2025(ctx context.Context, id string) (*TaskStatus, error) {
-	raw, err := c.custom(ctx, methodTasksGet, &taskParams{TaskID: id})
+// getTask sends tasks/get; its errors are the server's, unwrapped.
+func (s *wire2025) getTask(ctx context.Context, id string) (*TaskStatus, error) {
+	raw, err := s.c.custom(ctx, wire.MethodTasksGet, &taskParams{TaskID: id})
 	if err != nil {
 		return nil, err
 	}
-	return decode2025(raw, methodTasksGet, id)
+	return decode2025(raw, wire.MethodTasksGet, id)
+}
+
+func (s *wire2025) get(ctx context.Context, id string) (*TaskStatus, error) {
+	st, err := s.getTask(ctx, id)
+	if err != nil {
+		return nil, getError(id, err)
+	}
+	return st, nil
 }
 
 // resultCall is one tasks/result in flight, shared by the Waits of a task
@@ -63,20 +166,21 @@ func (rc *resultCall) refused() bool {
 }
 
 // joinResult returns the tasks/result call of a task, starting it if none
-// is in flight (or the one in the map was refused by a rate limit). Each join must be matched by a leave.
-func (c *clientImpl) joinResult(id string) *resultCall {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if rc := c.results[id]; rc != nil && !rc.refused() {
+// is in flight (or the one in the map was refused by a rate limit). Each
+// join must be matched by a leave.
+func (s *wire2025) joinResult(id string) *resultCall {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rc := s.results[id]; rc != nil && !rc.refused() {
 		rc.refs++
 		return rc
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rc := &resultCall{done: make(chan struct{}), cancel: cancel, refs: 1}
-	c.results[id] = rc
+	s.results[id] = rc
 	go func() {
 		defer close(rc.done)
-		raw, err := c.custom(ctx, methodTasksResult, &taskParams{TaskID: id})
+		raw, err := s.c.custom(ctx, wire.MethodTasksResult, &taskParams{TaskID: id})
 		if err != nil {
 			rc.err = err
 			return
@@ -93,26 +197,32 @@ func (c *clientImpl) joinResult(id string) *resultCall {
 
 // leave drops a Wait's interest in a tasks/result call; the last one out
 // cancels it if it is still running, and waits for it to return.
-func (c *clientImpl) leave(id string, rc *resultCall) {
-	c.mu.Lock()
+func (s *wire2025) leave(id string, rc *resultCall) {
+	s.mu.Lock()
 	rc.refs--
 	last := rc.refs == 0
-	if last && c.results[id] == rc {
-		delete(c.results, id)
+	if last && s.results[id] == rc {
+		delete(s.results, id)
 	}
-	c.mu.Unlock()
+	s.mu.Unlock()
 	if last {
 		rc.cancel()
 		<-rc.done // prompt: a cancelled call returns at once
 	}
 }
 
-func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
-	c := w.c
+// forget has nothing to drop: a task's tasks/result call goes with its
+// last Wait.
+func (s *wire2025) forget(string) {}
+
+// wait polls tasks/get and, once the task needs input or has ended, holds
+// a tasks/result call open, which delivers the input requests to the
+// handlers and then the outcome.
+func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 	var rc *resultCall
 	defer func() {
 		if rc != nil {
-			c.leave(w.id, rc)
+			s.leave(w.id, rc)
 		}
 	}()
 	var wake <-chan struct{}
@@ -125,12 +235,12 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 		if !limited {
 			return false, nil
 		}
-		c.leave(w.id, rc)
+		s.leave(w.id, rc)
 		rc, wake = nil, nil
 		if err := w.backOff(d); err != nil {
 			return true, err
 		}
-		rc = c.joinResult(w.id)
+		rc = s.joinResult(w.id)
 		wake = rc.done
 		return true, nil
 	}
@@ -147,11 +257,11 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 					}
 					continue
 				}
-				return w.outcome2025(rc)
+				return s.outcome(w, rc)
 			default:
 			}
 		}
-		st, err := c.get2025(w.dctx, w.id)
+		st, err := s.getTask(w.dctx, w.id)
 		if err != nil {
 			if d, ok := rateLimited(err); ok {
 				if err := w.backOff(d); err != nil {
@@ -169,7 +279,7 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 			// tasks/result delivers the input requests to the handlers,
 			// then the outcome.
 			if rc == nil {
-				rc = c.joinResult(w.id)
+				rc = s.joinResult(w.id)
 				wake = rc.done
 			}
 		}
@@ -182,7 +292,7 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 					}
 					continue
 				}
-				return w.outcome2025(rc)
+				return s.outcome(w, rc)
 			case <-w.dctx.Done():
 				return nil, w.cut()
 			}
@@ -193,11 +303,11 @@ func (w *waiter) wait2025() (*mcp.CallToolResult, error) {
 	}
 }
 
-// outcome2025 turns the end of tasks/result into Wait's answer. A result
-// is the task's result (also one with isError, which this wire shows as
+// outcome turns the end of tasks/result into Wait's answer. A result is
+// the task's result (also one with isError, which this wire shows as
 // failed). An error is checked against the task's status: the JSON-RPC
 // error of a failed task is its *TaskError.
-func (w *waiter) outcome2025(rc *resultCall) (*mcp.CallToolResult, error) {
+func (s *wire2025) outcome(w *waiter, rc *resultCall) (*mcp.CallToolResult, error) {
 	if rc.err == nil {
 		return rc.res, nil
 	}
@@ -211,7 +321,7 @@ func (w *waiter) outcome2025(rc *resultCall) (*mcp.CallToolResult, error) {
 	var st *TaskStatus
 	var err error
 	for {
-		st, err = w.c.get2025(w.dctx, w.id)
+		st, err = s.getTask(w.dctx, w.id)
 		d, limited := rateLimited(err)
 		if !limited {
 			break
@@ -233,18 +343,20 @@ func (w *waiter) outcome2025(rc *resultCall) (*mcp.CallToolResult, error) {
 	return nil, fmt.Errorf("task %s (%s): tasks/result: %w", w.id, st.Status, rc.err)
 }
 
-func (c *clientImpl) cancel2025(ctx context.Context, id string) (*TaskStatus, error) {
-	if _, _, cancel := c.e.serverTasks(); !cancel {
+// cancel sends tasks/cancel where the server's tasks capability offers
+// it. This wire refuses to cancel an ended task (-32602, as for an unknown
+// one): the ended task's status is then the answer.
+func (s *wire2025) cancel(ctx context.Context, id string) (*TaskStatus, error) {
+	if _, _, cancel := s.c.e.serverTasks(); !cancel {
 		return nil, fmt.Errorf("tasks/cancel: the server's tasks capability does not offer it: %w", ErrUnsupported)
 	}
-	raw, err := c.custom(ctx, methodTasksCancel, &taskParams{TaskID: id})
+	raw, err := s.c.custom(ctx, wire.MethodTasksCancel, &taskParams{TaskID: id})
 	if err != nil {
 		if !isNotFound(err) {
 			return nil, fmt.Errorf("task %s: tasks/cancel: %w", id, err)
 		}
-		// -32602: unknown, or already ended (this wire refuses to cancel
-		// an ended task). Tell them apart.
-		st, gerr := c.get2025(ctx, id)
+		// -32602: unknown, or already ended. Tell them apart.
+		st, gerr := s.getTask(ctx, id)
 		switch {
 		case gerr == nil && st.Terminal():
 			return st, nil
@@ -255,14 +367,15 @@ func (c *clientImpl) cancel2025(ctx context.Context, id string) (*TaskStatus, er
 		}
 		return nil, fmt.Errorf("task %s: tasks/cancel: %w", id, err)
 	}
-	return decode2025(raw, methodTasksCancel, id)
+	return decode2025(raw, wire.MethodTasksCancel, id)
 }
 
-func (c *clientImpl) list2025(ctx context.Context, cursor string) ([]TaskStatus, string, error) {
-	if _, list, _ := c.e.serverTasks(); !list {
+// list sends tasks/list where the server's tasks capability offers it.
+func (s *wire2025) list(ctx context.Context, cursor string) ([]TaskStatus, string, error) {
+	if _, list, _ := s.c.e.serverTasks(); !list {
 		return nil, "", fmt.Errorf("tasks/list: the server's tasks capability does not offer it: %w", ErrUnsupported)
 	}
-	raw, err := c.custom(ctx, methodTasksList, &taskParams{Cursor: cursor})
+	raw, err := s.c.custom(ctx, wire.MethodTasksList, &taskParams{Cursor: cursor})
 	if err != nil {
 		return nil, "", fmt.Errorf("tasks/list: %w", err)
 	}

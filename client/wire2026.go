@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,9 +18,61 @@ import (
 // _meta (protocol version, client info, capabilities with the extension)
 // to these custom methods itself.
 
-// get2026 fetches a task's detailed state.
-func (c *clientImpl) get2026(ctx context.Context, id string) (*ext2026.GetTaskResult, *TaskStatus, error) {
-	raw, err := c.custom(ctx, methodTasksGet, &taskParams{TaskID: id})
+// wire2026 is the strategy of the 2026-07-28 wire (and later revisions).
+type wire2026 struct {
+	c *clientImpl
+	// extension reports whether the server advertised the tasks extension
+	// in server/discover.
+	extension bool
+
+	mu      sync.Mutex
+	handled map[string]map[string]bool // task ID → input request keys answered or being answered
+}
+
+func newWire2026(c *clientImpl, extension bool) *wire2026 {
+	return &wire2026{c: c, extension: extension, handled: map[string]map[string]bool{}}
+}
+
+func (s *wire2026) tasksSupported() bool { return s.extension }
+
+// taskSupport is always unknown: on this wire the server decides per call.
+func (s *wire2026) taskSupport(string) string { return "" }
+
+// prepareCall leaves the call as it is: the extension declared in every
+// request lets the server decide whether it runs as a task.
+func (s *wire2026) prepareCall(context.Context, *mcp.CallToolParams) (string, error) {
+	if !s.extension {
+		return fmt.Sprintf("the server does not advertise the %s extension", ext2026.ExtensionID), nil
+	}
+	return "", nil
+}
+
+// status2026 translates a task of the 2026-07-28 wire.
+func status2026(f ext2026.TaskFields) *TaskStatus {
+	return &TaskStatus{
+		ID:            f.TaskID,
+		Status:        f.Status,
+		StatusMessage: f.StatusMessage,
+		CreatedAt:     parseTime(f.CreatedAt),
+		LastUpdatedAt: parseTime(f.LastUpdatedAt),
+		TTL:           time.Duration(max(f.TTLMs, 0)) * time.Millisecond,
+		PollInterval:  time.Duration(max(f.PollIntervalMs, 0)) * time.Millisecond,
+	}
+}
+
+// handle2026 decodes a task handle of the 2026-07-28 shape (resultType
+// "task").
+func handle2026(raw json.RawMessage) (*TaskStatus, error) {
+	var h ext2026.CreateTaskResult
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("the server's task handle is not valid: %v", err)
+	}
+	return status2026(h.TaskFields), nil
+}
+
+// getTask fetches a task's detailed state.
+func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResult, *TaskStatus, error) {
+	raw, err := s.c.custom(ctx, wire.MethodTasksGet, &taskParams{TaskID: id})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -35,13 +90,39 @@ func (c *clientImpl) get2026(ctx context.Context, id string) (*ext2026.GetTaskRe
 	return &g, st, nil
 }
 
-func (w *waiter) wait2026() (*mcp.CallToolResult, error) {
-	c := w.c
+func (s *wire2026) get(ctx context.Context, id string) (*TaskStatus, error) {
+	_, st, err := s.getTask(ctx, id)
+	if err != nil {
+		return nil, getError(id, err)
+	}
+	return st, nil
+}
+
+// cancel sends tasks/cancel, which is acknowledged (also for an ended
+// task); the status after comes from tasks/get.
+func (s *wire2026) cancel(ctx context.Context, id string) (*TaskStatus, error) {
+	if _, err := s.c.custom(ctx, wire.MethodTasksCancel, &taskParams{TaskID: id}); err != nil {
+		if isNotFound(err) {
+			return nil, notFound(id, err)
+		}
+		return nil, fmt.Errorf("task %s: tasks/cancel: %w", id, err)
+	}
+	return s.get(ctx, id)
+}
+
+// list is not a method of this wire.
+func (s *wire2026) list(context.Context, string) ([]TaskStatus, string, error) {
+	return nil, "", fmt.Errorf("tasks/list on MCP %s: %w", s.c.wire, ErrUnsupported)
+}
+
+// wait polls tasks/get, which carries the outcome of an ended task and the
+// input requests of one in input_required, answered with tasks/update.
+func (s *wire2026) wait(w *waiter) (*mcp.CallToolResult, error) {
 	for {
 		if err := w.cut(); err != nil {
 			return nil, err
 		}
-		g, st, err := c.get2026(w.dctx, w.id)
+		g, st, err := s.getTask(w.dctx, w.id)
 		if err != nil {
 			if d, ok := rateLimited(err); ok {
 				if err := w.backOff(d); err != nil {
@@ -70,7 +151,7 @@ func (w *waiter) wait2026() (*mcp.CallToolResult, error) {
 		case statusCancelled:
 			return nil, fmt.Errorf("task %s: %w", w.id, ErrCancelled)
 		case statusInputRequired:
-			if err := w.answer2026(g.InputRequests); err != nil {
+			if err := s.answer(w, g.InputRequests); err != nil {
 				return nil, err
 			}
 		}
@@ -80,22 +161,22 @@ func (w *waiter) wait2026() (*mcp.CallToolResult, error) {
 	}
 }
 
-// answer2026 hands each input request not answered yet to the host's
-// handlers and sends the answers with tasks/update.
-func (w *waiter) answer2026(requests map[string]json.RawMessage) error {
-	c := w.c
+// answer hands each input request not answered yet to the host's handlers
+// and sends the answers with tasks/update.
+func (s *wire2026) answer(w *waiter, requests map[string]json.RawMessage) error {
+	c := s.c
 	keys := make([]string, 0, len(requests))
 	for k := range requests {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	keys = c.claim(w.id, keys)
+	keys = s.claim(w.id, keys)
 	if len(keys) == 0 {
 		return nil
 	}
 	answers := map[string]json.RawMessage{}
 	var answered []string
-	release := func() { c.unclaim(w.id, keys) }
+	release := func() { s.unclaim(w.id, keys) }
 	for _, k := range keys {
 		a, err := c.answerInput(w.dctx, w.id, k, requests[k])
 		if err != nil {
@@ -113,72 +194,46 @@ func (w *waiter) answer2026(requests map[string]json.RawMessage) error {
 	if len(answers) == 0 {
 		return nil
 	}
-	if _, err := c.custom(w.dctx, methodTasksUpdate, &taskParams{TaskID: w.id, InputResponses: answers}); err != nil {
-		c.unclaim(w.id, answered)
+	if _, err := c.custom(w.dctx, wire.MethodTasksUpdate, &taskParams{TaskID: w.id, InputResponses: answers}); err != nil {
+		s.unclaim(w.id, answered)
 		return w.fail("sending the answers to its input requests", err)
 	}
 	c.log.Info("answered a task's input requests", "task", w.id, "keys", answered)
 	return nil
 }
 
-// answerInput answers one input request ({"method":..., "params":...})
-// with the host's handlers. It returns nil (no answer) for requests it
-// cannot answer, which it logs.
-func (c *clientImpl) answerInput(ctx context.Context, id, key string, raw json.RawMessage) (json.RawMessage, error) {
-	var req struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+// claim marks input request keys of a task as being answered and returns
+// those no other Wait claimed before.
+func (s *wire2026) claim(id string, keys []string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.handled[id]
+	if m == nil {
+		m = map[string]bool{}
+		s.handled[id] = m
 	}
-	if err := json.Unmarshal(raw, &req); err != nil {
-		c.log.Warn("ignoring a malformed input request", "task", id, "key", key, "err", err)
-		return nil, nil
+	var out []string
+	for _, k := range keys {
+		if !m[k] {
+			m[k] = true
+			out = append(out, k)
+		}
 	}
-	var answer any
-	switch req.Method {
-	case "elicitation/create":
-		var p mcp.ElicitParams
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			c.log.Warn("ignoring a malformed elicitation request", "task", id, "key", key, "err", err)
-			return nil, nil
-		}
-		if c.opts.Elicit == nil {
-			c.log.Info("declining an elicitation: no Elicit handler", "task", id, "key", key)
-			answer = &mcp.ElicitResult{Action: "decline"}
-			break
-		}
-		res, err := c.opts.Elicit(ctx, id, &p)
-		if err != nil {
-			return nil, err
-		}
-		if res == nil {
-			return nil, fmt.Errorf("the Elicit handler returned no result")
-		}
-		answer = res
-	case "sampling/createMessage":
-		if c.opts.Sample == nil {
-			c.log.Warn("cannot answer a sampling request: no Sample handler", "task", id, "key", key)
-			return nil, nil
-		}
-		var p mcp.CreateMessageParams
-		if err := json.Unmarshal(req.Params, &p); err != nil {
-			c.log.Warn("ignoring a malformed sampling request", "task", id, "key", key, "err", err)
-			return nil, nil
-		}
-		res, err := c.opts.Sample(ctx, id, &p)
-		if err != nil {
-			return nil, err
-		}
-		if res == nil {
-			return nil, fmt.Errorf("the Sample handler returned no result")
-		}
-		answer = res
-	default:
-		c.log.Warn("cannot answer an input request of an unknown kind", "task", id, "key", key, "method", req.Method)
-		return nil, nil
+	return out
+}
+
+// unclaim releases keys whose answers could not be delivered.
+func (s *wire2026) unclaim(id string, keys []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.handled[id], k)
 	}
-	b, err := json.Marshal(answer)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+}
+
+// forget drops the memory of an ended task's answered input requests.
+func (s *wire2026) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.handled, id)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -130,58 +129,6 @@ func TestTools(t *testing.T) {
 	}
 }
 
-// TestCallOutcomes calls each demo tool on both wires and checks output
-// and exit code.
-func TestCallOutcomes(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	for _, wire := range wires {
-		t.Run(wire, func(t *testing.T) {
-			t.Parallel()
-			c := newCLI(t, d.URL)
-			r := c.run("--wire", wire, "call", "long_computation", "n=1000", "steps=3", "step_delay_ms=150")
-			expect(t, r, exitOK, []string{"There are 168 primes up to 1000 (computed in 3 steps)."},
-				[]string{"started (long_computation)", "mcptask: working: step "})
-
-			r = c.run("--wire", wire, "call", "lint_report", "line_delay_ms=0")
-			expect(t, r, exitToolError, []string{"Found 3 problems in 6 lines:"}, []string{"isError"})
-
-			r = c.run("--wire", wire, "call", "flaky_migration", "step_delay_ms=0")
-			expect(t, r, exitFailed, nil, []string{"failed at step 2 of 3", "-32603", `"failedStep":2`})
-
-			r = c.run("--wire", wire, "call", "echo", "text=hello world")
-			expect(t, r, exitOK, []string{"hello world"}, nil)
-
-			// The value of a string property stays text even when it reads
-			// as JSON.
-			r = c.run("--wire", wire, "call", "echo", "text=1.50")
-			expect(t, r, exitOK, []string{"1.50"}, nil)
-
-			// Arguments as JSON: --args, a JSON object, key:=json, stdin.
-			expect(t, c.run("--wire", wire, "call", "long_computation", `--args={"n": 100, "steps": 1}`, "step_delay_ms:=0"),
-				exitOK, []string{"There are 25 primes up to 100 (computed in 1 steps)."}, nil)
-			expect(t, c.run("--wire", wire, "call", "long_computation", `{"n": 30, "step_delay_ms": 0}`, "steps=2"),
-				exitOK, []string{"There are 10 primes up to 30 (computed in 2 steps)."}, nil)
-			expect(t, c.runInput(`{"n": 10, "steps": 1, "step_delay_ms": 0}`, "--wire", wire, "call", "long_computation", "--args", "-"),
-				exitOK, []string{"There are 4 primes up to 10"}, nil)
-
-			// Invalid arguments: the tool answers with isError.
-			expect(t, c.run("--wire", wire, "call", "long_computation", "n=1", "step_delay_ms=0"), exitToolError, []string{"n must be between 2"}, nil)
-
-			// Nothing is left in the journal.
-			r = c.run("list")
-			expect(t, r, exitOK, nil, []string{"no tasks in flight"})
-		})
-	}
-}
-
-func TestUnknownTool(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	r := newCLI(t, d.URL).run("call", "no_such_tool")
-	expect(t, r, exitFailed, nil, []string{"no_such_tool"})
-}
-
 func TestJSONOutput(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
@@ -274,198 +221,12 @@ func TestJSONOutput(t *testing.T) {
 	}
 }
 
-func TestDetachThenWait(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	for _, wire := range wires {
-		t.Run(wire, func(t *testing.T) {
-			t.Parallel()
-			c := newCLI(t, d.URL)
-			r := c.run("--wire", wire, "call", "--detach", "long_computation", "n=1000", "steps=4", "step_delay_ms=100")
-			expect(t, r, exitOK, nil, []string{"wait for it with"})
-			id := strings.TrimSpace(r.stdout)
-			if !regexp.MustCompile(`^[a-z2-7]{20,}$`).MatchString(id) {
-				t.Fatalf("--detach printed %q, not a task ID\n%s", id, r)
-			}
-			expect(t, c.run("list"), exitOK, []string{id, "long_computation"}, nil)
-			expect(t, c.run("status", id), exitOK, []string{"task " + id, "status:"}, nil)
-			expect(t, c.run("--wire", wire, "wait", id), exitOK, []string{"There are 168 primes up to 1000 (computed in 4 steps)."}, nil)
-			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
-			// A task that has ended is still there to see and to wait for.
-			expect(t, c.run("status", id), exitOK, nil, nil)
-		})
-	}
-}
-
-func TestCancelEndsTheWaiter(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	for _, wire := range wires {
-		t.Run(wire, func(t *testing.T) {
-			t.Parallel()
-			c := newCLI(t, d.URL)
-			waiter := c.start("--wire", wire, "call", "long_computation", "n=1000", "steps=5", "step_delay_ms=60000")
-			id := waiter.waitStderr(taskStarted, 30*time.Second)[1]
-			waiter.waitStderr(regexp.MustCompile(`step 1 of 5`), 30*time.Second)
-			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{"task " + id + ": cancelled"}, nil)
-			r := waiter.wait(30 * time.Second)
-			expect(t, r, exitCancelled, nil, []string{"was cancelled"})
-			// Cancelling again changes nothing.
-			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{id}, nil)
-		})
-	}
-}
-
-// TestInterrupt stops waits with SIGINT (Ctrl-C): the task keeps running,
-// or is cancelled with --cancel-on-interrupt.
-func TestInterrupt(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	c := newCLI(t, d.URL)
-	p := c.start("call", "long_computation", "n=1000", "steps=3", "step_delay_ms=500")
-	id := p.waitStderr(taskStarted, 30*time.Second)[1]
-	p.waitStderr(regexp.MustCompile(`working: step`), 30*time.Second)
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, p.wait(30*time.Second), exitInterrupted, nil, []string{"interrupted; task " + id + " keeps running", "wait " + id, "resume"})
-	expect(t, c.run("wait", id), exitOK, []string{"There are 168 primes up to 1000 (computed in 3 steps)."}, nil)
-
-	p = c.start("call", "--cancel-on-interrupt", "long_computation", "n=1000", "steps=3", "step_delay_ms=60000")
-	id = p.waitStderr(taskStarted, 30*time.Second)[1]
-	p.waitStderr(regexp.MustCompile(`working: step`), 30*time.Second)
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, p.wait(30*time.Second), exitCancelled, nil, []string{"task " + id + " is cancelled"})
-	expect(t, c.run("status", id), exitOK, []string{"cancelled"}, nil)
-	expect(t, c.run("resume"), exitOK, nil, []string{"nothing to resume"})
-}
-
-func TestDeadline(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	c := newCLI(t, d.URL)
-	r := c.run("call", "--timeout", "1s", "long_computation", "n=1000", "steps=5", "step_delay_ms=60000")
-	expect(t, r, exitDeadline, nil, []string{"keeps running", "wait for it again with: mcptask", " wait "})
-	id := strings.TrimSpace(r.stdout)
-	if id == "" || strings.Contains(id, "\n") {
-		t.Fatalf("want the task ID alone on stdout\n%s", r)
-	}
-	expect(t, c.run("--deadline", "200ms", "wait", id), exitDeadline, []string{id}, nil)
-	expect(t, c.run("status", id), exitOK, []string{"working"}, nil)
-	expect(t, c.run("--timeout", "300ms", "resume"), exitDeadline, []string{id}, nil)
-	expect(t, c.run("cancel", id), exitOK, []string{"cancelled"}, nil)
-	expect(t, c.run("wait", id), exitCancelled, nil, nil)
-	expect(t, c.run("resume"), exitOK, nil, []string{"nothing to resume"})
-}
-
 func TestUnknownTask(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)
 	c := newCLI(t, d.URL)
 	for _, args := range [][]string{{"status", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}, {"wait", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}} {
 		expect(t, c.run(args...), exitConnection, nil, []string{"not found"})
-	}
-}
-
-// TestElicitation answers deploy_with_confirmation's question without a
-// terminal: with --answer, --answers, and by declining.
-func TestElicitation(t *testing.T) {
-	t.Parallel()
-	d := startDaemon(t)
-	for _, wire := range wires {
-		t.Run(wire, func(t *testing.T) {
-			t.Parallel()
-			c := newCLI(t, d.URL)
-			deploy := []string{"--wire", wire, "call", "deploy_with_confirmation", "service=api", "version=2.0", "build_steps=1", "step_delay_ms=0"}
-
-			r := c.run(append(deploy, "--answer", "confirm=true")...)
-			expect(t, r, exitOK, []string{"Deployed api@2.0 to production."}, []string{"Roll it out to production now?", "answered from --answer"})
-
-			r = c.run(deploy...)
-			expect(t, r, exitOK, []string{"aborted: the user declined"}, []string{"declined: standard input is not a terminal"})
-
-			answers := filepath.Join(t.TempDir(), "answers.json")
-			if err := os.WriteFile(answers, []byte(`{"confirm": false}`), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			expect(t, c.run(append(deploy, "--answers", answers)...), exitOK, []string{"aborted: the user did not confirm"}, nil)
-			expect(t, c.runInput(`{"action": "cancel"}`, append(deploy, "--answers", "-")...), exitOK, []string{`dismissed (action "cancel")`}, nil)
-			expect(t, c.run(append(deploy, "--answer", "decline")...), exitOK, []string{"aborted: the user declined"}, nil)
-		})
-	}
-}
-
-// TestResumeAfterCrash kills mcptask while it waits for a task, then
-// 'mcptask resume' delivers the result without running the tool again.
-func TestResumeAfterCrash(t *testing.T) {
-	t.Parallel()
-	for _, wire := range wires {
-		t.Run(wire, func(t *testing.T) {
-			t.Parallel()
-			d := startDaemon(t)
-			c := newCLI(t, d.URL)
-			p := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
-			id := p.waitStderr(taskStarted, 30*time.Second)[1]
-			p.waitStderr(regexp.MustCompile(`working: step \d+ of 20`), 30*time.Second)
-			p.kill9()
-
-			journal, err := os.ReadFile(c.journal)
-			if err != nil || !strings.Contains(string(journal), id) {
-				t.Fatalf("the journal does not hold task %s: %v\n%s", id, err, journal)
-			}
-			expect(t, c.run("list"), exitOK, []string{id, "long_computation"}, nil)
-
-			r := c.run("resume")
-			expect(t, r, exitOK, []string{"There are 9592 primes up to 100000 (computed in 20 steps)."}, []string{"resuming 1 task(s)", id})
-			if n := d.count("task created"); n != 1 {
-				t.Fatalf("%d tasks created, want 1: the tool ran again\n%s", n, d.Logs())
-			}
-			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
-			expect(t, c.run("resume"), exitOK, nil, []string{"nothing to resume"})
-		})
-	}
-}
-
-// TestResumeSeveral resumes tasks of several outcomes and servers at once.
-func TestResumeSeveral(t *testing.T) {
-	t.Parallel()
-	d1, d2 := startDaemon(t), startDaemon(t)
-	c := newCLI(t, d1.URL)
-	other := &cli{t: t, url: d2.URL, journal: c.journal}
-	var ids []string
-	for _, args := range [][]string{
-		{"long_computation", "n=1000", "steps=2", "step_delay_ms=100"},
-		{"lint_report", "line_delay_ms=50"},
-	} {
-		r := c.run(append([]string{"call", "--detach"}, args...)...)
-		expect(t, r, exitOK, nil, nil)
-		ids = append(ids, strings.TrimSpace(r.stdout))
-	}
-	r := other.run("call", "--detach", "flaky_migration", "step_delay_ms=50")
-	expect(t, r, exitOK, nil, nil)
-	ids = append(ids, strings.TrimSpace(r.stdout))
-
-	// Without --url or MCPTASK_URL, list and resume visit every server of
-	// the journal.
-	all := &cli{t: t, journal: c.journal}
-	expect(t, all.run("list"), exitOK, append([]string{"SERVER", d1.URL, d2.URL}, ids...), nil)
-	r = all.run("--json", "resume")
-	var outs []struct {
-		TaskID   string `json:"taskId"`
-		Status   string `json:"status"`
-		ExitCode int    `json:"exitCode"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &outs); err != nil || len(outs) != 3 {
-		t.Fatalf("resume --json: %v\n%s", err, r)
-	}
-	got := map[string]int{}
-	for _, o := range outs {
-		got[o.TaskID] = o.ExitCode
-	}
-	if got[ids[0]] != exitOK || got[ids[1]] != exitToolError || got[ids[2]] != exitFailed || r.code != exitFailed {
-		t.Fatalf("resume outcomes %v (exit %d), want %s:0 %s:1 %s:2, exit 2\n%s", got, r.code, ids[0], ids[1], ids[2], r)
 	}
 }
 

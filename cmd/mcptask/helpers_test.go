@@ -26,6 +26,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == silentServerArg {
+		os.Exit(silentServer(os.Args[2])) // a child of a connect test
+	}
 	os.Exit(buildAndRun(m))
 }
 

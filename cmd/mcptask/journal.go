@@ -1,68 +1,70 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
-	"os"
+	"slices"
+	"strings"
 
 	"github.com/mcptask/mcptask/client"
 )
 
-// readJournalEntries reads the journal file for its entries, to find the
-// servers 'list' and 'resume' should visit. The client library offers no
-// way to read the journal without connecting to one server (Client.Pending
-// is per target), so this reads the file itself, taking any JSON object
-// with "taskId" and "target" for an entry, wherever the format puts it.
-// ok is false when the file cannot be read that way (the caller then asks
-// the one server named on the command line); a missing file has no entries.
-func readJournalEntries(path string) (entries []client.JournalEntry, ok bool) {
-	if path == "" {
-		return nil, false
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, true
-	}
+// journalTool returns the tool of a task from the journal, if it is there.
+func journalTool(c *client.Client, id string) string {
+	entries, err := c.Pending()
 	if err != nil {
-		return nil, false
+		return ""
 	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, true
-	}
-	d := json.NewDecoder(bytes.NewReader(data)) // one JSON value, or JSON Lines
-	for {
-		var v any
-		err := d.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			break
+	for _, e := range entries {
+		if e.TaskID == id {
+			return e.Tool
 		}
-		if err != nil {
-			return nil, false
-		}
-		collectEntries(v, &entries)
 	}
-	return entries, true
+	return ""
 }
 
-func collectEntries(v any, out *[]client.JournalEntry) {
-	switch v := v.(type) {
-	case []any:
-		for _, x := range v {
-			collectEntries(x, out)
+// targets returns the servers 'list' and 'resume' visit: the one the
+// command line or environment names, else every server of the journal
+// that mcptask can reach by itself (HTTP); none when the journal holds no
+// task for them, so that nothing needs a connection. skipped counts the
+// journal's tasks of --stdio servers left out, by command.
+func (a *app) targets() (targets []string, skipped map[string]int) {
+	path := a.g.journalPath()
+	if path == "" {
+		return []string{a.g.target()}, nil
+	}
+	entries, err := client.ReadJournal(path)
+	if err != nil {
+		// Connecting to the named server reports what is wrong with it.
+		return []string{a.g.target()}, nil
+	}
+	if a.g.targetSet {
+		if slices.ContainsFunc(entries, func(e client.JournalEntry) bool { return e.Target == a.g.target() }) {
+			return []string{a.g.target()}, nil
 		}
-	case map[string]any:
-		id, _ := v["taskId"].(string)
-		target, _ := v["target"].(string)
-		if id != "" {
-			tool, _ := v["tool"].(string)
-			wire, _ := v["wire"].(string)
-			*out = append(*out, client.JournalEntry{TaskID: id, Target: target, Tool: tool, Wire: wire})
-			return
+		return nil, nil
+	}
+	skipped = map[string]int{}
+	for _, e := range entries {
+		switch {
+		case strings.HasPrefix(e.Target, "http://") || strings.HasPrefix(e.Target, "https://"):
+			if !slices.Contains(targets, e.Target) {
+				targets = append(targets, e.Target)
+			}
+		case e.Target != "":
+			skipped[e.Target]++
 		}
-		for _, x := range v {
-			collectEntries(x, out)
+	}
+	return targets, skipped // none when the journal is empty
+}
+
+// noteSkipped says which tasks of the journal targets left out, and how
+// to resume them.
+func (a *app) noteSkipped(skipped map[string]int) {
+	for target, n := range skipped {
+		cmd, ok := strings.CutPrefix(target, "stdio:")
+		if ok {
+			a.notef("mcptask: the journal holds %d task(s) of a stdio server; resume them with: mcptask --stdio %s resume", n, shellQuote(cmd))
+		} else {
+			a.notef("mcptask: the journal holds %d task(s) of %s, which mcptask cannot reach by itself", n, target)
 		}
 	}
 }

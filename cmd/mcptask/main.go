@@ -25,12 +25,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcptask/mcptask/client"
 )
 
 func main() {
@@ -74,6 +75,9 @@ type app struct {
 	stdinTTY, stderrTTY bool
 	width               func() int // of the terminal on stderr; 0 if unknown
 	getenv              func(string) string
+	// dialTimeout bounds connecting to the server; zero means
+	// connectTimeout (tests shorten it).
+	dialTimeout time.Duration
 
 	g globals
 
@@ -175,13 +179,14 @@ func (g *globals) target() string {
 
 func stdioTarget(command string) string { return "stdio:" + command }
 
-// defaultJournal is the journal file under the user's cache directory.
+// defaultJournal is the client's default journal file, "" when there is
+// none (no user cache directory).
 func defaultJournal() string {
-	dir, err := os.UserCacheDir()
+	path, err := client.DefaultJournalPath()
 	if err != nil {
 		return ""
 	}
-	return filepath.Join(dir, "mcptask", "journal.json")
+	return path
 }
 
 // command is one subcommand of mcptask.

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcptask/mcptask/client"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// commandState holds the flags of the command being run.
+type commandState struct {
+	call    callFlags
+	list    listFlags
+	answers answerFlags
+}
+
+// startView creates the status display for the waits of this command.
+func (a *app) startView() {
+	mode := viewPlain
+	switch {
+	case a.stderrTTY:
+		mode = viewLive
+	case a.g.json:
+		mode = viewQuiet
+	}
+	a.view = newStatusView(a.stderr, mode, a.width)
+}
+
+// stopView stops the status display; later notes go straight to stderr.
+func (a *app) stopView() {
+	if a.view != nil {
+		a.view.Close()
+	}
+}
+
+// setAnswers reads --answer and --answers. When --answers - used up
+// standard input, the command asks nothing on the terminal.
+func (a *app) setAnswers() error {
+	ans, err := a.cmd.answers.build(a.stdin)
+	if err != nil {
+		return err
+	}
+	a.answers = ans
+	if a.cmd.answers.file == "-" {
+		a.stdinTTY = false
+	}
+	return nil
+}
+
+// requestContext bounds a one-shot request.
+func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}
+
+// waitTask waits for a task, showing its status, until it ends or the
+// deadline (zero: none) passes.
+func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadline time.Time) (*mcp.CallToolResult, error) {
+	opts := &client.WaitOptions{OnStatus: a.view.Update}
+	if !deadline.IsZero() {
+		opts.Deadline = max(time.Until(deadline), time.Millisecond)
+	}
+	return c.Wait(ctx, id, opts)
+}
+
+// waitOutcome waits for the task id of tool (see waitTask) and returns
+// how it ended.
+func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string, deadline time.Time) *outcome {
+	res, err := a.waitTask(ctx, c, id, deadline)
+	return &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+}
+
+// deadline returns when --timeout ends the wait, or zero.
+func (a *app) deadline() time.Time {
+	if a.g.timeout > 0 {
+		return time.Now().Add(a.g.timeout)
+	}
+	return time.Time{}
+}
+
+// startWait begins a command that waits for tasks of the server: it
+// returns when --timeout ends the wait (see deadline), starts the status
+// display and connects. The caller stops the display (stopView).
+func (a *app) startWait(ctx context.Context) (time.Time, *client.Client, error) {
+	deadline := a.deadline()
+	a.startView()
+	a.view.SetLabel("connecting")
+	c, err := a.connect(ctx, a.g.target(), a.g.wire)
+	return deadline, c, err
+}
+
+// finish stops the status display and reports an outcome.
+func (a *app) finish(ctx context.Context, o *outcome) int {
+	a.stopView()
+	return a.report(ctx, o)
+}
+
+// eachTask sends one request per task ID (Get or Cancel) over one
+// connection and reports each answer with show: the i-th ID's status as
+// JSON to print with --json, else printed by show itself (nil). A failed
+// request is reported as an unknown status. With --json it prints one
+// object for one ID, an array for several. It returns the largest exit
+// code of the requests.
+func (a *app) eachTask(ctx context.Context, ids []string,
+	request func(*client.Client, context.Context, string) (*client.TaskStatus, error),
+	show func(c *client.Client, i int, id string, s *client.TaskStatus) *jsonStatus) int {
+	c, err := a.connect(ctx, a.g.target(), a.g.wire)
+	if err != nil {
+		return a.report(ctx, &outcome{err: err})
+	}
+	defer c.Close()
+	code := exitOK
+	var out []jsonStatus
+	for i, id := range ids {
+		rctx, cancel := requestContext(ctx)
+		s, err := request(c, rctx, id)
+		cancel()
+		if err != nil {
+			code = max(code, exitCodeOf(ctx, err))
+			if a.g.json {
+				out = append(out, jsonStatus{TaskID: id, Status: "unknown", Error: err.Error()})
+			} else {
+				a.printHuman(&outcome{taskID: id, err: err}, exitCodeOf(ctx, err))
+			}
+			continue
+		}
+		if j := show(c, i, id, s); j != nil {
+			out = append(out, *j)
+		}
+	}
+	if a.g.json {
+		printJSONEach(a, ids, out)
+	}
+	return code
+}
+
+// printJSONEach prints the JSON values of the names asked for: the value
+// alone when one name was asked for, else an array.
+func printJSONEach[T any](a *app, asked []string, out []T) {
+	if len(asked) == 1 {
+		a.printJSON(out[0])
+	} else {
+		a.printJSON(out)
+	}
+}
+
+// orDash returns s, or "-" for an empty s.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCallOutcomes calls each demo tool on both wires and checks output
+// and exit code.
+func TestCallOutcomes(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			r := c.run("--wire", wire, "call", "long_computation", "n=1000", "steps=3", "step_delay_ms=150")
+			expect(t, r, exitOK, []string{"There are 168 primes up to 1000 (computed in 3 steps)."},
+				[]string{"started (long_computation)", "mcptask: working: step "})
+
+			r = c.run("--wire", wire, "call", "lint_report", "line_delay_ms=0")
+			expect(t, r, exitToolError, []string{"Found 3 problems in 6 lines:"}, []string{"isError"})
+
+			r = c.run("--wire", wire, "call", "flaky_migration", "step_delay_ms=0")
+			expect(t, r, exitFailed, nil, []string{"failed at step 2 of 3", "-32603", `"failedStep":2`})
+
+			r = c.run("--wire", wire, "call", "echo", "text=hello world")
+			expect(t, r, exitOK, []string{"hello world"}, nil)
+
+			// The value of a string property stays text even when it reads
+			// as JSON.
+			r = c.run("--wire", wire, "call", "echo", "text=1.50")
+			expect(t, r, exitOK, []string{"1.50"}, nil)
+
+			// Arguments as JSON: --args, a JSON object, key:=json, stdin.
+			expect(t, c.run("--wire", wire, "call", "long_computation", `--args={"n": 100, "steps": 1}`, "step_delay_ms:=0"),
+				exitOK, []string{"There are 25 primes up to 100 (computed in 1 steps)."}, nil)
+			expect(t, c.run("--wire", wire, "call", "long_computation", `{"n": 30, "step_delay_ms": 0}`, "steps=2"),
+				exitOK, []string{"There are 10 primes up to 30 (computed in 2 steps)."}, nil)
+			expect(t, c.runInput(`{"n": 10, "steps": 1, "step_delay_ms": 0}`, "--wire", wire, "call", "long_computation", "--args", "-"),
+				exitOK, []string{"There are 4 primes up to 10"}, nil)
+
+			// Invalid arguments: the tool answers with isError.
+			expect(t, c.run("--wire", wire, "call", "long_computation", "n=1", "step_delay_ms=0"), exitToolError, []string{"n must be between 2"}, nil)
+
+			// Nothing is left in the journal.
+			r = c.run("list")
+			expect(t, r, exitOK, nil, []string{"no tasks in flight"})
+		})
+	}
+}
+
+func TestUnknownTool(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	r := newCLI(t, d.URL).run("call", "no_such_tool")
+	expect(t, r, exitFailed, nil, []string{"no_such_tool"})
+}
+
+func TestDetachThenWait(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			r := c.run("--wire", wire, "call", "--detach", "long_computation", "n=1000", "steps=4", "step_delay_ms=100")
+			expect(t, r, exitOK, nil, []string{"wait for it with"})
+			id := strings.TrimSpace(r.stdout)
+			if !regexp.MustCompile(`^[a-z2-7]{20,}$`).MatchString(id) {
+				t.Fatalf("--detach printed %q, not a task ID\n%s", id, r)
+			}
+			expect(t, c.run("list"), exitOK, []string{id, "long_computation"}, nil)
+			expect(t, c.run("status", id), exitOK, []string{"task " + id, "status:"}, nil)
+			expect(t, c.run("--wire", wire, "wait", id), exitOK, []string{"There are 168 primes up to 1000 (computed in 4 steps)."}, nil)
+			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
+			// A task that has ended is still there to see and to wait for.
+			expect(t, c.run("status", id), exitOK, nil, nil)
+		})
+	}
+}
+
+func TestCancelEndsTheWaiter(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			waiter := c.start("--wire", wire, "call", "long_computation", "n=1000", "steps=5", "step_delay_ms=60000")
+			id := waiter.waitStderr(taskStarted, 30*time.Second)[1]
+			waiter.waitStderr(regexp.MustCompile(`step 1 of 5`), 30*time.Second)
+			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{"task " + id + ": cancelled"}, nil)
+			r := waiter.wait(30 * time.Second)
+			expect(t, r, exitCancelled, nil, []string{"was cancelled"})
+			// Cancelling again changes nothing.
+			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{id}, nil)
+		})
+	}
+}
+
+// TestInterrupt stops waits with SIGINT (Ctrl-C): the task keeps running,
+// or is cancelled with --cancel-on-interrupt.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	p := c.start("call", "long_computation", "n=1000", "steps=3", "step_delay_ms=500")
+	id := p.waitStderr(taskStarted, 30*time.Second)[1]
+	p.waitStderr(regexp.MustCompile(`working: step`), 30*time.Second)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, p.wait(30*time.Second), exitInterrupted, nil, []string{"interrupted; task " + id + " keeps running", "wait " + id, "resume"})
+	expect(t, c.run("wait", id), exitOK, []string{"There are 168 primes up to 1000 (computed in 3 steps)."}, nil)
+
+	p = c.start("call", "--cancel-on-interrupt", "long_computation", "n=1000", "steps=3", "step_delay_ms=60000")
+	id = p.waitStderr(taskStarted, 30*time.Second)[1]
+	p.waitStderr(regexp.MustCompile(`working: step`), 30*time.Second)
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, p.wait(30*time.Second), exitCancelled, nil, []string{"task " + id + " is cancelled"})
+	expect(t, c.run("status", id), exitOK, []string{"cancelled"}, nil)
+	expect(t, c.run("resume"), exitOK, nil, []string{"nothing to resume"})
+}
+
+func TestDeadline(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	r := c.run("call", "--timeout", "1s", "long_computation", "n=1000", "steps=5", "step_delay_ms=60000")
+	expect(t, r, exitDeadline, nil, []string{"keeps running", "wait for it again with: mcptask", " wait "})
+	id := strings.TrimSpace(r.stdout)
+	if id == "" || strings.Contains(id, "\n") {
+		t.Fatalf("want the task ID alone on stdout\n%s", r)
+	}
+	expect(t, c.run("--deadline", "200ms", "wait", id), exitDeadline, []string{id}, nil)
+	expect(t, c.run("status", id), exitOK, []string{"working"}, nil)
+	expect(t, c.run("--timeout", "300ms", "resume"), exitDeadline, []string{id}, nil)
+	expect(t, c.run("cancel", id), exitOK, []string{"cancelled"}, nil)
+	expect(t, c.run("wait", id), exitCancelled, nil, nil)
+	expect(t, c.run("resume"), exitOK, nil, []string{"nothing to resume"})
+}
+
+// TestElicitation answers deploy_with_confirmation's question without a
+// terminal: with --answer, --answers, and by declining.
+func TestElicitation(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			deploy := []string{"--wire", wire, "call", "deploy_with_confirmation", "service=api", "version=2.0", "build_steps=1", "step_delay_ms=0"}
+
+			r := c.run(append(deploy, "--answer", "confirm=true")...)
+			expect(t, r, exitOK, []string{"Deployed api@2.0 to production."}, []string{"Roll it out to production now?", "answered from --answer"})
+
+			r = c.run(deploy...)
+			expect(t, r, exitOK, []string{"aborted: the user declined"}, []string{"declined: standard input is not a terminal"})
+
+			answers := filepath.Join(t.TempDir(), "answers.json")
+			if err := os.WriteFile(answers, []byte(`{"confirm": false}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, c.run(append(deploy, "--answers", answers)...), exitOK, []string{"aborted: the user did not confirm"}, nil)
+			expect(t, c.runInput(`{"action": "cancel"}`, append(deploy, "--answers", "-")...), exitOK, []string{`dismissed (action "cancel")`}, nil)
+			expect(t, c.run(append(deploy, "--answer", "decline")...), exitOK, []string{"aborted: the user declined"}, nil)
+		})
+	}
+}

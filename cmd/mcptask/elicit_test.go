@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestPromptElicit(t *testing.T) {
+	params := &mcp.ElicitParams{
+		Message: "Deploy?",
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"confirm": map[string]any{"type": "boolean", "title": "Roll out"},
+				"note":    map[string]any{"type": "string"},
+				"count":   map[string]any{"type": "integer", "default": 2},
+			},
+			"required": []string{"confirm"},
+		},
+	}
+	for _, tc := range []struct {
+		input string
+		want  *mcp.ElicitResult
+	}{
+		{"\n\nmaybe\ny\n\n\n", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "count": int64(2)}}},
+		{"a\nn\n7\nhello\n", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": false, "note": "hello", "count": int64(7)}}},
+		{"d\n", &mcp.ElicitResult{Action: "decline"}},
+		{"x\nc\n", &mcp.ElicitResult{Action: "cancel"}},
+		{"a\n", &mcp.ElicitResult{Action: "cancel"}}, // end of input
+		{"", &mcp.ElicitResult{Action: "cancel"}},
+	} {
+		var out bytes.Buffer
+		got, err := promptElicit(context.Background(), &lineReader{r: strings.NewReader(tc.input)}, &out, "task x", params)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("input %q: got %+v, %v; want %+v\n%s", tc.input, got, err, tc.want, out.String())
+		}
+		if !strings.Contains(out.String(), "task x asks:\n  Deploy?") {
+			t.Errorf("the prompt does not show the question:\n%s", out.String())
+		}
+	}
+
+	// A prompt gives up when its context ends.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errInterrupted)
+	blocked := &lineReader{r: blockingReader{}}
+	if _, err := promptElicit(ctx, blocked, &bytes.Buffer{}, "x", params); !errors.Is(err, errInterrupted) {
+		t.Errorf("cancelled prompt: %v", err)
+	}
+}
+
+type blockingReader struct{}
+
+func (blockingReader) Read([]byte) (int, error) { select {} }
+
+func TestAnswers(t *testing.T) {
+	params := &mcp.ElicitParams{RequestedSchema: map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"confirm": map[string]any{"type": "boolean"}, "name": map[string]any{"type": "string"}},
+	}}
+	build := func(pairs []string, file string) (*answers, error) {
+		f := &answerFlags{pairs: pairs, file: file}
+		return f.build(nil)
+	}
+	ans, err := build([]string{"confirm=yes", "name=42", "extra:=[1]"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ans.result(params)
+	want := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "name": "42", "extra": []any{json.Number("1")}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if ans, _ := build([]string{"decline"}, ""); ans.result(params).Action != "decline" {
+		t.Error("--answer decline")
+	}
+	dir := t.TempDir()
+	write := func(s string) string {
+		p := filepath.Join(dir, fmt.Sprint(len(s))+".json")
+		os.WriteFile(p, []byte(s), 0o600)
+		return p
+	}
+	if ans, err := build(nil, write(`{"confirm": false}`)); err != nil || !reflect.DeepEqual(ans.result(params).Content, map[string]any{"confirm": false}) {
+		t.Errorf("--answers content: %+v %v", ans, err)
+	}
+	if ans, err := build(nil, write(`{"action":"accept","content":{"name":"x"}}`)); err != nil || ans.result(params).Content["name"] != "x" {
+		t.Errorf("--answers with action: %+v %v", ans, err)
+	}
+	for _, bad := range []string{`{"action":"maybe"}`, `[1]`, `nope`} {
+		if _, err := build(nil, write(bad)); err == nil {
+			t.Errorf("--answers %s: no error", bad)
+		}
+	}
+	if ans, _ := build(nil, ""); ans != nil {
+		t.Error("no answers given, but answers built")
+	}
+}
