@@ -36,12 +36,10 @@ func awaitNotifiers(t *testing.T, want int) {
 	}
 }
 
-// TestConnNotifierStopsWhenClientDisconnects: a connection wrapped for
-// status notifications must not leave its notifier goroutine behind when
-// the client goes away (it did, for every connection made through the
-// exported mcptask.Transport, which never stopped it).
-func TestConnNotifierStopsWhenClientDisconnects(t *testing.T) {
-	before := notifiers()
+// connect connects a client to a server over a connection wrapped for
+// status notifications.
+func connect(t *testing.T) (*mcp.ServerSession, *mcp.ClientSession) {
+	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(context.Background(), &transport{Transport: st}, nil)
@@ -52,6 +50,16 @@ func TestConnNotifierStopsWhenClientDisconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ss, cs
+}
+
+// TestConnNotifierStopsWhenClientDisconnects: a connection wrapped for
+// status notifications must not leave its notifier goroutine behind when
+// the client goes away (it did, for every connection made through the
+// exported mcptask.Transport, which never stopped it).
+func TestConnNotifierStopsWhenClientDisconnects(t *testing.T) {
+	before := notifiers()
+	ss, cs := connect(t)
 	if notifiers() != before+1 {
 		t.Fatalf("notifiers = %d, want %d while connected", notifiers(), before+1)
 	}
@@ -64,16 +72,7 @@ func TestConnNotifierStopsWhenClientDisconnects(t *testing.T) {
 // server's side stops the notifier too.
 func TestConnNotifierStopsWhenServerCloses(t *testing.T) {
 	before := notifiers()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "1"}, nil)
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(context.Background(), &transport{Transport: st}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ss, cs := connect(t)
 	defer cs.Close()
 	ss.Close()
 	awaitNotifiers(t, before)

@@ -24,11 +24,7 @@ const resultPoll = time.Second
 // waits, it forwards the task's input requests to the client on this
 // request's stream and delivers the answers to the task.
 func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
-	var p v1.TaskIDParams
-	if err := r.Decode(&p); err != nil {
-		return nil, err
-	}
-	id, err := adapter.ParseID(p.TaskID)
+	id, err := taskID(r)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
@@ -164,12 +165,18 @@ func (w *Wire) listTools(ctx context.Context, r *adapter.Request) (mcp.Result, e
 	return &v1.RawResult{JSON: out}, nil
 }
 
-func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+// taskID decodes the params of tasks/get, tasks/result and tasks/cancel
+// and validates their task ID.
+func taskID(r *adapter.Request) (task.ID, error) {
 	var p v1.TaskIDParams
 	if err := r.Decode(&p); err != nil {
-		return nil, err
+		return "", err
 	}
-	id, err := adapter.ParseID(p.TaskID)
+	return adapter.ParseID(p.TaskID)
+}
+
+func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	id, err := taskID(r)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +189,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 }
 
 func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
-	var p v1.TaskIDParams
-	if err := r.Decode(&p); err != nil {
-		return nil, err
-	}
-	id, err := adapter.ParseID(p.TaskID)
+	id, err := taskID(r)
 	if err != nil {
 		return nil, err
 	}
