@@ -83,7 +83,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, adapter.InvalidParams(err.Error())
 	}
-	t, err := w.c.StartTask(ctx, r, v1.Version, ttl)
+	t, err := w.c.StartTask(ctx, r, w.Version(), ttl)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 			return r.Next(ctx, r.Method, r.Req)
 		}
 	}
-	t, err := w.c.StartTask(ctx, r, ext2026.Version, nil)
+	t, err := w.c.StartTask(ctx, r, w.Version(), nil)
 	if err != nil {
 		return nil, err
 	}
