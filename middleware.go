@@ -8,6 +8,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -64,54 +65,41 @@ type dispatch struct {
 	req mcp.Request
 }
 
-// addMethods registers the tasks/* methods on the mcp.Server. Their params
-// are kept raw: each wire decodes them into its own shapes.
+// addMethods registers the tasks/* methods on the mcp.Server. The go-sdk
+// decodes each request's params (case-sensitively, before any middleware
+// or limit) into the union of what the two wires accept for that method, so
+// a malformed request is refused as invalid params before it costs the
+// requester anything; the chosen wire then reads the params in its own
+// shapes.
 func (s *Server) addMethods() error {
-	var errs []error
-	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList} {
-		errs = append(errs, mcp.AddReceivingCustomMethod(s.mcp, m, tasksMethod(m)))
-	}
-	return errors.Join(errs...)
+	return errors.Join(
+		addTasksMethod[ext2026.GetTaskParams](s, wire.MethodTasksGet),
+		addTasksMethod[ext2026.UpdateTaskParams](s, wire.MethodTasksUpdate),
+		addTasksMethod[ext2026.CancelTaskParams](s, wire.MethodTasksCancel),
+		addTasksMethod[v1.TaskIDParams](s, wire.MethodTasksResult),
+		addTasksMethod[v1.ListTasksParams](s, wire.MethodTasksList),
+	)
 }
 
-func tasksMethod(method string) func(context.Context, *mcp.ServerSession, *rawParams) (mcp.Result, error) {
-	return func(ctx context.Context, ss *mcp.ServerSession, p *rawParams) (mcp.Result, error) {
+// addTasksMethod registers method with params of type T; the handler runs
+// the wire's handler the middleware chose.
+func addTasksMethod[T any, P interface {
+	*T
+	mcp.Params
+}](s *Server, method string) error {
+	return mcp.AddReceivingCustomMethod(s.mcp, method, func(ctx context.Context, ss *mcp.ServerSession, p P) (mcp.Result, error) {
 		d, ok := ctx.Value(dispatchKey{}).(*dispatch)
 		if !ok {
 			return nil, adapter.InternalError(method + " reached the server without the mcptask middleware")
 		}
 		var raw json.RawMessage
 		if p != nil { // params absent or null: the go-sdk passes a nil pointer
-			raw = p.raw
+			b, err := json.Marshal(p)
+			if err != nil {
+				return nil, adapter.InternalError("re-encoding the params of " + method + ": " + err.Error())
+			}
+			raw = b
 		}
 		return d.h(ctx, &adapter.Request{Method: method, Req: d.req, Params: raw, Session: ss})
-	}
-}
-
-// rawParams are the params of a tasks/* request as they came: the go-sdk
-// decodes only their _meta.
-type rawParams struct {
-	mcp.ParamsBase
-	raw json.RawMessage
-}
-
-// UnmarshalJSON keeps the params and decodes their _meta.
-func (p *rawParams) UnmarshalJSON(b []byte) error {
-	var base struct {
-		Meta mcp.Meta `json:"_meta,omitempty"`
-	}
-	if err := json.Unmarshal(b, &base); err != nil {
-		return err
-	}
-	p.Meta = base.Meta
-	p.raw = append(json.RawMessage(nil), b...)
-	return nil
-}
-
-// MarshalJSON returns the params as they came.
-func (p *rawParams) MarshalJSON() ([]byte, error) {
-	if len(p.raw) == 0 {
-		return []byte("{}"), nil
-	}
-	return p.raw, nil
+	})
 }

@@ -50,8 +50,10 @@ type Request struct {
 	// Next is the rest of the go-sdk's handler chain: for tools/call the
 	// tool itself, for decorated methods the go-sdk's own answer.
 	Next mcp.MethodHandler
-	// Params are the raw params of a tasks/* request ("{}" when absent);
-	// each wire decodes them into its own shapes ([Request.Decode]).
+	// Params are the params of a tasks/* request as JSON, re-encoded from
+	// what the go-sdk decoded (nil when the request had none); each wire
+	// reads them in its own shapes ([Request.Decode], which takes nil as
+	// {}).
 	Params json.RawMessage
 	// Session is the session of a tasks/* request, if it has one.
 	Session *mcp.ServerSession
