@@ -71,7 +71,9 @@ type Options struct {
 	// tasks whose lease expired, to take them over. Zero means Lease/3.
 	ClaimInterval time.Duration
 	// ClaimTimeout bounds each round of takeover (the store's Claim and
-	// the resolution of the tasks it took). Zero means DefaultClaimTimeout.
+	// the resolution of the tasks it took), and each write that fails a
+	// task whose outcome is unknown (also at shutdown). Zero means
+	// DefaultClaimTimeout.
 	ClaimTimeout time.Duration
 	// FeedRetryInterval is how long the engine waits before following the
 	// store's change feed again after it failed. Zero means

@@ -118,8 +118,8 @@ func (e *Engine) remoteChange(id task.ID) {
 	e.goBackground(func() {
 		ctx, cancel := context.WithTimeout(e.base, e.opts.FeedCheckTimeout)
 		defer cancel()
-		if t, err := e.store.Get(ctx, id); err == nil && t.Status.Terminal() {
-			r.cancel(context.Canceled)
-		}
+		// Ended elsewhere (e.g. cancelled through another engine), or
+		// claimed by another engine: stop the work here at once.
+		e.stopLost(ctx, id)
 	})
 }

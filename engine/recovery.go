@@ -112,7 +112,12 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
 // failUnknown fails a task whose outcome cannot be known.
 func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
 	now := e.now()
-	t, err := e.write(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+	// Not cut short by the caller's cancellation (a shutdown must still
+	// record the failure), but bounded: a hung store must not hold the
+	// takeover service, or Shutdown, for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ClaimTimeout)
+	defer cancel()
+	t, err := e.write(ctx, id, func(t *task.Task) error {
 		if t.Runner != e.id && !t.Status.Terminal() {
 			return errLost // another engine holds it now
 		}
