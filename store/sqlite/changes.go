@@ -136,6 +136,10 @@ func (l *listener) take() ([]task.ID, bool) {
 // mcptaskd runs one process per SQLite file (it holds a lock on it), so
 // that every engine of the file is in the process and sees them all.
 //
+// The engine using this Store hears of its own writes too, and reads each
+// such task once more (a cheap local Get); that keeps one rule for every
+// Store of the file, whichever engine wrote.
+//
 // ready (if not nil) is called once the feed is in effect, before Changes
 // waits for the first announcement: every Update or Claim committed after
 // that is announced. An ID may be announced more than once. fn must be
