@@ -6,7 +6,10 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
@@ -128,4 +131,41 @@ func TestCloseStopsTheEngine(t *testing.T) {
 	if !errors.Is(err, engine.ErrClosed) {
 		t.Fatalf("engine.Start after Close: %v, want ErrClosed", err)
 	}
+}
+
+// TestConcurrentCloseWaits: every Close waits for the engine's shutdown,
+// so a caller may close the store as soon as its own Close returns (a
+// second Close returned at once while the first was still shutting down).
+func TestConcurrentCloseWaits(t *testing.T) {
+	eng := newEngine(t)
+	ts, err := mcptask.New(newMCPServer(), eng, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var returned atomic.Bool
+	started := make(chan struct{})
+	if _, err := eng.Start(context.Background(), engine.StartSpec{Tool: "slow"}, func(ctx context.Context) (json.RawMessage, error) {
+		close(started)
+		<-ctx.Done()
+		returned.Store(true)
+		return nil, ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_ = ts.Close(ctx)
+			if !returned.Load() {
+				t.Error("Close returned while the engine was still shutting down (the task's work still ran)")
+			}
+		})
+	}
+	wg.Wait()
 }

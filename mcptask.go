@@ -109,7 +109,9 @@ type Server struct {
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
 	started bool
-	closed  bool
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New installs tasks on srv, backed by eng: the receiving middleware that
@@ -157,7 +159,8 @@ func (s *Server) Engine() *engine.Engine { return s.eng }
 // (re-running those of Rerunnable tools, failing the others "outcome
 // unknown"), and starts the lease renewal, takeover and sweeping of
 // expired tasks. Register every tool before Start: the recovery asks each
-// tool whether it may run again. Call it once, before serving.
+// tool whether it may run again. Call it once, before serving; a Start that
+// fails leaves the Server unusable (Close it, and build a new one).
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started {
@@ -172,17 +175,12 @@ func (s *Server) Start(ctx context.Context) error {
 // Close shuts the engine down ([engine.Engine.Shutdown]): no new task is
 // accepted, running tasks may finish until ctx is done, then they are
 // stopped and resolved by their recovery policy (Rerunnable ones run again
-// at the next start, the others fail "outcome unknown"). It does not close
-// the engine's store, which the caller opened.
+// at the next start, the others fail "outcome unknown"). Every call waits
+// for that shutdown and returns its result, so the caller may close the
+// engine's store (which Close leaves open) once Close returns.
 func (s *Server) Close(ctx context.Context) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	s.mu.Unlock()
-	return s.eng.Shutdown(ctx)
+	s.closeOnce.Do(func() { s.closeErr = s.eng.Shutdown(ctx) })
+	return s.closeErr
 }
 
 // Run serves one client on t (e.g. &mcp.StdioTransport{}) until the client

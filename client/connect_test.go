@@ -14,7 +14,10 @@ import (
 
 // TestConnectCutShortStopsServer connects to a stdio server that never
 // answers, with a ctx that expires: Connect returns ctx's error, and by
-// then the server's process has exited and been waited for.
+// then the server's process has exited and been waited for. (On this path
+// the go-sdk closes the connection itself; the client's own guard in
+// newClient covers the failures where it does not, and is not what this
+// test proves.)
 func TestConnectCutShortStopsServer(t *testing.T) {
 	t.Parallel()
 	self, err := os.Executable()

@@ -562,7 +562,7 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 
 // Cancel moves a task to cancelled and cancels its work's context. The task
 // is cancelled in the store before Cancel returns. Cancelling a terminal
-// task returns *ErrTerminal and the task unchanged.
+// task returns a *TerminalError and the task unchanged.
 func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
 	var terminal task.Status
 	t, err := e.update(ctx, owner, id, func(t *task.Task) error {
