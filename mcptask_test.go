@@ -583,17 +583,18 @@ func TestIdempotentCall(t *testing.T) {
 	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
 	c, _ := clients(s)
 	ctx := ctxT(t)
-	call := func(meta map[string]any, tool string) *wiretest.Response {
+	callWith := func(meta map[string]any, tool, label string) *wiretest.Response {
 		m := c.Meta()
 		for k, v := range meta {
 			m[k] = v
 		}
-		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"label": "idem"}, "_meta": m}, nil)
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"label": label}, "_meta": m}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
+	call := func(meta map[string]any, tool string) *wiretest.Response { return callWith(meta, tool, "idem") }
 	id := func(r *wiretest.Response) string {
 		var h wiretest.Task
 		if r.Error != nil || json.Unmarshal(r.Result, &h) != nil || h.TaskID == "" {
@@ -611,6 +612,14 @@ func TestIdempotentCall(t *testing.T) {
 		}
 		if r := call(meta, "rerunnable"); r.Error == nil || r.Error.Code != -32602 {
 			t.Errorf("%v: key reused for another tool: %+v", meta, r.Error)
+		}
+		// The same key with other arguments is another call, not a retry:
+		// refused, naming the key, and the first task is not handed out.
+		r := callWith(meta, "work", "other arguments")
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "idempotency key") {
+			t.Errorf("%v: key reused with other arguments: %+v %s, want -32602 naming the key", meta, r.Error, r.Result)
+		} else if strings.Contains(string(r.Result), first) || strings.Contains(r.Error.Message, first) {
+			t.Errorf("%v: the conflict revealed the first task", meta)
 		}
 	}
 	if r := call(map[string]any{"io.mcptask/idempotency-key": 7}, "work"); r.Error == nil || r.Error.Code != -32602 {

@@ -369,12 +369,14 @@ type StartSpec struct {
 }
 
 // ErrIdempotencyConflict is returned by Start when an idempotency key is
-// reused for a call of another tool.
-var ErrIdempotencyConflict = errors.New("the idempotency key was already used for a call of another tool")
+// reused for another call: of another tool, or with other arguments (see
+// task.CallDigest).
+var ErrIdempotencyConflict = errors.New("the idempotency key was already used for another call (another tool or other arguments)")
 
-// existing returns the task an idempotent retry refers to.
+// existing returns the task an idempotent retry refers to: the same call
+// again. The same key for another call is ErrIdempotencyConflict.
 func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
-	if t.Tool != spec.Tool {
+	if t.Tool != spec.Tool || task.CallDigest(t.Tool, t.Request) != task.CallDigest(spec.Tool, spec.Request) {
 		return nil, ErrIdempotencyConflict
 	}
 	if t.Expired(e.now()) {

@@ -43,7 +43,7 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 		MaxActive:      c.limits.cfg.MaxActiveTasks,
 	}, toolWork(r.Next, r.Method, r.Req))
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
-		return nil, InvalidParams("the idempotency key was already used for a call of another tool")
+		return nil, InvalidParams(fmt.Sprintf("the idempotency key %q was already used for another call (another tool or other arguments): a retry must repeat the call exactly; a new call needs a new key", key))
 	}
 	if errors.Is(err, engine.ErrTooManyActive) {
 		return nil, c.tooManyActive(ctx, owner, params.Name)
