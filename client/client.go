@@ -94,8 +94,9 @@ func (c *Client) Wire() string { return c.impl.wire }
 func (c *Client) TasksSupported() bool { return c.impl.tasksSupported() }
 
 // Tool is a tool of the server, with its task support when the server says
-// it ("forbidden", "optional", "required"; empty when unknown, as on the
-// 2026-07-28 wire where the server decides per call).
+// it ("forbidden", "optional", "required"; empty when unknown: on the
+// 2026-07-28 wire, which has no such field, only an mcptask server states
+// it, in the tool's _meta).
 type Tool struct {
 	*mcp.Tool
 	TaskSupport string

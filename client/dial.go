@@ -24,6 +24,9 @@ type clientImpl struct {
 	e       *edge
 	journal *journal // nil without Options.Journal
 	closeFn func()   // releases transport resources after the session
+	// idempotent reports whether the server advertised
+	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
+	idempotent bool
 }
 
 // rawResult captures a result's JSON as is; the client decodes it per
@@ -157,6 +160,11 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 	if o.ProtocolVersion != "" && c.wire != o.ProtocolVersion {
 		cs.Close()
 		return nil, fmt.Errorf("connecting to %s: the server does not speak %s (it negotiated %s)", target, o.ProtocolVersion, c.wire)
+	}
+	if caps := init.Capabilities; caps != nil {
+		_, inExt := caps.Extensions[wire.ExtensionIdempotency]
+		_, inExp := caps.Experimental[wire.ExtensionIdempotency]
+		c.idempotent = inExt || inExp
 	}
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())

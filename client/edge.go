@@ -205,6 +205,7 @@ func (e *edge) recordTools(result json.RawMessage) {
 			Execution *struct {
 				TaskSupport string `json:"taskSupport"`
 			} `json:"execution"`
+			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"tools"`
 	}
 	if json.Unmarshal(result, &r) != nil {
@@ -214,10 +215,13 @@ func (e *edge) recordTools(result json.RawMessage) {
 	defer e.mu.Unlock()
 	e.listed = true
 	for _, t := range r.Tools {
-		if t.Execution != nil {
+		var stated string // an mcptask server's statement on 2026-07-28
+		_ = json.Unmarshal(t.Meta[wire.MetaTaskSupport], &stated)
+		switch {
+		case t.Execution != nil:
 			e.support[t.Name] = t.Execution.TaskSupport
-		} else {
-			e.support[t.Name] = ""
+		default:
+			e.support[t.Name] = stated
 		}
 	}
 }

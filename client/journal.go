@@ -12,14 +12,27 @@ import (
 	"time"
 )
 
-// JournalEntry is one task in flight, as the journal records it.
+// JournalEntry is one task in flight, as the journal records it: a task
+// the server created (TaskID set), or a call sent with an idempotency key
+// whose answer never came (TaskID empty: its outcome is unknown, and
+// [Client.Resume] re-sends it with the same key, which returns the task the
+// server created, if it did, instead of running the tool again).
 type JournalEntry struct {
 	TaskID    string    `json:"taskId"`
 	Target    string    `json:"target"` // server URL or transport name
 	Wire      string    `json:"wire"`
 	Tool      string    `json:"tool"`
 	CreatedAt time.Time `json:"createdAt"`
+	// IdempotencyKey is the key the call was sent with, if any.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// Arguments are the call's arguments, kept only while its outcome is
+	// unknown (TaskID empty), so that it can be re-sent exactly.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
+
+// Unsent reports whether the entry is a call whose answer never came:
+// no task is known for it yet.
+func (e JournalEntry) Unsent() bool { return e.TaskID == "" }
 
 // ErrJournalCorrupt means the journal file cannot be read as a journal. The
 // client never resets it silently (that would forget tasks in flight): move
@@ -118,8 +131,8 @@ func (j *journal) load() ([]JournalEntry, error) {
 		return nil, corrupt(fmt.Sprintf("unknown format version %d (this client reads version %d)", f.Version, journalVersion))
 	}
 	for i, e := range f.Tasks {
-		if e.TaskID == "" || e.Target == "" {
-			return nil, corrupt(fmt.Sprintf("entry %d has no taskId or target", i))
+		if (e.TaskID == "" && e.IdempotencyKey == "") || e.Target == "" {
+			return nil, corrupt(fmt.Sprintf("entry %d has no taskId (nor idempotencyKey) or no target", i))
 		}
 	}
 	return f.Tasks, nil
@@ -202,8 +215,48 @@ func (j *journal) add(e JournalEntry) error {
 	})
 }
 
+// addUnsent records a call about to be sent with an idempotency key.
+func (j *journal) addUnsent(e JournalEntry) error {
+	return j.update(func(es []JournalEntry) ([]JournalEntry, bool) {
+		return append(es, e), true
+	})
+}
+
+// settle records the task the server created for the call sent with key:
+// the entry now names the task and forgets the arguments.
+func (j *journal) settle(target, key string, task JournalEntry) error {
+	return j.update(func(es []JournalEntry) ([]JournalEntry, bool) {
+		for i := range es {
+			if es[i].Target == target && es[i].TaskID == "" && es[i].IdempotencyKey == key {
+				task.IdempotencyKey = key
+				es[i] = task
+				return es, true
+			}
+		}
+		task.IdempotencyKey = key
+		return append(es, task), true
+	})
+}
+
+// removeUnsent drops the call sent with key (the server answered it
+// without a task, or refused it).
+func (j *journal) removeUnsent(target, key string) error {
+	return j.update(func(es []JournalEntry) ([]JournalEntry, bool) {
+		out := es[:0]
+		for _, e := range es {
+			if e.Target != target || e.TaskID != "" || e.IdempotencyKey != key {
+				out = append(out, e)
+			}
+		}
+		return out, len(out) != len(es)
+	})
+}
+
 // remove drops a task from the journal; a task it does not list is fine.
 func (j *journal) remove(target, taskID string) error {
+	if taskID == "" {
+		return nil // an unsent call is removed by its key (removeUnsent)
+	}
 	return j.update(func(es []JournalEntry) ([]JournalEntry, bool) {
 		out := es[:0]
 		for _, e := range es {

@@ -25,8 +25,10 @@ type wireStrategy interface {
 	taskSupport(tool string) string
 	// prepareCall readies a tools/call to run as a task where the server
 	// and the tool allow it. It returns why the call runs plainly, "" when
-	// the client accepts a task.
-	prepareCall(ctx context.Context, params *mcp.CallToolParams) (fallback string, err error)
+	// the client accepts a task, and whether the call, carrying an
+	// idempotency key, may be re-sent: the server honours keys
+	// (wire.ExtensionIdempotency) and answers this call with a task.
+	prepareCall(ctx context.Context, params *mcp.CallToolParams) (fallback string, resendable bool, err error)
 	// get returns a task's current status.
 	get(ctx context.Context, id string) (*TaskStatus, error)
 	// cancel asks for a task's cancellation and returns its status after.

@@ -34,8 +34,8 @@ func TestWireStrategyPerRevision(t *testing.T) {
 
 	ctx := context.Background()
 	s := newWireStrategy(&clientImpl{wire: "2025-06-18"}, &mcp.InitializeResult{})
-	if fb, err := s.prepareCall(ctx, &mcp.CallToolParams{Name: "t"}); err != nil || !strings.Contains(fb, "MCP 2025-06-18, which has no tasks") {
-		t.Errorf("prepareCall: %q %v", fb, err)
+	if fb, resendable, err := s.prepareCall(ctx, &mcp.CallToolParams{Name: "t"}); err != nil || resendable || !strings.Contains(fb, "MCP 2025-06-18, which has no tasks") {
+		t.Errorf("prepareCall: %q %v %v", fb, resendable, err)
 	}
 	if s.tasksSupported() || s.taskSupport("t") != "" {
 		t.Error("a revision without tasks reports tasks")

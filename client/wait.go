@@ -220,8 +220,26 @@ func (c *clientImpl) resume(ctx context.Context, o *WaitOptions) ([]Outcome, err
 	for i, e := range entries {
 		out[i].Entry = e
 		wg.Go(func() {
-			c.log.Info("resuming a task", "task", e.TaskID, "tool", e.Tool, "createdAt", e.CreatedAt)
-			out[i].Result, out[i].Err = c.wait(ctx, e.TaskID, o)
+			id := e.TaskID
+			if e.Unsent() {
+				// The answer to this call never came: send it again with
+				// its key, which gives the task the server created (if it
+				// did) instead of a second run.
+				c.log.Info("re-sending a call whose answer was lost", "tool", e.Tool, "key", e.IdempotencyKey, "createdAt", e.CreatedAt)
+				call, err := c.resend(ctx, e)
+				switch {
+				case err != nil:
+					out[i].Err = err
+					return
+				case call.Task == nil:
+					out[i].Result = call.Result
+					return
+				}
+				id = call.Task.ID
+				out[i].Entry.TaskID = id
+			}
+			c.log.Info("resuming a task", "task", id, "tool", e.Tool, "createdAt", e.CreatedAt)
+			out[i].Result, out[i].Err = c.wait(ctx, id, o)
 		})
 	}
 	wg.Wait()

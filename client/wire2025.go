@@ -46,27 +46,29 @@ func (s *wire2025) taskSupport(tool string) string {
 
 // prepareCall asks for a task (params.task, through the edge) when the
 // server and the tool support it.
-func (s *wire2025) prepareCall(ctx context.Context, params *mcp.CallToolParams) (string, error) {
+func (s *wire2025) prepareCall(ctx context.Context, params *mcp.CallToolParams) (string, bool, error) {
 	if call, _, _ := s.c.e.serverTasks(); !call {
-		return "the server has no tasks capability for tools/call", nil
+		return "the server has no tasks capability for tools/call", false, nil
 	}
 	support, err := s.toolSupport(ctx, params.Name)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	switch support {
 	case "optional", "required":
 	case "":
-		return fmt.Sprintf("the tool %q declares no execution.taskSupport", params.Name), nil
+		return fmt.Sprintf("the tool %q declares no execution.taskSupport", params.Name), false, nil
 	default:
-		return fmt.Sprintf("the tool %q does not support tasks (execution.taskSupport %q)", params.Name, support), nil
+		return fmt.Sprintf("the tool %q does not support tasks (execution.taskSupport %q)", params.Name, support), false, nil
 	}
 	tk := map[string]any{}
 	if s.c.opts.TTL > 0 {
 		tk["ttl"] = max(s.c.opts.TTL.Milliseconds(), 1)
 	}
 	params.Meta = mcp.Meta{metaTaskRequest: tk}
-	return "", nil
+	// A task-augmented call is answered with a task (or refused): with a
+	// server that honours keys, re-sending it with its key is safe.
+	return "", s.c.idempotent, nil
 }
 
 // toolSupport returns a tool's execution.taskSupport, listing the tools

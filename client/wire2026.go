@@ -35,16 +35,35 @@ func newWire2026(c *clientImpl, extension bool) *wire2026 {
 
 func (s *wire2026) tasksSupported() bool { return s.extension }
 
-// taskSupport is always unknown: on this wire the server decides per call.
-func (s *wire2026) taskSupport(string) string { return "" }
+// taskSupport is what an mcptask server states in the tool's _meta
+// (wire.MetaTaskSupport), "" otherwise: this wire has no such field, the
+// server decides per call.
+func (s *wire2026) taskSupport(tool string) string {
+	support, _ := s.c.e.toolSupport(tool)
+	return support
+}
 
 // prepareCall leaves the call as it is: the extension declared in every
-// request lets the server decide whether it runs as a task.
-func (s *wire2026) prepareCall(context.Context, *mcp.CallToolParams) (string, error) {
+// request lets the server decide whether it runs as a task. The call may
+// be re-sent with its key when the server honours keys and states that
+// the tool runs as a task (listing the tools first if need be).
+func (s *wire2026) prepareCall(ctx context.Context, params *mcp.CallToolParams) (string, bool, error) {
 	if !s.extension {
-		return fmt.Sprintf("the server does not advertise the %s extension", ext2026.ExtensionID), nil
+		return fmt.Sprintf("the server does not advertise the %s extension", ext2026.ExtensionID), false, nil
 	}
-	return "", nil
+	if !s.c.idempotent {
+		return "", false, nil
+	}
+	support, ok := s.c.e.toolSupport(params.Name)
+	if !ok {
+		for _, err := range s.c.cs.Tools(ctx, nil) {
+			if err != nil {
+				return "", false, fmt.Errorf("listing the tools to learn whether %s runs as a task: %w", params.Name, err)
+			}
+		}
+		support, _ = s.c.e.toolSupport(params.Name)
+	}
+	return "", support == "optional" || support == "required", nil
 }
 
 // status2026 translates a task of the 2026-07-28 wire.

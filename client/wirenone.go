@@ -17,8 +17,8 @@ func (wireNone) tasksSupported() bool      { return false }
 func (wireNone) taskSupport(string) string { return "" }
 func (wireNone) forget(string)             {}
 
-func (n wireNone) prepareCall(context.Context, *mcp.CallToolParams) (string, error) {
-	return fmt.Sprintf("the server speaks MCP %s, which has no tasks", n.version), nil
+func (n wireNone) prepareCall(context.Context, *mcp.CallToolParams) (string, bool, error) {
+	return fmt.Sprintf("the server speaks MCP %s, which has no tasks", n.version), false, nil
 }
 
 func (n wireNone) get(context.Context, string) (*TaskStatus, error) {

@@ -47,6 +47,22 @@ const (
 	MetaSEP1686Task = "modelcontextprotocol.io/task"
 )
 
+// ExtensionIdempotency is the extension an mcptask server advertises (in
+// capabilities.extensions of server/discover on 2026-07-28, and
+// capabilities.experimental of initialize on 2025-11-25) to say that it
+// honours MetaIdempotencyKey on every tools/call it answers with a task: a
+// call re-sent with the same key returns the task the first one created,
+// and the same key with another call is refused. A client may then re-send
+// a create whose answer it never got.
+const ExtensionIdempotency = MetaPrefix + "idempotency"
+
+// MetaTaskSupport is the key under which an mcptask server states each
+// tool's task support ("forbidden", "optional", "required") in the _meta
+// of the tools of a 2026-07-28 tools/list answer, where the extension has
+// no execution.taskSupport: a client learns whether a call of the tool
+// will be answered with a task (and so may be re-sent with its key).
+const MetaTaskSupport = MetaPrefix + "taskSupport"
+
 // Private _meta keys: they never leave the process that sets them.
 const (
 	// MetaTaskParam carries a 2025-11-25 tools/call's `task` parameter

@@ -113,6 +113,14 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 		caps = map[string]any{}
 	}
 	caps["tasks"] = tasksCapability
+	// This revision has no extensions: the idempotency promise is an
+	// experimental capability here.
+	exp, _ := caps["experimental"].(map[string]any)
+	if exp == nil {
+		exp = map[string]any{}
+	}
+	exp[wire.ExtensionIdempotency] = map[string]any{}
+	caps["experimental"] = exp
 	m["capabilities"] = caps
 	out, err := json.Marshal(m)
 	if err != nil {

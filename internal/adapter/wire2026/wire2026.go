@@ -31,6 +31,7 @@ func New(c *adapter.Core) *Wire {
 	w.table = adapter.Table{
 		wire.MethodToolsCall:   w.callTool,
 		"server/discover":      w.discover,
+		"tools/list":           w.listTools,
 		wire.MethodTasksGet:    w.get,
 		wire.MethodTasksUpdate: w.update,
 		wire.MethodTasksCancel: w.cancel,
@@ -85,9 +86,32 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		}
 		caps.Extensions = maps.Clone(caps.Extensions)
 		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
+		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		dr.Capabilities = &caps
 	}
 	return res, err
+}
+
+// listTools states each tool's task support in its _meta
+// (wire.MetaTaskSupport), which this wire has no field for.
+func (w *Wire) listTools(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	res, err := r.Next(ctx, r.Method, r.Req)
+	lr, ok := res.(*mcp.ListToolsResult)
+	if err != nil || !ok {
+		return res, err
+	}
+	out := *lr
+	out.Tools = make([]*mcp.Tool, len(lr.Tools))
+	for i, t := range lr.Tools {
+		ct := *t // the server's own Tool stays as it is
+		ct.Meta = maps.Clone(t.Meta)
+		if ct.Meta == nil {
+			ct.Meta = mcp.Meta{}
+		}
+		ct.Meta[wire.MetaTaskSupport] = string(w.c.Tool(t.Name).Support)
+		out.Tools[i] = &ct
+	}
+	return &out, nil
 }
 
 // gate checks the capability and parses the task ID, in the order the

@@ -1,0 +1,187 @@
+package client_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
+)
+
+// dropProxy forwards HTTP to an MCP server, except that it swallows the
+// answers of the next drops tools/call requests: each reaches the server,
+// which runs it to the end of its reply, and then the client's connection
+// is cut without a byte of that reply (a lost reply, as a proxy or a
+// network failing at the worst moment gives).
+type dropProxy struct {
+	URL     string
+	drops   atomic.Int64 // tools/call replies still to swallow
+	dropped atomic.Int64 // tools/call replies swallowed
+	calls   atomic.Int64 // tools/call requests that reached the server
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.FlushInterval = -1 // event streams pass at once
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		var msg struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		p.calls.Add(1)
+		if p.drops.Add(-1) < 0 {
+			p.drops.Add(1)
+			rp.ServeHTTP(w, r)
+			return
+		}
+		// Deliver the call, read the whole reply, and lose it.
+		out := r.Clone(r.Context())
+		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = u.Scheme, u.Host, u.Host, ""
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		if resp, err := http.DefaultTransport.RoundTrip(out); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		p.dropped.Add(1)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(hs.Close)
+	p.URL = hs.URL + u.Path
+	return p
+}
+
+// TestLostCreateReplyIsResent: the reply carrying the task handle is lost;
+// the client sends the call again with the same idempotency key and gets
+// the task the first one created: one task, one run, on both wires.
+func TestLostCreateReplyIsResent(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{})
+			s.Release() // the counted tool finishes at once
+			p := newDropProxy(t, s.URL)
+			p.drops.Store(1)
+			journal := filepath.Join(t.TempDir(), "journal.json")
+			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: journal})
+			ctx := testCtx(t)
+			call, err := c.CallTool(ctx, "counted", nil)
+			if err != nil {
+				t.Fatalf("CallTool through a lost reply: %v", err)
+			}
+			if call.Task == nil {
+				t.Fatalf("CallTool: no task (%+v)", call)
+			}
+			if p.dropped.Load() != 1 || p.calls.Load() != 2 {
+				t.Fatalf("proxy: %d replies lost of %d calls, want 1 of 2 (the call re-sent once)", p.dropped.Load(), p.calls.Load())
+			}
+			res, err := c.Wait(ctx, call.Task.ID, nil)
+			if err != nil || text(res) != "counted run 1" {
+				t.Fatalf("Wait: %q, %v; want the first and only run's result", text(res), err)
+			}
+			if n := s.runs.Load(); n != 1 {
+				t.Fatalf("the tool ran %d times, want once", n)
+			}
+			if pending, _ := c.Pending(); len(pending) != 0 {
+				t.Errorf("journal after the wait: %+v, want empty", pending)
+			}
+		})
+	}
+}
+
+// TestUnansweredCreateResumed: every reply to the call is lost. CallTool
+// says the outcome is unknown (not that the server refused), the journal
+// keeps the call, and Resume finishes it once the server is reachable:
+// still one task, one run.
+func TestUnansweredCreateResumed(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{})
+			s.Release()
+			p := newDropProxy(t, s.URL)
+			p.drops.Store(1 << 20)
+			journal := filepath.Join(t.TempDir(), "journal.json")
+			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: journal})
+			ctx := testCtx(t)
+			_, err := c.CallTool(ctx, "counted", nil)
+			var ou *client.OutcomeUnknownError
+			if !errors.As(err, &ou) || !errors.Is(err, client.ErrOutcomeUnknown) || ou.Key == "" || !ou.Journaled {
+				t.Fatalf("CallTool with every reply lost: %v; want an OutcomeUnknownError with a journaled key", err)
+			}
+			if p.calls.Load() < 2 {
+				t.Errorf("the call was sent %d times; want it re-sent before giving up", p.calls.Load())
+			}
+			pending, err := c.Pending()
+			if err != nil || len(pending) != 1 || !pending[0].Unsent() || pending[0].IdempotencyKey != ou.Key {
+				t.Fatalf("journal: %+v, %v; want the unsent call with key %s", pending, err, ou.Key)
+			}
+			p.drops.Store(0) // the network is back
+			outs, err := c.Resume(ctx, nil)
+			if err != nil || len(outs) != 1 || outs[0].Err != nil || text(outs[0].Result) != "counted run 1" {
+				t.Fatalf("Resume: %+v, %v; want the first and only run's result", outs, err)
+			}
+			if n := s.runs.Load(); n != 1 {
+				t.Fatalf("the tool ran %d times over %d deliveries, want once", n, p.calls.Load())
+			}
+			if pending, _ := c.Pending(); len(pending) != 0 {
+				t.Errorf("journal after Resume: %+v, want empty", pending)
+			}
+		})
+	}
+}
+
+// TestRefusedCallIsNotUnknown: a call the server refuses is refused, not
+// of unknown outcome, and leaves nothing in the journal: a plain call of an
+// unknown tool, and a task call sent with a key and refused by a limit.
+func TestRefusedCallIsNotUnknown(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, serverOpts{limits: mcptask.Limits{CreateRate: 0.001, CreateBurst: 1}})
+	s.Release()
+	for _, wire := range wires {
+		c := dial(t, s.URL, &client.Options{ProtocolVersion: wire, Journal: filepath.Join(t.TempDir(), "journal.json")})
+		ctx := testCtx(t)
+		for _, tool := range []string{"no_such_tool", "counted", "counted"} {
+			call, err := c.CallTool(ctx, tool, nil)
+			if call != nil && call.Task != nil {
+				if _, err := c.Wait(ctx, call.Task.ID, nil); err != nil {
+					t.Fatal(err)
+				}
+				continue // the one creation the limit lets through
+			}
+			if err == nil || errors.Is(err, client.ErrOutcomeUnknown) {
+				t.Errorf("%s: a refused call of %s: %v, want the server's refusal", wire, tool, err)
+			}
+		}
+		if pending, _ := c.Pending(); len(pending) != 0 {
+			t.Errorf("%s: journal after refused calls: %+v", wire, pending)
+		}
+	}
+}
