@@ -18,6 +18,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -190,9 +191,23 @@ type Outcome struct {
 
 // Resume waits for every task of the journal that belongs to this
 // client's target, without calling any tool again, and returns their
-// outcomes.
+// outcomes. A call whose answer never came ([JournalEntry.Unsent]) is sent
+// again with its idempotency key first ([Client.ResendCall]): the server
+// returns the task it created for it, or creates it now; either way the
+// tool runs once.
 func (c *Client) Resume(ctx context.Context, opts *WaitOptions) ([]Outcome, error) {
 	return c.impl.resume(ctx, opts)
+}
+
+// ResendCall finishes a call of the journal whose answer never came
+// ([JournalEntry.Unsent]): it sends it again with its idempotency key,
+// which returns the task the server created for it, if it did, and
+// creates it otherwise, and records the outcome in the journal.
+func (c *Client) ResendCall(ctx context.Context, e JournalEntry) (*Call, error) {
+	if !e.Unsent() {
+		return nil, fmt.Errorf("client: ResendCall: the call of %s already has its task %s", e.Tool, e.TaskID)
+	}
+	return c.impl.resend(ctx, e)
 }
 
 // Errors of the client.

@@ -1,78 +1,23 @@
 package client_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/faultproxy"
 )
 
-// dropProxy forwards HTTP to an MCP server, except that it swallows the
-// answers of the next drops tools/call requests: each reaches the server,
-// which runs it to the end of its reply, and then the client's connection
-// is cut without a byte of that reply (a lost reply, as a proxy or a
-// network failing at the worst moment gives).
-type dropProxy struct {
-	URL     string
-	drops   atomic.Int64 // tools/call replies still to swallow
-	dropped atomic.Int64 // tools/call replies swallowed
-	calls   atomic.Int64 // tools/call requests that reached the server
-}
-
-func newDropProxy(t *testing.T, target string) *dropProxy {
+// newDropProxy starts a faultproxy in front of target for the test.
+func newDropProxy(t *testing.T, target string) *faultproxy.Proxy {
 	t.Helper()
-	u, err := url.Parse(target)
+	p, err := faultproxy.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &dropProxy{}
-	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
-	rp.FlushInterval = -1 // event streams pass at once
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body []byte
-		if r.Method == http.MethodPost {
-			body, _ = io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		var msg struct {
-			Method string `json:"method"`
-		}
-		if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		p.calls.Add(1)
-		if p.drops.Add(-1) < 0 {
-			p.drops.Add(1)
-			rp.ServeHTTP(w, r)
-			return
-		}
-		// Deliver the call, read the whole reply, and lose it.
-		out := r.Clone(r.Context())
-		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = u.Scheme, u.Host, u.Host, ""
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		if resp, err := http.DefaultTransport.RoundTrip(out); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		p.dropped.Add(1)
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			conn.Close()
-		}
-	}))
-	t.Cleanup(hs.Close)
-	p.URL = hs.URL + u.Path
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -87,7 +32,7 @@ func TestLostCreateReplyIsResent(t *testing.T) {
 			s := newServer(t, serverOpts{})
 			s.Release() // the counted tool finishes at once
 			p := newDropProxy(t, s.URL)
-			p.drops.Store(1)
+			p.LoseReplies("tools/call", 1)
 			journal := filepath.Join(t.TempDir(), "journal.json")
 			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: journal})
 			ctx := testCtx(t)
@@ -98,8 +43,8 @@ func TestLostCreateReplyIsResent(t *testing.T) {
 			if call.Task == nil {
 				t.Fatalf("CallTool: no task (%+v)", call)
 			}
-			if p.dropped.Load() != 1 || p.calls.Load() != 2 {
-				t.Fatalf("proxy: %d replies lost of %d calls, want 1 of 2 (the call re-sent once)", p.dropped.Load(), p.calls.Load())
+			if p.Lost() != 1 || p.Seen() != 2 {
+				t.Fatalf("proxy: %d replies lost of %d calls, want 1 of 2 (the call re-sent once)", p.Lost(), p.Seen())
 			}
 			res, err := c.Wait(ctx, call.Task.ID, nil)
 			if err != nil || text(res) != "counted run 1" {
@@ -127,7 +72,7 @@ func TestUnansweredCreateResumed(t *testing.T) {
 			s := newServer(t, serverOpts{})
 			s.Release()
 			p := newDropProxy(t, s.URL)
-			p.drops.Store(1 << 20)
+			p.LoseReplies("tools/call", -1)
 			journal := filepath.Join(t.TempDir(), "journal.json")
 			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: journal})
 			ctx := testCtx(t)
@@ -136,20 +81,20 @@ func TestUnansweredCreateResumed(t *testing.T) {
 			if !errors.As(err, &ou) || !errors.Is(err, client.ErrOutcomeUnknown) || ou.Key == "" || !ou.Journaled {
 				t.Fatalf("CallTool with every reply lost: %v; want an OutcomeUnknownError with a journaled key", err)
 			}
-			if p.calls.Load() < 2 {
-				t.Errorf("the call was sent %d times; want it re-sent before giving up", p.calls.Load())
+			if p.Seen() < 2 {
+				t.Errorf("the call was sent %d times; want it re-sent before giving up", p.Seen())
 			}
 			pending, err := c.Pending()
 			if err != nil || len(pending) != 1 || !pending[0].Unsent() || pending[0].IdempotencyKey != ou.Key {
 				t.Fatalf("journal: %+v, %v; want the unsent call with key %s", pending, err, ou.Key)
 			}
-			p.drops.Store(0) // the network is back
+			p.LoseReplies("tools/call", 0) // the network is back
 			outs, err := c.Resume(ctx, nil)
 			if err != nil || len(outs) != 1 || outs[0].Err != nil || text(outs[0].Result) != "counted run 1" {
 				t.Fatalf("Resume: %+v, %v; want the first and only run's result", outs, err)
 			}
 			if n := s.runs.Load(); n != 1 {
-				t.Fatalf("the tool ran %d times over %d deliveries, want once", n, p.calls.Load())
+				t.Fatalf("the tool ran %d times over %d deliveries, want once", n, p.Seen())
 			}
 			if pending, _ := c.Pending(); len(pending) != 0 {
 				t.Errorf("journal after Resume: %+v, want empty", pending)

@@ -85,6 +85,13 @@ func (o Owner) RateKey() Owner {
 	return o
 }
 
+// KeyScope is the owner an idempotency key of o belongs to: o itself, or
+// for every anonymous owner the one anonymous scope. Any anonymous
+// requester may use any anonymous task, so a key names one call for all
+// of them: a retry from another session (a client that restarted) finds
+// the task instead of starting the work again.
+func (o Owner) KeyScope() Owner { return o.RateKey() }
+
 // MayAccess reports whether requester may see and act on a task owned by
 // owner: the same requester, or two anonymous ones.
 func MayAccess(owner, requester Owner) bool {

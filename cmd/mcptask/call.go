@@ -97,7 +97,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	call, err := c.CallTool(callCtx, tool, args)
 	if err != nil {
 		var je *jsonrpc.Error
+		var unknown *client.OutcomeUnknownError
 		switch {
+		case errors.As(err, &unknown):
+			// Not refused: the answer was lost (exit 4).
+			err = a.unknownOutcome(unknown)
 		case ctx.Err() == nil && errors.Is(context.Cause(callCtx), errWaitDeadline):
 			err = errWaitDeadline
 		case errors.As(err, &je):

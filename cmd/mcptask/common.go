@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcptask/mcptask/client"
@@ -68,6 +70,34 @@ func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadlin
 func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string, deadline time.Time) *outcome {
 	res, err := a.waitTask(ctx, c, id, deadline)
 	return &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+}
+
+// unknownOutcome is the error of a call whose answer never came, with what
+// to do about it.
+func (a *app) unknownOutcome(err *client.OutcomeUnknownError) error {
+	if err.Key != "" && err.Journaled {
+		return fmt.Errorf("%w\nmcptask: run '%s resume' to finish it; do not call the tool again", err, a.selfCommand())
+	}
+	return err
+}
+
+// resendOutcome finishes a call of the journal whose answer never came,
+// then waits for its task.
+func (a *app) resendOutcome(ctx context.Context, c *client.Client, e client.JournalEntry, deadline time.Time) *outcome {
+	rctx, cancel := requestContext(ctx)
+	call, err := c.ResendCall(rctx, e)
+	cancel()
+	var unknown *client.OutcomeUnknownError
+	switch {
+	case errors.As(err, &unknown):
+		return &outcome{tool: e.Tool, err: a.unknownOutcome(unknown)}
+	case err != nil:
+		return &outcome{tool: e.Tool, err: &refusedError{err}}
+	case call.Task == nil:
+		return &outcome{tool: e.Tool, result: call.Result}
+	}
+	a.view.Update(call.Task)
+	return a.waitOutcome(ctx, c, call.Task.ID, e.Tool, deadline)
 }
 
 // deadline returns when --timeout ends the wait, or zero.

@@ -65,6 +65,11 @@ func runList(a *app, ctx context.Context, pos []string) int {
 			code = max(code, exitConnection)
 		}
 		for _, e := range entries {
+			if e.Unsent() {
+				rows = append(rows, listRow{status: jsonStatus{TaskID: "-", Status: "unknown", Tool: e.Tool, Target: e.Target,
+					StatusMessage: "the answer to this call was lost; 'mcptask resume' re-sends it with its idempotency key"}, age: e.CreatedAt})
+				continue
+			}
 			rctx, cancel := requestContext(ctx)
 			s, err := c.Get(rctx, e.TaskID)
 			cancel()

@@ -73,6 +73,10 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 		if a.view.mode != viewQuiet {
 			var ids []string
 			for _, e := range pending {
+				if e.Unsent() {
+					ids = append(ids, "a call of "+e.Tool+" whose answer was lost (re-sent with its idempotency key)")
+					continue
+				}
 				ids = append(ids, e.TaskID+" ("+e.Tool+")")
 			}
 			a.notef("mcptask: resuming %d task(s) on %s: %s", len(pending), target, strings.Join(ids, ", "))
@@ -82,6 +86,10 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 		// soon as it ends.
 		ended := make(chan *outcome)
 		for _, e := range pending {
+			if e.Unsent() {
+				go func() { ended <- a.resendOutcome(ctx, c, e, deadline) }()
+				continue
+			}
 			go func() { ended <- a.waitOutcome(ctx, c, e.TaskID, e.Tool, deadline) }()
 		}
 		headers := len(pending) > 1 || len(targets) > 1

@@ -33,13 +33,14 @@ type row struct {
 	attempts                                     int64
 	leaseMS                                      *int64  // nil when no engine holds the task
 	idemKey                                      *string // nil when the client chose none
+	keyOwner                                     string  // the key's scope: task.Owner.KeyScope
 }
 
 // insertArgs binds the columns of insertSQL, in order.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq,
-		r.runner, r.attempts, r.leaseMS, r.idemKey}
+		r.runner, r.attempts, r.leaseMS, r.idemKey, r.keyOwner}
 }
 
 // insertSQL inserts a task unless its ID or its (owner, idempotency key)
@@ -50,23 +51,24 @@ func (r *row) insertArgs() []any {
 // every creation of every instance.
 const insertSQL = `INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
-		runner, attempts, lease_expires_at_ms, idempotency_key)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
-// updateSQL writes every column of a task but its ID ($21), and announces
-// the change on the change channel ($22). It returns one row when the task
+// updateSQL writes every column of a task but its ID ($22), and announces
+// the change on the change channel ($23). It returns one row when the task
 // exists.
 const updateSQL = `WITH upd AS (
 	UPDATE %[1]s.tasks SET owner = $1, tool = $2, wire = $3, status = $4, status_message = $5,
 		created_at_ms = $6, updated_at_ms = $7, ttl_ns = $8, poll_ns = $9, expires_at_ns = $10,
 		request = $11, result = $12, error = $13, input_requests = $14, input_responses = $15,
-		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20
-	WHERE id = $21
+		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20,
+		key_owner = $21
+	WHERE id = $22
 	RETURNING id
 )
-SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($22, upd.id) AS n`
+SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($23, upd.id) AS n`
 
 // updateArgs binds the parameters of updateSQL but the channel: every
 // column but the ID, then the ID.
@@ -105,6 +107,7 @@ func encodeTask(t *task.Task) (*row, error) {
 		inputSeq:      t.InputSeq,
 		runner:        t.Runner,
 		attempts:      t.Attempts,
+		keyOwner:      string(t.Owner.KeyScope()),
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.

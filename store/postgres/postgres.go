@@ -222,7 +222,7 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 
 	q := func(sql string) string { return fmt.Sprintf(sql, quoted) }
 	s.getSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1`)
-	s.byKeySQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1 AND idempotency_key = $2`)
+	s.byKeySQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE key_owner = $1 AND idempotency_key = $2`)
 	s.lockSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1 FOR UPDATE`)
 	s.listFirstSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1
 		ORDER BY created_at_ms DESC, id DESC LIMIT $2`)
@@ -343,7 +343,7 @@ func (s *Store) conflict(ctx context.Context, r *row) error {
 		return err
 	}
 	if r.idemKey != nil {
-		existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.owner, *r.idemKey))
+		existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.keyOwner, *r.idemKey))
 		if err == nil {
 			return &store.DuplicateError{Task: existing}
 		}
@@ -424,7 +424,7 @@ func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inser
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.owner)
 	if r.idemKey != nil {
-		b.Queue(s.byKeySQL, r.owner, *r.idemKey)
+		b.Queue(s.byKeySQL, r.keyOwner, *r.idemKey)
 	}
 	b.Queue(s.countActiveSQL, r.owner, int64(maxActive))
 	br := conn.SendBatch(ctx, b)

@@ -1066,9 +1066,13 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 2 only adds the index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP INDEX %[1]s.tasks_owner_active;
-		DELETE FROM %[1]s.schema_migrations WHERE version = 2`, quoted)); err != nil {
+	// Back to version 1: migration 3 scoped keys by key owner, migration
+	// 2 only added an index.
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP INDEX %[1]s.tasks_idempotency;
+		ALTER TABLE %[1]s.tasks DROP COLUMN key_owner;
+		CREATE UNIQUE INDEX tasks_idempotency ON %[1]s.tasks (owner, idempotency_key) WHERE idempotency_key IS NOT NULL;
+		DROP INDEX %[1]s.tasks_owner_active;
+		DELETE FROM %[1]s.schema_migrations WHERE version >= 2`, quoted)); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

@@ -33,6 +33,7 @@ type migration struct {
 var migrations = []migration{
 	{"create tasks and meta", migrateV1},
 	{"index the unfinished tasks of each owner", migrateV2},
+	{"scope idempotency keys by key owner", migrateV3},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -124,6 +125,23 @@ CREATE INDEX tasks_owner_active ON %[1]s.tasks (owner)
 
 func migrateV2(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV2, m.quoted))
+	return err
+}
+
+// schemaV3 makes an idempotency key unique per key owner
+// (task.Owner.KeyScope: the owner, or one scope for every anonymous
+// owner) instead of per owner. Tasks made before keep their owner as key
+// owner, so no existing pair of tasks can conflict.
+const schemaV3 = `
+ALTER TABLE %[1]s.tasks ADD COLUMN key_owner text NOT NULL DEFAULT '';
+UPDATE %[1]s.tasks SET key_owner = owner;
+DROP INDEX %[1]s.tasks_idempotency;
+CREATE UNIQUE INDEX tasks_idempotency ON %[1]s.tasks (key_owner, idempotency_key)
+	WHERE idempotency_key IS NOT NULL;
+`
+
+func migrateV3(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV3, m.quoted))
 	return err
 }
 

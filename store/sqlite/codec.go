@@ -29,13 +29,14 @@ type row struct {
 	attempts                                     int64
 	leaseMS                                      int64 // 0 when no lease
 	idempotencyKey                               string
+	keyOwner                                     string // the key's scope: task.Owner.KeyScope
 }
 
 // insertArgs binds the columns of insertSQL.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts,
-		r.leaseMS, r.idempotencyKey}
+		r.leaseMS, r.idempotencyKey, r.keyOwner}
 }
 
 // updateArgs binds the parameters of updateSQL: every column but the ID,
@@ -46,14 +47,14 @@ func (r *row) updateArgs() []any {
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	lease_expires_at_ms, idempotency_key, key_owner)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
 	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
-	lease_expires_at_ms = ?, idempotency_key = ?
+	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?
 	WHERE id = ?`
 
 // encodeTask validates t and encodes it into column values. It does not
@@ -83,6 +84,7 @@ func encodeTask(t *task.Task) (*row, error) {
 		attempts:       t.Attempts,
 		leaseMS:        leaseMS(t.LeaseExpiresAt),
 		idempotencyKey: t.IdempotencyKey,
+		keyOwner:       string(t.Owner.KeyScope()),
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.

@@ -22,6 +22,7 @@ type migration struct {
 var migrations = []migration{
 	{"create tasks and meta", migrateV1},
 	{"index the unfinished tasks of each owner", migrateV2},
+	{"scope idempotency keys by key owner", migrateV3},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -111,6 +112,23 @@ CREATE INDEX tasks_owner_active ON tasks (owner)
 
 func migrateV2(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV2)
+	return err
+}
+
+// schemaV3 makes an idempotency key unique per key owner
+// (task.Owner.KeyScope: the owner, or one scope for every anonymous
+// owner) instead of per owner. Tasks made before keep their owner as key
+// owner, so no existing pair of tasks can conflict.
+const schemaV3 = `
+ALTER TABLE tasks ADD COLUMN key_owner TEXT NOT NULL DEFAULT '';
+UPDATE tasks SET key_owner = owner;
+DROP INDEX tasks_idempotency;
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (key_owner, idempotency_key)
+	WHERE idempotency_key <> '';
+`
+
+func migrateV3(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV3)
 	return err
 }
 

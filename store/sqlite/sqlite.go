@@ -250,11 +250,11 @@ func (s *Store) open(o Options) error {
 	return nil
 }
 
-// byKeySQL reads the task of an owner (?) with an idempotency key (?, not
-// empty). The redundant condition that the key is not empty lets SQLite
+// byKeySQL reads the task of a key owner (?, task.Owner.KeyScope) with an
+// idempotency key (?, not empty). The redundant condition that the key is not empty lets SQLite
 // use the partial index tasks_idempotency.
 const byKeySQL = `SELECT ` + taskColumns + ` FROM tasks
-	WHERE owner = ? AND idempotency_key = ? AND idempotency_key <> ''`
+	WHERE key_owner = ? AND idempotency_key = ? AND idempotency_key <> ''`
 
 // countActiveSQL counts the working and input_required tasks of an owner
 // (?), up to a cap (?): Create with a quota only needs to know whether
@@ -371,7 +371,7 @@ func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
 			// The write transaction holds the database's write lock, so
 			// no other writer, in this process or another, can insert
 			// the key between this read and the insert.
-			old, err := scanTask(tx.Stmt(s.wByKeyStmt).QueryRow(r.owner, r.idempotencyKey))
+			old, err := scanTask(tx.Stmt(s.wByKeyStmt).QueryRow(r.keyOwner, r.idempotencyKey))
 			if err == nil {
 				return &store.DuplicateError{Task: old}
 			}

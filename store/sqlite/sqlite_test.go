@@ -155,7 +155,7 @@ func TestPragmasAndSchema(t *testing.T) {
 		// Claim: a range of the index, not a scan of every active task.
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
 		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},
-		{byKeySQL, []any{"alice", "k"}, "SEARCH tasks USING INDEX tasks_idempotency (owner=? AND idempotency_key=?)"},
+		{byKeySQL, []any{"alice", "k"}, "SEARCH tasks USING INDEX tasks_idempotency (key_owner=? AND idempotency_key=?)"},
 		// The quota count of Create reads the owner's unfinished tasks only.
 		{countActiveSQL, []any{"alice", int64(5)}, "SEARCH tasks USING INDEX tasks_owner_active (owner=?)"},
 		{heartbeatSQL, []any{int64(5), "id", "engine-1"}, "(id=?)"},
@@ -632,8 +632,11 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 2 only adds the index.
-	if _, err := s.wdb.Exec(`DROP INDEX tasks_owner_active; PRAGMA user_version = 1`); err != nil {
+	// Back to version 1: migration 3 scoped keys by key owner, migration
+	// 2 only added an index.
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_idempotency; ALTER TABLE tasks DROP COLUMN key_owner;
+		CREATE UNIQUE INDEX tasks_idempotency ON tasks (owner, idempotency_key) WHERE idempotency_key <> '';
+		DROP INDEX tasks_owner_active; PRAGMA user_version = 1`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

@@ -18,7 +18,25 @@ func (s *suite) runIdempotency(t *testing.T) {
 	run(t, []testCase{
 		{"Key", s.createIdempotencyKey},
 		{"KeyConcurrent", s.createIdempotencyKeyConcurrent},
+		{"KeyScope", s.createIdempotencyKeyScope},
 	})
+}
+
+// createIdempotencyKeyScope: a key is unique per key owner
+// (task.Owner.KeyScope): every anonymous owner shares one scope, so a retry
+// from another anonymous session finds the task; two authenticated owners
+// each have their own.
+func (s *suite) createIdempotencyKeyScope(t *testing.T) {
+	st := s.store(t)
+	first := newTaskWithKey(task.AnonymousOwner("session-a"), "shared-key")
+	mustCreate(t, st, first)
+	checkDuplicateKey(t, st, newTaskWithKey(task.AnonymousOwner("session-b"), "shared-key"), want(first))
+	checkDuplicateKey(t, st, newTaskWithKey(task.AnonymousOwner(""), "shared-key"), want(first))
+
+	alice := newTaskWithKey(task.UserOwner("acme", "alice"), "shared-key")
+	mustCreate(t, st, alice)
+	mustCreate(t, st, newTaskWithKey(task.UserOwner("acme", "bob"), "shared-key"))
+	checkDuplicateKey(t, st, newTaskWithKey(task.UserOwner("acme", "alice"), "shared-key"), want(alice))
 }
 
 // checkDuplicateKey creates tk, whose owner already has the task existing

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcptask/mcptask/internal/faultproxy"
+)
+
+// TestLostCreateReply: a proxy loses every answer to the tools/call that
+// creates a deploy. mcptask says the outcome is unknown (exit 4, not
+// "refused"), the journal and 'mcptask list' know of the call, and
+// 'mcptask resume' finishes it once the network is back: one task, one
+// deploy. Both wires.
+func TestLostCreateReply(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t)
+			p, err := faultproxy.New(d.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			p.LoseReplies("tools/call", -1)
+			c := newCLI(t, p.URL)
+			deploy := []string{"--wire", wire, "call", "deploy_with_confirmation", "service=x", "build_steps=1", "step_delay_ms=0", "--answer", "confirm=true"}
+			r := c.run(deploy...)
+			expect(t, r, exitConnection, nil, []string{"outcome unknown", "resume"})
+			for _, wrong := range []string{"refused", "failed"} {
+				if strings.Contains(r.stderr, wrong) {
+					t.Errorf("a lost answer is reported as %q:\n%s", wrong, r.stderr)
+				}
+			}
+			if p.Seen() < 2 {
+				t.Errorf("the create was sent %d times; want it re-sent with its key before giving up", p.Seen())
+			}
+			expect(t, c.run("list"), exitOK, []string{"unknown", "deploy_with_confirmation"}, nil)
+
+			p.LoseReplies("tools/call", 0) // the network is back
+			expect(t, c.run("resume", "--answer", "confirm=true"), exitOK, []string{"Deployed x@latest to production."}, nil)
+			if n := d.count("task created"); n != 1 {
+				t.Fatalf("%d tasks created over %d deliveries of the call, want 1\n%s", n, p.Seen(), d.Logs())
+			}
+			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
+		})
+	}
+}

@@ -1,0 +1,100 @@
+// Package faultproxy is an HTTP proxy for fault-injection tests: it sits
+// on loopback between an MCP client and a server and loses the replies the
+// test chooses, after the server has handled the request, as a network or
+// a proxy failing at the worst moment does.
+package faultproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+)
+
+// Proxy forwards HTTP to one server. Requests pass untouched but for the
+// JSON-RPC method chosen by [Proxy.LoseReplies]: each such request reaches
+// the server, which answers it in full, and then the client's connection
+// is cut without a byte of that answer.
+type Proxy struct {
+	// URL is the proxy's address, with the target's path: give it to the
+	// client instead of the server's.
+	URL string
+
+	hs      *httptest.Server
+	method  atomic.Pointer[string]
+	lose    atomic.Int64 // replies still to lose
+	seen    atomic.Int64 // requests of the method that reached the server
+	dropped atomic.Int64 // replies lost
+}
+
+// New starts a proxy in front of target (an http:// URL on loopback).
+func New(target string) (*Proxy, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.FlushInterval = -1 // event streams pass at once
+	p.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if r.Method == http.MethodPost {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		var msg struct {
+			Method string `json:"method"`
+		}
+		m := p.method.Load()
+		if m == nil || json.Unmarshal(body, &msg) != nil || msg.Method != *m {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		p.seen.Add(1)
+		if p.lose.Add(-1) < 0 {
+			p.lose.Add(1)
+			rp.ServeHTTP(w, r)
+			return
+		}
+		// Deliver the request, read the whole answer, and lose it.
+		out := r.Clone(r.Context())
+		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = u.Scheme, u.Host, u.Host, ""
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		if resp, err := http.DefaultTransport.RoundTrip(out); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		p.dropped.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}))
+	p.URL = p.hs.URL + u.Path
+	return p, nil
+}
+
+// LoseReplies makes the proxy lose the answers of the next n requests of
+// the JSON-RPC method (n < 0: all of them; 0: none).
+func (p *Proxy) LoseReplies(method string, n int64) {
+	p.method.Store(&method)
+	if n < 0 {
+		n = 1 << 62
+	}
+	p.lose.Store(n)
+}
+
+// Seen returns how many requests of the chosen method reached the server.
+func (p *Proxy) Seen() int64 { return p.seen.Load() }
+
+// Lost returns how many answers the proxy lost.
+func (p *Proxy) Lost() int64 { return p.dropped.Load() }
+
+// Close stops the proxy and cuts its connections.
+func (p *Proxy) Close() {
+	p.hs.CloseClientConnections()
+	p.hs.Close()
+}
