@@ -31,7 +31,7 @@ var exitCodes = []struct {
 	{exitToolError, "tool error: the tool completed with isError: true (its result is printed)"},
 	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (unknown tool, bad arguments)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
-	{exitConnection, "connection or protocol error: server unreachable, garbage answer, or a task the server does not know"},
+	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
 	{exitUsage, "usage error: bad command, flag or argument"},
 	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
 	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},
