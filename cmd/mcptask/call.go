@@ -71,6 +71,9 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	if err := a.setAnswers(); err != nil {
 		return a.usage(err)
 	}
+	if err := a.stdioLeavesTasks(a.cmd.call.detach); err != nil {
+		return a.usage(err)
+	}
 	if a.cmd.call.args == "-" || a.cmd.call.args == "@-" {
 		a.stdinTTY = false // standard input is used up: no prompts
 	}
@@ -134,7 +137,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 		return exitOK
 	}
 	if a.view.mode != viewQuiet {
-		a.notef("mcptask: task %s started (%s); Ctrl-C stops waiting, the task keeps running", id, tool)
+		if a.g.stdio != "" {
+			a.notef("mcptask: task %s started (%s); the --stdio server, and the task, stop when mcptask does", id, tool)
+		} else {
+			a.notef("mcptask: task %s started (%s); Ctrl-C stops waiting, the task keeps running", id, tool)
+		}
 	}
 	a.view.Update(call.Task)
 	o := a.waitOutcome(ctx, c, id, tool, deadline)

@@ -108,6 +108,25 @@ func (a *app) deadline() time.Time {
 	return time.Time{}
 }
 
+// stdioLeavesTasks refuses the flags that leave a task running after
+// mcptask exits when the server is a --stdio child: the child, and every
+// task running in it, stops with mcptask, so "the task keeps running"
+// would be false (the next start fails it "outcome unknown", or re-runs
+// it). detach is call's --detach.
+func (a *app) stdioLeavesTasks(detach bool) error {
+	if a.g.stdio == "" {
+		return nil
+	}
+	const why = "with --stdio the server runs inside mcptask and stops when it exits, and its running tasks with it; serve the tools over HTTP (mcptaskd) and use --url to leave a task running"
+	switch {
+	case detach:
+		return usagef("--detach cannot be used with --stdio: %s", why)
+	case a.g.timeout > 0:
+		return usagef("--timeout cannot be used with --stdio: %s", why)
+	}
+	return nil
+}
+
 // startWait begins a command that waits for tasks of the server: it
 // returns when --timeout ends the wait (see deadline), starts the status
 // display and connects. The caller stops the display (stopView).

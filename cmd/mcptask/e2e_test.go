@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -239,4 +241,27 @@ func TestStdio(t *testing.T) {
 		exitOK, []string{"There are 168 primes up to 1000 (computed in 2 steps)."}, nil)
 	expect(t, c.run("--stdio", server, "call", "--answer", "confirm=true", "deploy_with_confirmation", "service=db", "build_steps=1", "step_delay_ms=0"),
 		exitOK, []string{"Deployed db@latest to production."}, nil)
+}
+
+// TestStdioRefusesDetachedTasks: with --stdio the server stops with
+// mcptask, and its running tasks with it, so --detach and --timeout (which
+// promise a task that keeps running) are refused before the server starts,
+// and no task is created (the journal stays empty).
+func TestStdioRefusesDetachedTasks(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t, "")
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	server := daemonBin + " -stdio -db " + db
+	for _, args := range [][]string{
+		{"--stdio", server, "call", "--detach", "long_computation", "steps=5"},
+		{"--stdio", server, "--timeout", "1s", "call", "long_computation", "steps=5"},
+		{"--stdio", server, "--timeout", "1s", "wait", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		{"--stdio", server, "--timeout", "1s", "resume"},
+	} {
+		expect(t, c.run(args...), exitUsage, nil, []string{"cannot be used with --stdio", "stops when it exits"})
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the stdio server was started (its database exists: %v)", err)
+	}
+	expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
 }

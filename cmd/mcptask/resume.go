@@ -36,6 +36,9 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 	if a.g.journalPath() == "" {
 		return a.usage(usagef("the journal is off (--journal off): there is nothing to resume"))
 	}
+	if err := a.stdioLeavesTasks(false); err != nil {
+		return a.usage(err)
+	}
 	deadline := a.deadline()
 	a.startView()
 	defer a.stopView()

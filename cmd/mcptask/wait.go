@@ -23,6 +23,9 @@ journal, but must be on this server (--url or --stdio).`,
 		if err := a.setAnswers(); err != nil {
 			return a.usage(err)
 		}
+		if err := a.stdioLeavesTasks(false); err != nil {
+			return a.usage(err)
+		}
 		id := pos[0]
 		deadline, c, err := a.startWait(ctx)
 		defer a.stopView()
