@@ -45,6 +45,11 @@ type Options struct {
 	// a client with keep-alive and no overall timeout (waits are bounded by
 	// contexts and deadlines instead).
 	HTTPClient *http.Client
+	// BearerToken, if set, is sent as "Authorization: Bearer TOKEN" on
+	// every Streamable HTTP request ([Dial] only): for a server that
+	// requires authentication (mcptaskd with -tokens, -jwt-key or -jwks).
+	// The client never logs it, nor writes it to the journal.
+	BearerToken string
 	// ProtocolVersion forces a wire revision (Wire20260728 or
 	// Wire20251125). Empty means the newest the server speaks.
 	ProtocolVersion string
@@ -222,6 +227,26 @@ var (
 	// ErrUnsupported means the server or wire does not offer the operation.
 	ErrUnsupported = errors.New("not supported by this server or wire")
 )
+
+// UnauthorizedError is the error of a [Dial] the server refused with HTTP
+// 401: it wants a bearer token ([Options.BearerToken]), or refused the one
+// given.
+type UnauthorizedError struct {
+	// TokenSent reports whether the request carried a token.
+	TokenSent bool
+	// Err is the go-sdk's error.
+	Err error
+}
+
+func (e *UnauthorizedError) Error() string {
+	if e.TokenSent {
+		return "the server refused the bearer token (HTTP 401): it is wrong, expired, or not for this server"
+	}
+	return "the server requires a bearer token (HTTP 401)"
+}
+
+// Unwrap returns the go-sdk's error.
+func (e *UnauthorizedError) Unwrap() error { return e.Err }
 
 // TaskError is the JSON-RPC error a failed task ended with.
 type TaskError struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -70,7 +71,8 @@ func dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 		base = owned
 	}
 	e := newEdge()
-	hc.Transport = &edgeRoundTripper{base: base, e: e}
+	auth := &authRoundTripper{base: base, token: o.BearerToken}
+	hc.Transport = &edgeRoundTripper{base: auth, e: e}
 	t := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &hc}
 	closeFn := func() {
 		if owned != nil {
@@ -80,6 +82,9 @@ func dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	c, err := newClient(ctx, t, url, o, e, closeFn)
 	if err != nil {
 		closeFn()
+		if auth.refused.Load() {
+			return nil, &UnauthorizedError{TokenSent: o.BearerToken != "", Err: err}
+		}
 		return nil, err
 	}
 	return c, nil
@@ -223,4 +228,24 @@ type taskParams struct {
 	TaskID         string                     `json:"taskId,omitempty"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 	Cursor         string                     `json:"cursor,omitempty"`
+}
+
+// authRoundTripper adds the bearer token to each request and notes a
+// refusal (HTTP 401).
+type authRoundTripper struct {
+	base    http.RoundTripper
+	token   string
+	refused atomic.Bool
+}
+
+func (rt *authRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if rt.token != "" && r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+rt.token)
+	}
+	resp, err := rt.base.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		rt.refused.Store(true)
+	}
+	return resp, err
 }

@@ -35,6 +35,11 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 	if a.g.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(logWriter{a}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	token, tokenFrom, err := a.g.bearerToken()
+	if err != nil {
+		return nil, err
+	}
+	opts.BearerToken = token
 	if j := a.g.journalPath(); j != "" {
 		if err := os.MkdirAll(filepath.Dir(j), 0o700); err != nil {
 			return nil, fmt.Errorf("creating the journal's directory: %w", err)
@@ -58,6 +63,13 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 		return nil, context.Cause(ctx)
 	case errors.Is(context.Cause(dctx), errConnectTimeout):
 		return nil, fmt.Errorf("cannot connect to %s: no answer within %v%s", target, timeout, a.startHint(target))
+	}
+	var unauthorized *client.UnauthorizedError
+	if errors.As(err, &unauthorized) {
+		if !unauthorized.TokenSent {
+			return nil, fmt.Errorf("cannot connect to %s: %v: give it with --token-file FILE, %s or %s (or --token)", target, unauthorized, envToken, envTokenFile)
+		}
+		return nil, fmt.Errorf("cannot connect to %s: %v (the token came from %s)", target, unauthorized, tokenFrom)
 	}
 	hint := ""
 	if unreachable(err) {

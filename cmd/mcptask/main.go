@@ -58,9 +58,11 @@ func main() {
 
 // Environment variables and defaults of the global flags.
 const (
-	envURL     = "MCPTASK_URL"
-	envJournal = "MCPTASK_JOURNAL"
-	defaultURL = "http://127.0.0.1:8080/mcp"
+	envURL       = "MCPTASK_URL"
+	envJournal   = "MCPTASK_JOURNAL"
+	envToken     = "MCPTASK_TOKEN"
+	envTokenFile = "MCPTASK_TOKEN_FILE"
+	defaultURL   = "http://127.0.0.1:8080/mcp"
 	// connectTimeout bounds connecting to the server.
 	connectTimeout = 30 * time.Second
 	// requestTimeout bounds the one-shot requests of status, cancel, list
@@ -102,6 +104,11 @@ type globals struct {
 	stdio     string
 	verbose   bool
 	targetSet bool // --url, MCPTASK_URL or --stdio named the server
+	// token and tokenFile give the bearer token for --url (never
+	// printed); the flags win over MCPTASK_TOKEN and MCPTASK_TOKEN_FILE.
+	token, tokenFile string
+	// tokenFlag and tokenFileFlag record which the command line gave.
+	tokenFlag, tokenFileFlag bool
 }
 
 func (g *globals) init(getenv func(string) string) {
@@ -113,6 +120,7 @@ func (g *globals) init(getenv func(string) string) {
 	if v := getenv(envJournal); v != "" {
 		g.journal = v
 	}
+	g.token, g.tokenFile = getenv(envToken), getenv(envTokenFile)
 }
 
 // register defines the global flags on fs, with their current values as
@@ -125,6 +133,11 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.timeout, "deadline", g.timeout, "same as --timeout")
 	fs.StringVar(&g.wire, "wire", g.wire, "force the protocol `revision`: 2026-07-28 or 2025-11-25 (default: the newest the server speaks)")
 	fs.StringVar(&g.stdio, "stdio", g.stdio, "run this server `command` and talk to it over its stdin/stdout instead of --url, e.g. \"mcptaskd -stdio -db tasks.db\"")
+	fs.StringVar(&g.tokenFile, "token-file", g.tokenFile, "read the bearer token for --url from this `file` (env "+envTokenFile+"), for a server that requires authentication")
+	fs.Func("token", "the bearer `token` for --url (env "+envToken+"; prefer --token-file or the environment: a command line is visible to other users)", func(v string) error {
+		g.token, g.tokenFlag = v, true
+		return nil
+	})
 	fs.BoolVar(&g.verbose, "v", g.verbose, "verbose: log the client's work (and a --stdio server's stderr) to stderr")
 	fs.BoolVar(&g.verbose, "verbose", g.verbose, "same as -v")
 }
@@ -134,6 +147,9 @@ func (g *globals) noteExplicit(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "url" || f.Name == "stdio" {
 			g.targetSet = true
+		}
+		if f.Name == "token-file" {
+			g.tokenFileFlag = true
 		}
 	})
 }
@@ -158,6 +174,34 @@ func (g *globals) validate() error {
 		return usagef("--url must be an http:// or https:// URL such as %s, not %q", defaultURL, g.url)
 	}
 	return nil
+}
+
+// bearerToken returns the bearer token to send and where it came from
+// (for messages; never the token itself): --token, then --token-file, then
+// MCPTASK_TOKEN, then MCPTASK_TOKEN_FILE.
+func (g *globals) bearerToken() (token, from string, err error) {
+	fromFile := func(path, name string) (string, string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", name, fmt.Errorf("reading the bearer token (%s): %w", name, err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", name, fmt.Errorf("the bearer token file %s (%s) is empty", path, name)
+		}
+		return t, name + " " + path, nil
+	}
+	switch {
+	case g.tokenFlag:
+		return g.token, "--token", nil
+	case g.tokenFileFlag:
+		return fromFile(g.tokenFile, "--token-file")
+	case g.token != "":
+		return g.token, envToken, nil
+	case g.tokenFile != "":
+		return fromFile(g.tokenFile, envTokenFile)
+	}
+	return "", "", nil
 }
 
 // journalPath returns the journal file to use, or "" for none.
