@@ -154,7 +154,33 @@ type WaitOptions struct {
 	// OnStatus, if set, is called with each new status seen (status,
 	// status message or last update changed).
 	OnStatus func(*TaskStatus)
+	// Unreachable bounds how long the wait keeps polling, with backoff, a
+	// server that does not answer (connection refused or cut, a restart),
+	// before it returns an *UnreachableError; the task keeps running.
+	// Zero means DefaultUnreachable.
+	Unreachable time.Duration
 }
+
+// DefaultUnreachable is the WaitOptions.Unreachable of a zero value.
+const DefaultUnreachable = 2 * time.Minute
+
+// UnreachableError ends a wait whose server did not answer for
+// WaitOptions.Unreachable: the task may still be running, and a later Wait
+// or Resume picks it up.
+type UnreachableError struct {
+	TaskID string
+	// For is how long the server did not answer.
+	For time.Duration
+	// Err is the last failure.
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("task %s: the server did not answer for %v (last: %v); the task may still be running", e.TaskID, e.For.Round(time.Millisecond), e.Err)
+}
+
+// Unwrap returns the last failure.
+func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Wait polls a task until it ends and returns its result. It honours the
 // latest pollInterval with jitter, the deadline and ctx; it hands each input

@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
@@ -128,5 +130,67 @@ func TestRefusedCallIsNotUnknown(t *testing.T) {
 		if pending, _ := c.Pending(); len(pending) != 0 {
 			t.Errorf("%s: journal after refused calls: %+v", wire, pending)
 		}
+	}
+}
+
+// TestWaitRidesOutAnOutage: while the server is unreachable, Wait keeps
+// polling with backoff instead of giving up at the first failed poll, and
+// delivers the result once the server answers again; on both wires.
+func TestWaitRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{})
+			p := newDropProxy(t, s.URL)
+			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire})
+			ctx := testCtx(t)
+			call, err := c.CallTool(ctx, "counted", nil)
+			if err != nil || call.Task == nil {
+				t.Fatalf("CallTool: %+v, %v", call, err)
+			}
+			p.SetDown(true)
+			done := make(chan error, 1)
+			go func() {
+				res, err := c.Wait(ctx, call.Task.ID, &client.WaitOptions{Unreachable: time.Minute})
+				if err == nil && text(res) != "counted run 1" {
+					err = fmt.Errorf("result %q", text(res))
+				}
+				done <- err
+			}()
+			waitFor(t, 30*time.Second, "polls cut by the outage", func() bool { return p.Cut() >= 3 })
+			p.SetDown(false)
+			s.Release()
+			if err := <-done; err != nil {
+				t.Fatalf("Wait across an outage: %v", err)
+			}
+		})
+	}
+}
+
+// TestWaitGivesUpOnASilentServer: a server silent for longer than
+// WaitOptions.Unreachable ends the wait with an *UnreachableError; the
+// task stays in the journal for a later Resume.
+func TestWaitGivesUpOnASilentServer(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, serverOpts{})
+	p := newDropProxy(t, s.URL)
+	c := dial(t, p.URL, &client.Options{Journal: filepath.Join(t.TempDir(), "journal.json")})
+	ctx := testCtx(t)
+	call, err := c.CallTool(ctx, "counted", nil)
+	if err != nil || call.Task == nil {
+		t.Fatalf("CallTool: %+v, %v", call, err)
+	}
+	p.SetDown(true)
+	_, err = c.Wait(ctx, call.Task.ID, &client.WaitOptions{Unreachable: 700 * time.Millisecond})
+	var ue *client.UnreachableError
+	if !errors.As(err, &ue) || ue.TaskID != call.Task.ID {
+		t.Fatalf("Wait on a silent server: %v, want an UnreachableError", err)
+	}
+	if p.Cut() < 2 {
+		t.Errorf("Wait gave up after %d polls; want it to try again first", p.Cut())
+	}
+	if pending, _ := c.Pending(); len(pending) != 1 || pending[0].TaskID != call.Task.ID {
+		t.Errorf("journal after giving up: %+v, want the task", pending)
 	}
 }

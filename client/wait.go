@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -44,7 +48,65 @@ type waiter struct {
 	dctx     context.Context // ctx bounded by the deadline
 	last     *TaskStatus     // the last status seen
 	reported *TaskStatus     // the last status given to OnStatus
+
+	failingSince time.Time     // when the server stopped answering; zero while it answers
+	lostPause    time.Duration // the next pause after an unanswered request
 }
+
+// Pauses after a request the server did not answer (doubling).
+const (
+	lostPauseMin = 250 * time.Millisecond
+	lostPauseMax = 5 * time.Second
+)
+
+// unanswered handles a request of the wait that got no answer of the
+// server's (the connection was refused or cut): while the server has been
+// silent for less than WaitOptions.Unreachable, it pauses (backing off)
+// and reports that the wait goes on; then it ends the wait with an
+// *UnreachableError. An answered error (or a wait cut short) is not its
+// business: retry is false and the caller handles err as before.
+func (w *waiter) unanswered(err error) (retry bool, _ error) {
+	if err == nil || !lostInTransport(err) || w.cut() != nil {
+		return false, nil
+	}
+	now := time.Now()
+	if w.failingSince.IsZero() {
+		w.failingSince, w.lostPause = now, lostPauseMin
+	}
+	limit := w.opts.Unreachable
+	if limit <= 0 {
+		limit = DefaultUnreachable
+	}
+	if silent := now.Sub(w.failingSince); silent >= limit {
+		return true, &UnreachableError{TaskID: w.id, For: silent, Err: err}
+	}
+	w.c.log.Warn("the server did not answer a poll; trying again", "task", w.id, "pause", w.lostPause, "err", err)
+	t := time.NewTimer(w.lostPause)
+	defer t.Stop()
+	select {
+	case <-w.dctx.Done():
+		return true, w.cut()
+	case <-t.C:
+	}
+	w.lostPause = min(2*w.lostPause, lostPauseMax)
+	return true, nil
+}
+
+// lostInTransport reports whether err means the request got no answer at
+// all (refused or cut connection, a transport that gave up), as opposed to
+// an answer of the server's, garbage included.
+func lostInTransport(err error) bool {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je.Code == codeRejected
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, mcp.ErrConnectionClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// answeredNow notes that the server answers again.
+func (w *waiter) answeredNow() { w.failingSince = time.Time{} }
 
 func (c *clientImpl) wait(ctx context.Context, id string, o *WaitOptions) (*mcp.CallToolResult, error) {
 	if id == "" {

@@ -234,13 +234,18 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 	// not take every token that tasks/result needs.
 	retry := func() (bool, error) {
 		d, limited := rateLimited(rc.err)
-		if !limited {
+		if !limited && (rc.err == nil || !lostInTransport(rc.err)) {
 			return false, nil
 		}
+		lost := rc.err
 		s.leave(w.id, rc)
 		rc, wake = nil, nil
-		if err := w.backOff(d); err != nil {
-			return true, err
+		if limited {
+			if err := w.backOff(d); err != nil {
+				return true, err
+			}
+		} else if _, err := w.unanswered(lost); err != nil {
+			return true, err // the server stayed silent too long
 		}
 		rc = s.joinResult(w.id)
 		wake = rc.done
@@ -271,8 +276,15 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 				}
 				continue
 			}
+			if retry, err := w.unanswered(err); retry {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, w.fail("polling", err)
 		}
+		w.answeredNow()
 		w.seen(st)
 		switch st.Status {
 		case statusCancelled:

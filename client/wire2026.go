@@ -149,8 +149,15 @@ func (s *wire2026) wait(w *waiter) (*mcp.CallToolResult, error) {
 				}
 				continue
 			}
+			if retry, err := w.unanswered(err); retry {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			return nil, w.fail("polling", err)
 		}
+		w.answeredNow()
 		w.seen(st)
 		switch st.Status {
 		case statusCompleted:

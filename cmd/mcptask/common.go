@@ -69,6 +69,14 @@ func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadlin
 // how it ended.
 func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string, deadline time.Time) *outcome {
 	res, err := a.waitTask(ctx, c, id, deadline)
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		hint := fmt.Sprintf("'%s wait %s' picks it up later", a.selfCommand(), id)
+		if a.g.journalPath() != "" {
+			hint = fmt.Sprintf("'%s resume' picks it up later", a.selfCommand())
+		}
+		err = fmt.Errorf("%w; %s", err, hint)
+	}
 	return &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask/internal/faultproxy"
 )
@@ -44,6 +45,37 @@ func TestLostCreateReply(t *testing.T) {
 				t.Fatalf("%d tasks created over %d deliveries of the call, want 1\n%s", n, p.Seen(), d.Logs())
 			}
 			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
+		})
+	}
+}
+
+// TestCallRidesOutAnOutage: the server becomes unreachable while mcptask
+// waits for its task; mcptask keeps polling with backoff and prints the
+// result once it answers again (one failed poll ended the call, exit 4).
+func TestCallRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			d := startDaemon(t)
+			p, err := faultproxy.New(d.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			c := newCLI(t, p.URL)
+			run := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
+			run.waitStderr(taskStarted, 30*time.Second)
+			p.SetDown(true)
+			deadline := time.Now().Add(30 * time.Second)
+			for p.Cut() < 3 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond) // polling the proxy's counter, not timing the test
+			}
+			p.SetDown(false)
+			expect(t, run.wait(60*time.Second), exitOK, []string{"There are 9592 primes up to 100000 (computed in 20 steps)."}, nil)
+			if p.Cut() < 3 {
+				t.Errorf("the outage cut %d requests; want the polls to have gone on during it", p.Cut())
+			}
 		})
 	}
 }

@@ -29,6 +29,8 @@ type Proxy struct {
 	lose    atomic.Int64 // replies still to lose
 	seen    atomic.Int64 // requests of the method that reached the server
 	dropped atomic.Int64 // replies lost
+	down    atomic.Bool  // every request is cut, unanswered and unforwarded
+	cut     atomic.Int64 // requests cut while down
 }
 
 // New starts a proxy in front of target (an http:// URL on loopback).
@@ -41,6 +43,13 @@ func New(target string) (*Proxy, error) {
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	rp.FlushInterval = -1 // event streams pass at once
 	p.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.down.Load() {
+			p.cut.Add(1)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
 		var body []byte
 		if r.Method == http.MethodPost {
 			body, _ = io.ReadAll(r.Body)
@@ -86,6 +95,13 @@ func (p *Proxy) LoseReplies(method string, n int64) {
 	}
 	p.lose.Store(n)
 }
+
+// SetDown cuts every request at once, without forwarding it (the server
+// seems gone), until SetDown(false).
+func (p *Proxy) SetDown(down bool) { p.down.Store(down) }
+
+// Cut returns how many requests were cut while the proxy was down.
+func (p *Proxy) Cut() int64 { return p.cut.Load() }
 
 // Seen returns how many requests of the chosen method reached the server.
 func (p *Proxy) Seen() int64 { return p.seen.Load() }
