@@ -344,6 +344,24 @@ func TestInputRequired(t *testing.T) {
 		if tk, _ := c.Get(ctx, h.TaskID); tk.Status != "input_required" {
 			t.Fatalf("unknown key changed the status to %s", tk.Status)
 		}
+		// Malformed answers, or ones outside the requested schema, are
+		// refused naming the key; nothing is stored, the task still waits.
+		for _, bad := range []any{
+			"yes",
+			map[string]any{"action": "maybe"},
+			map[string]any{"action": "accept", "content": map[string]any{"ok": "yes"}},
+		} {
+			r, err := c.Call(ctx, "tasks/update", map[string]any{"taskId": h.TaskID, "inputResponses": map[string]any{key: bad}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, key) {
+				t.Fatalf("answer %v: %+v %s, want -32602 naming %s", bad, r.Error, r.Result, key)
+			}
+			if tk, _ := c.Get(ctx, h.TaskID); tk.Status != "input_required" || tk.InputRequests[key] == nil {
+				t.Fatalf("after the bad answer %v: status %s, outstanding %v", bad, tk.Status, tk.InputRequests)
+			}
+		}
 		answer := map[string]any{"action": "accept", "content": map[string]any{"ok": round == 0}}
 		if err := c.Result(ctx, "tasks/update", map[string]any{"taskId": h.TaskID, "inputResponses": map[string]any{key: answer}}, nil); err != nil {
 			t.Fatal(err)

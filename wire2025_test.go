@@ -368,3 +368,42 @@ func Test2025InputRequired(t *testing.T) {
 		t.Fatalf("server requests = %v, want %v", asked, want)
 	}
 }
+
+// Test2025BadAnswerAskedAgain: an answer to elicitation/create outside the
+// requested schema is not delivered to the task (it would fail the tool on
+// it): the server asks the same question again, and the valid answer that
+// follows goes through.
+func Test2025BadAnswerAskedAgain(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	s := startRaw2025(t, func(r *jsonrpc.Request) (any, error) {
+		var p struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(r.Params, &p)
+		mu.Lock()
+		asked = append(asked, p.Message)
+		n := len(asked)
+		mu.Unlock()
+		if n == 1 {
+			return map[string]any{"action": "accept", "content": map[string]any{"ok": "yes"}}, nil // not a boolean
+		}
+		return map[string]any{"action": "accept", "content": map[string]any{"ok": true}}, nil
+	})
+	tk := s.callTask(t, "ask", nil, nil)
+	s.waitStatus(t, tk.TaskID, "input_required")
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := s.call("tasks/result", map[string]any{"taskId": tk.TaskID}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 1 || res.Content[0].Text != "accept:true,accept:true" {
+		t.Fatalf("result = %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"question 0", "question 0", "question 1"}; fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Fatalf("questions asked = %v, want %v (the badly answered one again)", asked, want)
+	}
+}

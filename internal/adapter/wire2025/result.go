@@ -31,6 +31,12 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	eng := w.c.Engine()
 	owner := w.c.Requester(ctx, r.Req)
 	forwarded := map[string]bool{}
+	// A forward whose answer was refused (e.g. outside the requested
+	// schema) is asked again, not before notBefore: a client that answers
+	// badly at once is not asked in a tight loop.
+	refused := make(chan string, 16)
+	notBefore := map[string]time.Time{}
+	refusals := map[string]int{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops forwards still waiting for the client
 	for {
@@ -44,15 +50,19 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 			return finalResult(t)
 		}
 		for key, req := range t.InputRequests {
-			if !forwarded[key] && r.Session != nil {
+			if !forwarded[key] && r.Session != nil && !time.Now().Before(notBefore[key]) {
 				forwarded[key] = true
-				go w.forwardInput(ctx, r.Session, owner, id, key, req)
+				go w.forwardInput(ctx, r.Session, owner, id, key, req, refused)
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-changed:
+		case key := <-refused:
+			forwarded[key] = false
+			refusals[key]++
+			notBefore[key] = time.Now().Add(resultPoll << min(refusals[key]-1, 5)) // 1 s, doubling to 32 s
 		case <-time.After(resultPoll):
 		}
 	}
@@ -73,8 +83,11 @@ func finalResult(t *task.Task) (mcp.Result, error) {
 }
 
 // forwardInput sends one input request of a task to the client as a
-// server-to-client request tied to the task, and delivers the answer.
-func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage) {
+// server-to-client request tied to the task, and delivers the answer. An
+// answer that fails (the go-sdk checks it against the requested schema)
+// or does not fit the request (adapter.CheckAnswer) is not delivered: the
+// key goes to refused, and the request is asked again.
+func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage, refused chan<- string) {
 	var req struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
@@ -101,14 +114,20 @@ func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner ta
 	default:
 		err = fmt.Errorf("cannot forward %q on the %s wire", req.Method, v1.Version)
 	}
+	var b []byte
+	if err == nil {
+		if b, err = json.Marshal(answer); err == nil {
+			err = adapter.CheckAnswer(raw, b)
+		}
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			w.c.Log().Warn("forwarding a task's input request", "task", id, "key", key, "method", req.Method, "err", err)
+			w.c.Log().Warn("forwarding a task's input request; it is asked again", "task", id, "key", key, "method", req.Method, "err", err)
+			select {
+			case refused <- key:
+			default:
+			}
 		}
-		return
-	}
-	b, err := json.Marshal(answer)
-	if err != nil {
 		return
 	}
 	if _, _, err := w.c.Engine().Respond(context.WithoutCancel(ctx), owner, id, map[string]json.RawMessage{key: b}); err != nil {
