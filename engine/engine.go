@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcptask/mcptask/audit"
@@ -170,6 +171,11 @@ type run struct {
 
 	mu   sync.Mutex
 	wake chan struct{} // closed and replaced to wake input waiters
+
+	// waiting counts the RequestInput calls of the work that wait for the
+	// client: such work cannot progress on its own, so Shutdown stops it
+	// at once instead of waiting for it.
+	waiting atomic.Int32
 }
 
 func (r *run) waitChan() <-chan struct{} {
@@ -444,7 +450,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 		// Decide at once whether shutdown cut the work short, before a
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.
-		interrupted := context.Cause(ctx) == errShutdown
+		interrupted := context.Cause(ctx) == errShutdown || context.Cause(ctx) == errShutdownWaiting
 		e.mu.Lock()
 		delete(e.runs, t.ID)
 		e.mu.Unlock()
@@ -453,6 +459,16 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 }
 
 var errShutdown = errors.New("engine shut down")
+
+// errShutdownWaiting stops, at shutdown, work that waits for client input.
+var errShutdownWaiting = errors.New("engine shut down while the task waited for input")
+
+// isClosed reports whether Shutdown has begun.
+func (e *Engine) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
 
 // invoke calls work, turning a panic into an internal error.
 func (e *Engine) invoke(ctx context.Context, work Work) (res json.RawMessage, err error) {
@@ -470,7 +486,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	if interrupted {
 		// Stopped by shutdown: whatever the work returned (often an
 		// error result made of ctx.Err()) says nothing about its outcome.
-		e.resolveInterrupted(r)
+		e.resolveInterrupted(r, context.Cause(ctx) == errShutdownWaiting)
 		return
 	}
 	var terr *task.Error
@@ -652,7 +668,18 @@ func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limi
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
+	waiting := make([]*run, 0, len(e.runs))
+	for _, r := range e.runs {
+		waiting = append(waiting, r)
+	}
 	e.mu.Unlock()
+	// Work waiting for the client cannot finish within the grace: stop it
+	// now (RequestInput stops work that starts waiting later).
+	for _, r := range waiting {
+		if r.waiting.Load() > 0 {
+			r.cancel(errShutdownWaiting)
+		}
+	}
 	done := make(chan struct{})
 	go func() { e.wg.Wait(); close(done) }()
 	select {
@@ -671,7 +698,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 			e.mu.Unlock()
 			for _, r := range left {
-				e.resolveInterrupted(r)
+				e.resolveInterrupted(r, false)
 			}
 		}
 	}

@@ -65,6 +65,12 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		return nil, err
 	}
 	h.e.log.Info("task input required", "task", h.run.id, "tool", h.run.tool, "key", key)
+	h.run.waiting.Add(1)
+	defer h.run.waiting.Add(-1)
+	if h.e.isClosed() {
+		// Shutting down: nobody will answer within the grace.
+		h.run.cancel(errShutdownWaiting)
+	}
 	poll := time.NewTicker(h.e.opts.InputPollInterval)
 	defer poll.Stop()
 	for {

@@ -15,6 +15,9 @@ const (
 	msgOutcomeUnknown = "The server stopped while this task was running; its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
 	msgRerun          = "The server restarted while this task was running; the task is being run again."
 	msgHandedBack     = "The server is shutting down; this task will run again on the next server that takes it over."
+	// msgShutdownWaiting fails a task that is not safe to re-run and was
+	// waiting for the client's input when the server shut down.
+	msgShutdownWaiting = "The server shut down (a restart or a stop, not the tool) while this task waited for input; it was stopped there and is not re-run because the tool is not declared safe to re-run. Call the tool again to start over."
 )
 
 // CodeOutcomeUnknown is the JSON-RPC error code of a task failed by the
@@ -103,7 +106,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
 	}
 	e.mu.Unlock()
 	if closed {
-		e.resolveInterrupted(&run{id: nt.ID, tool: nt.Tool})
+		e.resolveInterrupted(&run{id: nt.ID, tool: nt.Tool}, false)
 		return
 	}
 	e.launch(context.Background(), nt, work)
@@ -135,7 +138,7 @@ func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
 
 // resolveInterrupted resolves a task whose work was stopped by shutdown:
 // re-runnable work is handed back for the next start, other work fails.
-func (e *Engine) resolveInterrupted(r *run) {
+func (e *Engine) resolveInterrupted(r *run, waitingForInput bool) {
 	ctx := context.Background()
 	t, err := e.store.Get(ctx, r.id)
 	if err != nil || t.Status.Terminal() {
@@ -159,6 +162,10 @@ func (e *Engine) resolveInterrupted(r *run) {
 		if err == nil {
 			e.log.Info("task handed back at shutdown", "task", r.id, "tool", r.tool)
 		}
+		return
+	}
+	if waitingForInput {
+		e.failUnknown(ctx, r.id, msgShutdownWaiting)
 		return
 	}
 	e.failUnknown(ctx, r.id, "The server shut down while this task was running; its outcome is unknown.")
