@@ -51,6 +51,13 @@ const (
 	// LimitedEvery at most, its attribute refused counting the refusals it
 	// stands for.
 	EventLimited = "request.limited"
+	// EventLateResultDropped: a task's work ended after the task had
+	// ended (cancelled, or failed by a takeover) or had been taken over by
+	// another engine; its outcome (attribute outcome: completed or failed,
+	// never the payload) was dropped and the stored status (attribute
+	// status) stands. The work may have had effects the status does not
+	// show.
+	EventLateResultDropped = "task.late_result_dropped"
 )
 
 // Reasons of an EventDenied record.
@@ -135,6 +142,12 @@ func (a *Logger) Created(ctx context.Context, t Task, wire string, ttl time.Dura
 // Reused records an idempotent retry answered with the existing task t.
 func (a *Logger) Reused(ctx context.Context, t Task) {
 	a.write(ctx, EventReused, t.attrs()...)
+}
+
+// LateResultDropped records that the late outcome of t's work was
+// dropped; status is the task's stored status ("" if it is gone).
+func (a *Logger) LateResultDropped(ctx context.Context, t Task, outcome, status string) {
+	a.write(ctx, EventLateResultDropped, append(t.attrs(), slog.String("outcome", outcome), slog.String("status", status))...)
 }
 
 // StatusChanged records a status change of t. code is the JSON-RPC error

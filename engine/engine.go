@@ -511,7 +511,12 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	switch {
 	case errors.As(uerr, &te), errors.Is(uerr, errLost):
 		// Cancelled (or otherwise ended, or taken over) while the work
-		// ran: the stored state stands, the late result is dropped.
+		// ran: the stored state stands, the late result is dropped, and
+		// said (the work may have had effects the status does not show).
+		if terr != nil && ctx.Err() != nil {
+			return // the work stopped as told (cancelled, or lost): nothing to say
+		}
+		e.lateResult(ctx, r, terr)
 		return
 	case uerr != nil:
 		e.log.Error("recording task outcome", "task", r.id, "err", uerr)

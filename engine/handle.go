@@ -42,7 +42,17 @@ func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 		}
 		return t.SetStatusMessage(msg, h.e.now())
 	})
+	h.stopIfLost(err)
 	return err
+}
+
+// stopIfLost stops the work at once when a write found that another
+// engine holds the task: nothing it does from now on counts.
+func (h *Handle) stopIfLost(err error) {
+	if errors.Is(err, errLost) {
+		h.e.log.Warn("stopping work of a task this engine lost", "task", h.run.id, "tool", h.run.tool)
+		h.run.cancel(errLost)
+	}
 }
 
 // RequestInput asks the client for input: it records request (a JSON object
@@ -62,6 +72,7 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		return err
 	})
 	if err != nil {
+		h.stopIfLost(err)
 		return nil, err
 	}
 	h.e.log.Info("task input required", "task", h.run.id, "tool", h.run.tool, "key", key)

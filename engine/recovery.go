@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
@@ -169,6 +170,31 @@ func (e *Engine) resolveInterrupted(r *run, waitingForInput bool) {
 		return
 	}
 	e.failUnknown(ctx, r.id, "The server shut down while this task was running; its outcome is unknown.")
+}
+
+// lateResult logs and audits the dropped outcome of work whose task had
+// ended or been taken over meanwhile.
+func (e *Engine) lateResult(ctx context.Context, r *run, terr *task.Error) {
+	outcome := string(task.Completed)
+	if terr != nil {
+		outcome = string(task.Failed)
+	}
+	ctx = context.WithoutCancel(ctx)
+	gctx, cancel := context.WithTimeout(ctx, e.opts.FeedCheckTimeout)
+	defer cancel()
+	t, err := e.store.Get(gctx, r.id)
+	status, runner := "", ""
+	at := audit.Task{ID: string(r.id), Tool: r.tool}
+	if err == nil {
+		status, runner, at = string(t.Status), t.Runner, audit.TaskOf(t)
+	}
+	if t == nil || t.Status.Terminal() {
+		// The usual case: cancelled while it ran.
+		e.log.Info("late result dropped: the task had ended", "task", r.id, "tool", r.tool, "outcome", outcome, "status", status)
+	} else {
+		e.log.Warn("late result dropped: another engine had taken the task over", "task", r.id, "tool", r.tool, "outcome", outcome, "runner", runner)
+	}
+	e.opts.Audit.LateResultDropped(ctx, at, outcome, status)
 }
 
 // Sweep deletes expired tasks now and returns how many it deleted.
