@@ -51,9 +51,9 @@ const (
 	// LimitedEvery at most, its attribute refused counting the refusals it
 	// stands for.
 	EventLimited = "request.limited"
-	// EventLateResultDropped: a task's work ended after the task had
-	// ended (cancelled, or failed by a takeover) or had been taken over by
-	// another engine; its outcome (attribute outcome: completed or failed,
+	// EventLateResultDropped: a task's work ended after another engine
+	// had taken the task over (or ended it there, e.g. failed it "outcome
+	// unknown"); its outcome (attribute outcome: completed or failed,
 	// never the payload) was dropped and the stored status (attribute
 	// status) stands. The work may have had effects the status does not
 	// show.

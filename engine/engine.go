@@ -150,16 +150,20 @@ type Engine struct {
 	id     string
 	policy task.Policy
 
-	mu        sync.Mutex
-	runs      map[task.ID]*run
-	closed    bool
-	base      context.Context // canceled when the background services stop
-	stop      context.CancelFunc
-	watch     watchers
-	wg        sync.WaitGroup // running work
-	bg        sync.WaitGroup // background services and their goroutines
-	bgStopped bool           // Shutdown is waiting for bg: no more Add
-	started   bool
+	mu     sync.Mutex
+	runs   map[task.ID]*run
+	closed bool
+	// failing holds the tasks whose outcome write fails, and
+	// lastWriteErr the last such failure (see Health).
+	failing      map[task.ID]error
+	lastWriteErr error
+	base         context.Context // canceled when the background services stop
+	stop         context.CancelFunc
+	watch        watchers
+	wg           sync.WaitGroup // running work
+	bg           sync.WaitGroup // background services and their goroutines
+	bgStopped    bool           // Shutdown is waiting for bg: no more Add
+	started      bool
 }
 
 // run is the in-process state of one task's running work.
@@ -451,10 +455,13 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.
 		interrupted := context.Cause(ctx) == errShutdown || context.Cause(ctx) == errShutdownWaiting
+		// The run stays registered until its outcome is recorded: its
+		// lease is renewed meanwhile, and no takeover starts the work
+		// again while a failing write is retried.
+		e.finish(ctx, r, interrupted, res, err)
 		e.mu.Lock()
 		delete(e.runs, t.ID)
 		e.mu.Unlock()
-		e.finish(ctx, r, interrupted, res, err)
 	}()
 }
 
@@ -498,7 +505,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
 	}
 	now := e.now()
-	t, uerr := e.write(context.WithoutCancel(ctx), r.id, func(t *task.Task) error {
+	t, uerr := e.recordOutcome(ctx, r, func(t *task.Task) error {
 		if t.Runner != e.id && !t.Status.Terminal() {
 			return errLost // another engine took the task over
 		}
@@ -513,9 +520,6 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		// Cancelled (or otherwise ended, or taken over) while the work
 		// ran: the stored state stands, the late result is dropped, and
 		// said (the work may have had effects the status does not show).
-		if terr != nil && ctx.Err() != nil {
-			return // the work stopped as told (cancelled, or lost): nothing to say
-		}
 		e.lateResult(ctx, r, terr)
 		return
 	case uerr != nil:

@@ -188,10 +188,17 @@ func (e *Engine) lateResult(ctx context.Context, r *run, terr *task.Error) {
 	if err == nil {
 		status, runner, at = string(t.Status), t.Runner, audit.TaskOf(t)
 	}
-	if t == nil || t.Status.Terminal() {
-		// The usual case: cancelled while it ran.
-		e.log.Info("late result dropped: the task had ended", "task", r.id, "tool", r.tool, "outcome", outcome, "status", status)
-	} else {
+	switch {
+	case t != nil && t.Status == task.Cancelled:
+		// The usual case: cancelled while it ran; the requester asked for
+		// it and was told (the cancellation is in the trail).
+		e.log.Debug("late result of a cancelled task dropped", "task", r.id, "tool", r.tool, "outcome", outcome)
+		return
+	case t == nil || t.Status.Terminal():
+		// Ended elsewhere, e.g. failed "outcome unknown" by the engine
+		// that took it over while this one was paused.
+		e.log.Warn("late result dropped: the task had been ended by another engine", "task", r.id, "tool", r.tool, "outcome", outcome, "status", status)
+	default:
 		e.log.Warn("late result dropped: another engine had taken the task over", "task", r.id, "tool", r.tool, "outcome", outcome, "runner", runner)
 	}
 	e.opts.Audit.LateResultDropped(ctx, at, outcome, status)

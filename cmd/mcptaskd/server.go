@@ -203,6 +203,10 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 		if err := pingStore(ctx, a.store); err != nil {
 			status, code, detail = "unhealthy", http.StatusServiceUnavailable, "task store: "+err.Error()
 			a.log.Warn("health check failed", "err", err)
+		} else if err := a.eng.Health(); err != nil {
+			// The store answers reads but refuses writes (e.g. a full disk).
+			status, code, detail = "unhealthy", http.StatusServiceUnavailable, "task engine: "+err.Error()
+			a.log.Warn("health check failed", "err", err)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
