@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Task is the durable record of one task. Stores persist every field; the
@@ -124,9 +125,14 @@ func (t *Task) Fail(err *Error, msg string, now time.Time) error {
 	if e := t.Transition(Failed, now); e != nil {
 		return e
 	}
+	if err != nil && len(err.Message) > MaxErrorMessage {
+		cp := *err
+		cp.Message = capString(cp.Message, MaxErrorMessage)
+		err = &cp
+	}
 	t.Error = err
 	if msg != "" {
-		t.StatusMessage = msg
+		t.StatusMessage = CapStatusMessage(msg)
 	}
 	return nil
 }
@@ -137,7 +143,7 @@ func (t *Task) Cancel(msg string, now time.Time) error {
 		return err
 	}
 	if msg != "" {
-		t.StatusMessage = msg
+		t.StatusMessage = CapStatusMessage(msg)
 	}
 	return nil
 }
@@ -147,9 +153,34 @@ func (t *Task) SetStatusMessage(msg string, now time.Time) error {
 	if t.Status.Terminal() {
 		return &TransitionError{From: t.Status, To: t.Status}
 	}
-	t.StatusMessage = msg
+	t.StatusMessage = CapStatusMessage(msg)
 	t.LastUpdatedAt = now.UTC()
 	return nil
+}
+
+// MaxStatusMessage is the longest status message a task keeps, in bytes:
+// a status message is for people (progress, the step it is at), and every
+// poll of the task carries it.
+const MaxStatusMessage = 4096
+
+// MaxErrorMessage is the longest message of a failed task's error that a
+// task keeps, in bytes (a tool's error may echo a whole request).
+const MaxErrorMessage = 16 << 10
+
+// CapStatusMessage returns msg cut to MaxStatusMessage bytes (on a
+// character boundary, ending in "…" when cut).
+func CapStatusMessage(msg string) string { return capString(msg, MaxStatusMessage) }
+
+func capString(msg string, limit int) string {
+	if len(msg) <= limit {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := limit - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 // ExpiresAt is the moment after which a terminal task may be swept: TTL after

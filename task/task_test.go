@@ -5,8 +5,10 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var allStatuses = []Status{Working, InputRequired, Completed, Failed, Cancelled}
@@ -492,3 +494,24 @@ func TestFormatTime(t *testing.T) {
 
 // sameTask reports whether two tasks hold equal values, JSON compared as bytes.
 func sameTask(a, b *Task) bool { return reflect.DeepEqual(a, b) }
+
+func TestMessagesCapped(t *testing.T) {
+	now := time.Now()
+	huge := strings.Repeat("é", 3<<20) // 6 MB of two-byte characters
+	tk := New(Policy{}, "o", "t", nil, now)
+	if err := tk.SetStatusMessage(huge, now); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tk.StatusMessage); n > MaxStatusMessage || !utf8.ValidString(tk.StatusMessage) || !strings.HasSuffix(tk.StatusMessage, "…") {
+		t.Errorf("status message of %d bytes (valid UTF-8 %v), want at most %d ending in …", n, utf8.ValidString(tk.StatusMessage), MaxStatusMessage)
+	}
+	if err := tk.Fail(&Error{Code: -32602, Message: huge}, huge, now); err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.Error.Message) > MaxErrorMessage || len(tk.StatusMessage) > MaxStatusMessage {
+		t.Errorf("failed task: error message of %d bytes, status message of %d", len(tk.Error.Message), len(tk.StatusMessage))
+	}
+	if short := CapStatusMessage("step 2 of 5"); short != "step 2 of 5" {
+		t.Errorf("a short message was changed: %q", short)
+	}
+}

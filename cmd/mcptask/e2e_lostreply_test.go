@@ -79,3 +79,21 @@ func TestCallRidesOutAnOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestListServerUnreachable: with the server down, 'mcptask list' still
+// shows the journal's tasks (status unknown, and why), instead of "no
+// tasks in flight".
+func TestListServerUnreachable(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	r := c.run("call", "--detach", "long_computation", "n=100000", "steps=50", "step_delay_ms=100")
+	expect(t, r, exitOK, nil, nil)
+	id := strings.TrimSpace(r.stdout)
+	d.Kill()
+	r = c.run("list")
+	expect(t, r, exitConnection, []string{id, "unknown", "long_computation", "unreachable"}, []string{"connection refused"})
+	if strings.Contains(r.stderr, "no tasks in flight") {
+		t.Errorf("list says no tasks in flight while the journal holds %s:\n%s", id, r.stderr)
+	}
+}

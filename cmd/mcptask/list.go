@@ -57,6 +57,9 @@ func runList(a *app, ctx context.Context, pos []string) int {
 		if err != nil {
 			a.errorf("%v", err)
 			code = max(code, exitCodeOf(ctx, err))
+			// The journal still knows what is in flight there: say so,
+			// with the status unknown, rather than "no tasks in flight".
+			rows = append(rows, journalRows(a, target, "the server is unreachable (see above)")...)
 			continue
 		}
 		entries, err := c.Pending()
@@ -185,4 +188,29 @@ func listServer(a *app, ctx context.Context) int {
 	}
 	printRows(a, rows, false)
 	return exitOK
+}
+
+// journalRows are the journal's entries of target, with the status
+// unknown for the reason why.
+func journalRows(a *app, target, why string) []listRow {
+	path := a.g.journalPath()
+	if path == "" {
+		return nil
+	}
+	entries, err := client.ReadJournal(path)
+	if err != nil {
+		return nil
+	}
+	var rows []listRow
+	for _, e := range entries {
+		if e.Target != target {
+			continue
+		}
+		id := e.TaskID
+		if e.Unsent() {
+			id = "-"
+		}
+		rows = append(rows, listRow{status: jsonStatus{TaskID: id, Status: "unknown", Tool: e.Tool, Target: e.Target, Error: why}, age: e.CreatedAt})
+	}
+	return rows
 }
