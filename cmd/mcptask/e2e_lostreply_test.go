@@ -8,6 +8,18 @@ import (
 	"github.com/mcptask/mcptask/internal/faultproxy"
 )
 
+// proxiedDaemon starts mcptaskd behind a fault proxy for the test.
+func proxiedDaemon(t *testing.T) (*daemon, *faultproxy.Proxy) {
+	t.Helper()
+	d := startDaemon(t)
+	p, err := faultproxy.New(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return d, p
+}
+
 // TestLostCreateReply: a proxy loses every answer to the tools/call that
 // creates a deploy. mcptask says the outcome is unknown (exit 4, not
 // "refused"), the journal and 'mcptask list' know of the call, and
@@ -18,12 +30,7 @@ func TestLostCreateReply(t *testing.T) {
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			t.Parallel()
-			d := startDaemon(t)
-			p, err := faultproxy.New(d.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			d, p := proxiedDaemon(t)
 			p.LoseReplies("tools/call", -1)
 			c := newCLI(t, p.URL)
 			deploy := []string{"--wire", wire, "call", "deploy_with_confirmation", "service=x", "build_steps=1", "step_delay_ms=0", "--answer", "confirm=true"}
@@ -57,12 +64,7 @@ func TestCallRidesOutAnOutage(t *testing.T) {
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			t.Parallel()
-			d := startDaemon(t)
-			p, err := faultproxy.New(d.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			d, p := proxiedDaemon(t)
 			c := newCLI(t, p.URL)
 			run := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
 			run.waitStderr(taskStarted, 30*time.Second)
