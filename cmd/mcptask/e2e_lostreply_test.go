@@ -64,7 +64,7 @@ func TestCallRidesOutAnOutage(t *testing.T) {
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			t.Parallel()
-			d, p := proxiedDaemon(t)
+			_, p := proxiedDaemon(t)
 			c := newCLI(t, p.URL)
 			run := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
 			run.waitStderr(taskStarted, 30*time.Second)
