@@ -30,6 +30,8 @@ type Config struct {
 	MaxResultBytes int           // cap on a stored result
 	ShutdownGrace  time.Duration // how long running tasks may finish at shutdown
 	SweepInterval  time.Duration // how often expired tasks are deleted
+	BodyTimeout    time.Duration // how long a client may take to send a request body; 0: no limit
+	MaxConns       int           // most HTTP connections served at once; 0: no limit
 	LogFormat      string        // text or json
 	LogLevel       slog.Level
 
@@ -87,6 +89,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "how long a client may take to send a request's body; a slower one is cut (0: no limit)")
+	fs.IntVar(&c.MaxConns, "max-connections", 512, "most HTTP connections served at once (keep it below the open-files limit, ulimit -n); more wait to be accepted (0: no limit)")
 	d := mcptask.DefaultLimits
 	fs.IntVar(&c.Limits.MaxActiveTasks, "max-active-tasks", d.MaxActiveTasks, "most unfinished tasks a requester (an authenticated principal; without authentication, all clients together, or one 2025-11-25 session) may have at once; 0: no limit")
 	fs.Float64Var(&c.Limits.CreateRate, "create-rate", d.CreateRate, "task creations per second allowed per requester; 0: no limit")
@@ -150,6 +154,9 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
+	}
+	if c.BodyTimeout < 0 || c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("-body-timeout and -max-connections must not be negative, got %v and %d", c.BodyTimeout, c.MaxConns))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("-shutdown-grace must not be negative, got %v", c.ShutdownGrace))

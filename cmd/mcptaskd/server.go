@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/net/netutil"
 )
 
 // App is an assembled mcptaskd: the task store, the engine, the MCP server
@@ -140,7 +142,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// browser send no Origin or Sec-Fetch-Site headers.
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
 	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
-	a.handler = mux
+	a.handler = bodyDeadline(mux, cfg.BodyTimeout)
 	return a, nil
 }
 
@@ -255,6 +257,12 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		app.Close(context.Background())
 		return err
 	}
+	if cfg.MaxConns > 0 {
+		// Past the cap, connections wait in the kernel's queue instead of
+		// taking the last file descriptors (and with them /healthz, the
+		// store and every other client).
+		ln = netutil.LimitListener(ln, cfg.MaxConns)
+	}
 	srv := &http.Server{
 		Handler:           app.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -346,4 +354,39 @@ func (a *App) engineHealth() error {
 		return nil
 	}
 	return a.eng.Health()
+}
+
+// bodyDeadline cuts a client that takes longer than d to send a request's
+// body (one byte every few seconds holds a connection, and a file
+// descriptor, for ever): the connection's read deadline is set for the
+// body and cleared once it has been read. Requests without a body (event
+// streams) are not bounded. d <= 0 sets no deadline.
+func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody clears the read deadline once the body has been read.
+type deadlineBody struct {
+	io.ReadCloser
+	clear func()
+	once  sync.Once
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.clear)
+	}
+	return n, err
 }
