@@ -20,13 +20,17 @@ import (
 // required scopes, which a server without an OAuth authorization server
 // has not.) realm must be printable ASCII without quotes or backslashes;
 // empty means "mcp".
-func RequireBearerToken(v *Verifier, realm string) func(http.Handler) http.Handler {
+//
+// scopes, if any, are required: a valid token that lacks one of them gets
+// 403 with `error="insufficient_scope"` and the scopes it needs.
+func RequireBearerToken(v *Verifier, realm string, scopes ...string) func(http.Handler) http.Handler {
 	if realm == "" || strings.ContainsFunc(realm, func(r rune) bool { return r < ' ' || r > '~' || r == '"' || r == '\\' }) {
 		realm = "mcp"
 	}
 	mw := auth.RequireBearerToken(v.Verify, &auth.RequireBearerTokenOptions{
 		ClockSkew:              v.Leeway(),
 		AllowMissingExpiration: true, // static tokens may have no expiry; JWTs must have "exp"
+		Scopes:                 scopes,
 	})
 	return func(next http.Handler) http.Handler {
 		inner := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +63,13 @@ type challengeWriter struct {
 
 // WriteHeader adds the challenge to a 401 without one.
 func (c *challengeWriter) WriteHeader(code int) {
+	if ch := c.Header().Get("WWW-Authenticate"); code == http.StatusForbidden && !strings.Contains(ch, "error=") {
+		// The go-sdk names the scopes it wants but not the error (RFC 6750).
+		if ch == "" {
+			ch = "Bearer"
+		}
+		c.Header().Set("WWW-Authenticate", ch+`, realm="`+c.realm+`", error="insufficient_scope"`)
+	}
 	if code == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
 		ch := `Bearer realm="` + c.realm + `"`
 		if c.hadToken {

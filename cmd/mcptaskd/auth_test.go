@@ -206,3 +206,46 @@ func TestAuthFlags(t *testing.T) {
 		t.Fatalf("bad tokens file: want exit status 1 naming the problem, got %v: %s", err, out)
 	}
 }
+
+// TestRequiredScope: with -required-scope, a valid token without the
+// scope gets 403 insufficient_scope and creates nothing; one with it is
+// served. Without the flag, scopes are not required (documented).
+func TestRequiredScope(t *testing.T) {
+	dir := t.TempDir()
+	const (
+		scoped   = "scoped-token-0123456789"
+		unscoped = "unscoped-token-0123456"
+	)
+	tokens := `[
+		{"token": "` + scoped + `", "principal": "alice", "tenant": "acme", "scopes": ["tasks", "other"]},
+		{"token": "` + unscoped + `", "principal": "bob", "tenant": "acme", "scopes": []}
+	]`
+	if err := os.WriteFile(filepath.Join(dir, "tokens.json"), []byte(tokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := serveApp(t, nil, "-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"), "-required-scope", "tasks")
+	call := func(token string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := call(unscoped)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope") {
+		t.Errorf("a token without the scope: %d %q %s; want 403 insufficient_scope", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
+	}
+	c := &wiretest.Client{URL: base + "/mcp", Header: http.Header{"Authorization": {"Bearer " + scoped}}}
+	if _, err := c.CallTool(context.Background(), "echo", map[string]any{"text": "hi"}); err != nil {
+		t.Errorf("a token with the scope: %v; want it served", err)
+	}
+}

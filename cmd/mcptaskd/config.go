@@ -31,6 +31,7 @@ type Config struct {
 	ShutdownGrace  time.Duration // how long running tasks may finish at shutdown
 	SweepInterval  time.Duration // how often expired tasks are deleted
 	BodyTimeout    time.Duration // how long a client may take to send a request body; 0: no limit
+	RequiredScope  string        // scopes (comma-separated) every token must carry; "" for none
 	MaxConns       int           // most HTTP connections served at once; 0: no limit
 	LogFormat      string        // text or json
 	LogLevel       slog.Level
@@ -83,6 +84,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.JWTIssuer, "jwt-issuer", "", "required \"iss\" of JWTs (unchecked if empty)")
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required \"aud\" of JWTs (unchecked if empty)")
 	fs.StringVar(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT `claim` holding the tenant (the principal is \"sub\")")
+	fs.StringVar(&c.RequiredScope, "required-scope", "", "with authentication: the `scope` (or comma-separated scopes) every token must carry to use /mcp; a valid token without it gets 403 insufficient_scope (empty: any valid token)")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
@@ -233,4 +235,15 @@ func newLogger(w io.Writer, format string, level slog.Level) (logger, sdk *slog.
 		sdkLevel = max(level, slog.LevelWarn)
 	}
 	return slog.New(mk(level)), slog.New(mk(sdkLevel)).With("component", "go-sdk")
+}
+
+// requiredScopes returns the scopes of -required-scope.
+func (c *Config) requiredScopes() []string {
+	var scopes []string
+	for _, s := range strings.Split(c.RequiredScope, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			scopes = append(scopes, s)
+		}
+	}
+	return scopes
 }

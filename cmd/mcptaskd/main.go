@@ -20,7 +20,7 @@
 //	         [-sweep-interval 1m] [-body-timeout 30s] [-max-connections 512]
 //	         [-log-format text|json] [-log-level info]
 //	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
-//	         [-jwt-audience AUD] [-jwt-tenant-claim tenant]
+//	         [-jwt-audience AUD] [-jwt-tenant-claim tenant] [-required-scope SCOPE]
 //	         [-max-active-tasks 100] [-create-rate 10] [-create-burst 50]
 //	         [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
 //	         [-audit-log FILE|off]

@@ -135,7 +135,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		// task.UserOwner(TENANT, PRINCIPAL) the owner of the tasks it creates, and
 		// only that owner sees them. A missing or refused token gets 401
 		// with an RFC 6750 challenge.
-		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd")(mcpHandler)
+		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...)(mcpHandler)
 	}
 	mux := http.NewServeMux()
 	// Browsers' cross-origin POSTs are refused; MCP clients outside a
