@@ -122,6 +122,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	id := call.Task.ID
 	if a.cmd.call.detach {
 		a.stopView()
+		if a.answers != nil {
+			// The answers live in this process only: say so rather than
+			// drop them silently.
+			a.notef("mcptask: note: --answer/--answers are not kept with --detach; give them again to '%s wait %s' (or resume)", a.selfCommand(), id)
+		}
 		if a.g.json {
 			j := jsonStatusOf(call.Task)
 			j.Tool, j.Target = tool, a.g.target()

@@ -174,3 +174,16 @@ func TestElicitation(t *testing.T) {
 		})
 	}
 }
+
+// TestDetachSaysAnswersAreNotKept: --answer with --detach would be lost
+// silently (the answers live in the process that exits); mcptask says so,
+// and 'mcptask wait' with the answers finishes the task.
+func TestDetachSaysAnswersAreNotKept(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	r := c.run("call", "--detach", "--answer", "confirm=true", "deploy_with_confirmation", "service=api", "build_steps=1", "step_delay_ms=0")
+	expect(t, r, exitOK, nil, []string{"not kept with --detach", "wait"})
+	id := strings.TrimSpace(r.stdout)
+	expect(t, c.run("wait", "--answer", "confirm=true", id), exitOK, []string{"Deployed api@latest to production."}, nil)
+}
