@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -91,11 +92,18 @@ const (
 // ErrClosed is returned by the methods of a [Store] after Close.
 var ErrClosed = errors.New("sqlite store: closed")
 
+// ErrFileGone is returned by writes and Ping once the database file at the
+// store's path is no longer the file the store has open (deleted, or
+// replaced): what the store wrote from then on would be lost with the
+// process, so it writes nothing and says so.
+var ErrFileGone = errors.New("sqlite store: the database file was deleted or replaced while open; nothing written now would survive a restart: restore the file (or restart on a new one)")
+
 // Store is a [store.Store] kept in one SQLite database file. It is safe for
 // concurrent use. Create it with [Open] and release it with [Store.Close].
 type Store struct {
 	path string
 	log  *slog.Logger
+	file os.FileInfo // the database file as opened (see checkFile)
 
 	wdb *sql.DB // exactly one connection; used by the writer goroutine only
 	rdb *sql.DB // read-only pool
@@ -170,6 +178,12 @@ func Open(path string, opts *Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
+	}
+	s.file = fi
 	s.hub = acquireHub(hubKey(abs))
 	go s.writeLoop()
 	return s, nil
@@ -320,6 +334,16 @@ func (s *Store) closed() bool {
 	}
 }
 
+// checkFile returns ErrFileGone (with the path) when the file at the
+// store's path is not the one it opened.
+func (s *Store) checkFile() error {
+	fi, err := os.Stat(s.path)
+	if err != nil || !os.SameFile(fi, s.file) {
+		return fmt.Errorf("%w (%s)", ErrFileGone, s.path)
+	}
+	return nil
+}
+
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
@@ -328,6 +352,9 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Ping(ctx context.Context) error {
 	if s.closed() {
 		return ErrClosed
+	}
+	if err := s.checkFile(); err != nil {
+		return err
 	}
 	var one int
 	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {

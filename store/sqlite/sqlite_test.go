@@ -661,3 +661,40 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Errorf("Create over the quota after migrating: %v, want store.ErrTooManyActive", err)
 	}
 }
+
+// TestFileGone: a database file deleted (or replaced) while the store has
+// it open is noticed: Ping and every write fail with ErrFileGone, instead
+// of acknowledging tasks that vanish at the next start.
+func TestFileGone(t *testing.T) {
+	for _, how := range []string{"deleted", "replaced"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "tasks.db")
+		s := openTest(t, path)
+		ctx := t.Context()
+		if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping before: %v", err)
+		}
+		switch how {
+		case "deleted":
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		case "replaced":
+			other := filepath.Join(dir, "other.db")
+			o := openTest(t, other)
+			o.Close()
+			if err := os.Rename(other, path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Ping(ctx); !errors.Is(err, ErrFileGone) {
+			t.Errorf("%s: Ping = %v, want ErrFileGone", how, err)
+		}
+		if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); !errors.Is(err, ErrFileGone) {
+			t.Errorf("%s: Create = %v, want ErrFileGone", how, err)
+		}
+	}
+}

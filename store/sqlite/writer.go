@@ -136,6 +136,15 @@ func (s *Store) runBatch(batch []*op) {
 		}
 	}()
 
+	// A batch written to a file that is no longer at the path would be
+	// acknowledged and then lost: refuse it, loudly.
+	if err := s.checkFile(); err != nil {
+		for _, o := range live {
+			o.err = err
+		}
+		s.log.Error("sqlite store: refusing writes", "err", err)
+		return
+	}
 	// The statements of a batch never see a caller's context: interrupting
 	// one statement would roll back the whole batch.
 	ctx := context.Background()

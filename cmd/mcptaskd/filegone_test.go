@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDatabaseFileDeleted: the SQLite file is deleted under a running
+// mcptaskd. /healthz fails and says why, and a new task is refused, not
+// acknowledged and lost at the next start.
+func TestDatabaseFileDeleted(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	d := startDaemon(t, "filegone", db)
+	c := d.client(true)
+	startTask(t, c, "long_computation", map[string]any{"n": 100, "steps": 1})
+	if err := os.Remove(db); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(strings.TrimSuffix(d.URL, "/mcp") + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "deleted or replaced") {
+		t.Errorf("/healthz after the file was deleted: %d %s; want 503 saying so", resp.StatusCode, body)
+	}
+	tk, err := c.CallTool(context.Background(), "long_computation", map[string]any{"n": 100, "steps": 1})
+	if err == nil && tk.TaskID != "" {
+		t.Fatalf("a task was acknowledged (%s) on a deleted database file", tk.TaskID)
+	}
+}
