@@ -26,12 +26,28 @@ func (e *Engine) heartbeat(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	lost, err := e.store.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
-	if err != nil {
-		if e.base.Err() == nil { // not shutting down: a failure, or the timeout
-			e.log.Error("renewing task leases", "err", err)
+	// A failed renewal (the database restarting, a dropped connection) is
+	// tried again at once, backing off, within this round's timeout: a
+	// short outage of the store must not let the leases lapse, or another
+	// engine takes over work that is still running here.
+	var lost []task.ID
+	var err error
+	for wait := heartbeatRetryMin; ; wait = min(2*wait, heartbeatRetryMax) {
+		lost, err = e.store.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
+		if err == nil {
+			break
 		}
-		return
+		if ctx.Err() != nil {
+			if e.base.Err() == nil { // not shutting down: the store stayed unreachable
+				e.log.Error("renewing task leases", "err", err)
+			}
+			return
+		}
+		e.log.Warn("renewing task leases failed; trying again", "err", err, "pause", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
 	}
 	for _, id := range lost {
 		e.stopLost(ctx, id)

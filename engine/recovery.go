@@ -13,7 +13,13 @@ import (
 
 // Messages recorded on tasks resolved by the recovery policy.
 const (
+	// msgOutcomeUnknown fails a task an exclusive engine finds unfinished
+	// at start-up: the process that ran it is gone.
 	msgOutcomeUnknown = "The server stopped while this task was running; its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
+	// msgLeaseLapsed fails a task taken over from another engine whose
+	// lease lapsed: that engine stopped, stalled or lost the store; this
+	// one cannot tell which.
+	msgLeaseLapsed = "The server running this task stopped renewing its hold on it (it stopped, stalled, or lost the task store); its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
 	msgRerun          = "The server restarted while this task was running; the task is being run again."
 	msgHandedBack     = "The server is shutting down; this task will run again on the next server that takes it over."
 	// msgShutdownWaiting fails a task that is not safe to re-run and was
@@ -47,15 +53,19 @@ func (e *Engine) claimOrphans(ctx context.Context, startup bool) error {
 	if err != nil {
 		return fmt.Errorf("engine: claiming unfinished tasks: %w", err)
 	}
+	msg := msgLeaseLapsed
+	if startup && e.opts.Exclusive {
+		msg = msgOutcomeUnknown
+	}
 	for _, t := range claimed {
-		e.takeOver(ctx, t)
+		e.takeOver(ctx, t, msg)
 	}
 	return nil
 }
 
 // takeOver resolves one claimed task by the recovery policy: re-run it, or
 // fail it with an "outcome unknown" error.
-func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
+func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown string) {
 	e.mu.Lock()
 	_, running := e.runs[t.ID]
 	e.mu.Unlock()
@@ -69,7 +79,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task) {
 		work = e.opts.Recover(ctx, t)
 	}
 	if work == nil {
-		e.failUnknown(ctx, t.ID, msgOutcomeUnknown)
+		e.failUnknown(ctx, t.ID, unknown)
 		return
 	}
 	if t.Attempts >= e.opts.MaxAttempts {

@@ -35,6 +35,13 @@ const (
 	DefaultMaxAttempts = 3
 )
 
+// A failed lease renewal is tried again after these pauses (doubling),
+// within the round's HeartbeatTimeout.
+const (
+	heartbeatRetryMin = 50 * time.Millisecond
+	heartbeatRetryMax = time.Second
+)
+
 // A service is one of the engine's periodic background services (lease
 // renewal, takeover of expired leases, sweeping): step runs every
 // interval, on a goroutine of the service's own, each call under a
