@@ -20,8 +20,8 @@ const (
 	// lease lapsed: that engine stopped, stalled or lost the store; this
 	// one cannot tell which.
 	msgLeaseLapsed = "The server running this task stopped renewing its hold on it (it stopped, stalled, or lost the task store); its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
-	msgRerun          = "The server restarted while this task was running; the task is being run again."
-	msgHandedBack     = "The server is shutting down; this task will run again on the next server that takes it over."
+	msgRerun       = "The server restarted while this task was running; the task is being run again."
+	msgHandedBack  = "The server is shutting down; this task will run again on the next server that takes it over."
 	// msgShutdownWaiting fails a task that is not safe to re-run and was
 	// waiting for the client's input when the server shut down.
 	msgShutdownWaiting = "The server shut down (a restart or a stop, not the tool) while this task waited for input; it was stopped there and is not re-run because the tool is not declared safe to re-run. Call the tool again to start over."
