@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -622,12 +624,39 @@ func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*tas
 
 var errTerminal = errors.New("terminal")
 
+// AnswerCheck checks a client's answer to one input request of a task
+// (the request as the task holds it) before Respond stores it.
+type AnswerCheck func(request, answer json.RawMessage) error
+
+// AnswerError is Respond's refusal of an answer that check found bad:
+// nothing of that Respond was stored, and the task still waits.
+type AnswerError struct {
+	Key string // the input request's key
+	Err error  // what check said
+}
+
+func (e *AnswerError) Error() string { return fmt.Sprintf("the answer to %q: %v", e.Key, e.Err) }
+
+// Unwrap returns what check said.
+func (e *AnswerError) Unwrap() error { return e.Err }
+
 // Respond delivers client answers to a task's outstanding input requests.
 // Answers for unknown or already answered keys are ignored and listed in
-// ignored. The task's outstanding requests are updated before Respond
-// returns, so the next Get shows them.
-func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, responses map[string]json.RawMessage) (t *task.Task, ignored []string, err error) {
+// ignored. check, if not nil, sees each answer to an outstanding request
+// first, in the same transaction: if it refuses one, Respond stores
+// nothing and returns an *AnswerError. The task's outstanding requests are
+// updated before Respond returns, so the next Get shows them.
+func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, responses map[string]json.RawMessage, check AnswerCheck) (t *task.Task, ignored []string, err error) {
 	t, err = e.update(ctx, owner, id, func(t *task.Task) error {
+		if check != nil {
+			for _, key := range slices.Sorted(maps.Keys(responses)) {
+				if req, ok := t.InputRequests[key]; ok {
+					if err := check(req, responses[key]); err != nil {
+						return &AnswerError{Key: key, Err: err}
+					}
+				}
+			}
+		}
 		var aerr error
 		_, ignored, aerr = t.Answer(responses, e.now())
 		var te *task.TransitionError

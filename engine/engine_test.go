@@ -118,7 +118,7 @@ func TestOwnerBinding(t *testing.T) {
 	otherOwner("Get", err)
 	_, err = e.Cancel(ctx, "mallory", tk.ID)
 	otherOwner("Cancel", err)
-	_, _, err = e.Respond(ctx, "mallory", tk.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)})
+	_, _, err = e.Respond(ctx, "mallory", tk.ID, map[string]json.RawMessage{"k": json.RawMessage(`{}`)}, nil)
 	otherOwner("Respond", err)
 	var nf *engine.NotFoundError
 	if _, err := e.Cancel(ctx, "mallory", task.NewID()); !errors.As(err, &nf) || nf.Reason != audit.ReasonUnknown {
@@ -159,7 +159,7 @@ func TestNotFoundReasons(t *testing.T) {
 	ops := map[string]func(owner task.Owner, id task.ID) error{
 		"Get":     func(o task.Owner, id task.ID) error { _, err := e.Get(ctx, o, id); return err },
 		"Cancel":  func(o task.Owner, id task.ID) error { _, err := e.Cancel(ctx, o, id); return err },
-		"Respond": func(o task.Owner, id task.ID) error { _, _, err := e.Respond(ctx, o, id, answer); return err },
+		"Respond": func(o task.Owner, id task.ID) error { _, _, err := e.Respond(ctx, o, id, answer, nil); return err },
 	}
 	check := func(what string, err error, reason string) {
 		t.Helper()
@@ -231,7 +231,16 @@ func TestStatusMessageAndInput(t *testing.T) {
 			}
 		}
 	}
-	if _, ignored, err := e.Respond(ctx, "", tk.ID, map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept"}`), "other": nil}); err != nil || len(ignored) != 1 {
+	// An answer the check refuses is an *AnswerError, and nothing is stored.
+	refuse := func(_, answer json.RawMessage) error { return errors.New("not this one") }
+	var bad *engine.AnswerError
+	if _, _, err := e.Respond(ctx, "", tk.ID, map[string]json.RawMessage{key: json.RawMessage(`{"action":"maybe"}`)}, refuse); !errors.As(err, &bad) || bad.Key != key {
+		t.Fatalf("Respond with a refusing check: %v, want an AnswerError for %s", err, key)
+	}
+	if got, _ := e.Get(ctx, "", tk.ID); got.Status != task.InputRequired || got.InputRequests[key] == nil {
+		t.Fatalf("after a refused answer: %s, outstanding %v", got.Status, got.InputRequests)
+	}
+	if _, ignored, err := e.Respond(ctx, "", tk.ID, map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept"}`), "other": nil}, nil); err != nil || len(ignored) != 1 {
 		t.Fatalf("Respond: ignored %v, %v", ignored, err)
 	}
 	final := waitTerminal(t, e, tk.ID)

@@ -116,8 +116,14 @@ func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner ta
 	}
 	var b []byte
 	if err == nil {
-		if b, err = json.Marshal(answer); err == nil {
-			err = adapter.CheckAnswer(raw, b)
+		b, err = json.Marshal(answer)
+	}
+	var delivered error
+	if err == nil {
+		_, _, delivered = w.c.Engine().Respond(context.WithoutCancel(ctx), owner, id, map[string]json.RawMessage{key: b}, adapter.CheckAnswer)
+		var bad *engine.AnswerError
+		if errors.As(delivered, &bad) {
+			err, delivered = bad, nil // the answer does not fit: ask again
 		}
 	}
 	if err != nil {
@@ -130,11 +136,9 @@ func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner ta
 		}
 		return
 	}
-	if _, _, err := w.c.Engine().Respond(context.WithoutCancel(ctx), owner, id, map[string]json.RawMessage{key: b}); err != nil {
-		var term *engine.TerminalError
-		if !errors.As(err, &term) {
-			w.c.Log().Warn("delivering a task's input", "task", id, "key", key, "err", err)
-		}
+	var term *engine.TerminalError
+	if delivered != nil && !errors.As(delivered, &term) {
+		w.c.Log().Warn("delivering a task's input", "task", id, "key", key, "err", delivered)
 	}
 }
 

@@ -7,11 +7,9 @@ package wire2026
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
@@ -155,11 +153,12 @@ func (w *Wire) update(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := w.checkAnswers(ctx, r, owner, id, p.InputResponses); err != nil {
-		return nil, err
-	}
-	_, ignored, err := w.c.Engine().Respond(ctx, owner, id, p.InputResponses)
+	_, ignored, err := w.c.Engine().Respond(ctx, owner, id, p.InputResponses, adapter.CheckAnswer)
 	var term *engine.TerminalError
+	var bad *engine.AnswerError
+	if errors.As(err, &bad) {
+		return nil, adapter.InvalidParams(fmt.Sprintf("inputResponses[%q]: %v; nothing was stored, and the task still waits for an answer", bad.Key, bad.Err))
+	}
 	if errors.As(err, &term) {
 		// The task needs no input any more (it ended, possibly just after
 		// the client's last answer): the answers are ignored, as answers
@@ -173,31 +172,6 @@ func (w *Wire) update(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		w.c.Log().Debug("tasks/update ignored answers for unknown or answered input requests", "task", id, "keys", ignored)
 	}
 	return ext2026.Ack(), nil
-}
-
-// checkAnswers refuses the whole update if one answer does not fit its
-// input request (adapter.CheckAnswer): nothing is stored, and the task
-// goes on waiting for a valid answer. Answers for keys the task does not
-// wait for are left to Respond, which ignores them.
-func (w *Wire) checkAnswers(ctx context.Context, r *adapter.Request, owner task.Owner, id task.ID, answers map[string]json.RawMessage) error {
-	if len(answers) == 0 {
-		return nil
-	}
-	t, err := w.c.Engine().Get(ctx, owner, id)
-	if err != nil {
-		return w.c.EngineError(ctx, r.Method, owner, id, err)
-	}
-	keys := slices.Sorted(maps.Keys(answers))
-	for _, key := range keys {
-		req, ok := t.InputRequests[key]
-		if !ok {
-			continue
-		}
-		if err := adapter.CheckAnswer(req, answers[key]); err != nil {
-			return adapter.InvalidParams(fmt.Sprintf("inputResponses[%q]: %v; nothing was stored, and the task still waits for an answer", key, err))
-		}
-	}
-	return nil
 }
 
 func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
