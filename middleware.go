@@ -2,7 +2,6 @@ package mcptask
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/mcptask/mcptask/internal/adapter"
@@ -92,14 +91,7 @@ func addTasksMethod[T any, P interface {
 		if !ok {
 			return nil, adapter.InternalError(method + " reached the server without the mcptask middleware")
 		}
-		var raw json.RawMessage
-		if p != nil { // params absent or null: the go-sdk passes a nil pointer
-			b, err := json.Marshal(p)
-			if err != nil {
-				return nil, adapter.InternalError("re-encoding the params of " + method + ": " + err.Error())
-			}
-			raw = b
-		}
-		return d.h(ctx, &adapter.Request{Method: method, Req: d.req, Params: raw, Session: ss})
+		// p is a nil pointer when the params were absent or null.
+		return d.h(ctx, &adapter.Request{Method: method, Req: d.req, Params: p, Session: ss})
 	})
 }

@@ -50,11 +50,11 @@ type Request struct {
 	// Next is the rest of the go-sdk's handler chain: for tools/call the
 	// tool itself, for decorated methods the go-sdk's own answer.
 	Next mcp.MethodHandler
-	// Params are the params of a tasks/* request as JSON, re-encoded from
-	// what the go-sdk decoded (nil when the request had none); each wire
-	// reads them in its own shapes ([Request.Decode], which takes nil as
-	// {}).
-	Params json.RawMessage
+	// Params are the params of a tasks/* request as the go-sdk decoded
+	// them (into the union of both wires' shapes for the method; a nil
+	// pointer when the request had none); each wire reads them in its own
+	// shapes with [Request.Decode].
+	Params mcp.Params
 	// Session is the session of a tasks/* request, if it has one.
 	Session *mcp.ServerSession
 }
@@ -62,14 +62,24 @@ type Request struct {
 // Meta returns the request's _meta, nil if it has none.
 func (r *Request) Meta() map[string]any { return MetaOf(r.Req) }
 
-// Decode decodes the raw params of a tasks/* request into p; a malformed
-// value is an invalid-params error.
+// Decode sets p (a pointer to a params shape of the wire) from the
+// params of a tasks/* request: copied as they are when the go-sdk decoded
+// exactly that shape, else through their JSON; absent params leave p at
+// its zero value.
 func (r *Request) Decode(p any) error {
-	raw := r.Params
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = json.RawMessage("{}")
+	src := reflect.ValueOf(r.Params)
+	if r.Params == nil || (src.Kind() == reflect.Pointer && src.IsNil()) {
+		return nil
 	}
-	if err := json.Unmarshal(raw, p); err != nil {
+	if dst := reflect.ValueOf(p); dst.Type() == src.Type() {
+		dst.Elem().Set(src.Elem())
+		return nil
+	}
+	b, err := json.Marshal(r.Params)
+	if err == nil {
+		err = json.Unmarshal(b, p)
+	}
+	if err != nil {
 		return InvalidParams("invalid params for " + r.Method + ": " + err.Error())
 	}
 	return nil
