@@ -88,10 +88,7 @@ func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call
 	var key string
 	if resendable {
 		key = newIdempotencyKey()
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[wire.MetaIdempotencyKey] = key
+		setKey(params, key)
 		if c.journal != nil {
 			// Recorded before it is sent: whatever becomes of the answer,
 			// Resume can finish the call.
@@ -204,9 +201,14 @@ func (c *clientImpl) resend(ctx context.Context, e JournalEntry) (*Call, error) 
 	if !resendable {
 		return nil, &OutcomeUnknownError{Tool: e.Tool, Err: errors.New("the server no longer says it honours idempotency keys for this tool, so the call is not re-sent")}
 	}
+	setKey(params, e.IdempotencyKey)
+	return c.create(ctx, params, e.IdempotencyKey)
+}
+
+// setKey puts the idempotency key into a call's _meta.
+func setKey(params *mcp.CallToolParams, key string) {
 	if params.Meta == nil {
 		params.Meta = mcp.Meta{}
 	}
-	params.Meta[wire.MetaIdempotencyKey] = e.IdempotencyKey
-	return c.create(ctx, params, e.IdempotencyKey)
+	params.Meta[wire.MetaIdempotencyKey] = key
 }

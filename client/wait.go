@@ -81,12 +81,8 @@ func (w *waiter) unanswered(err error) (retry bool, _ error) {
 		return true, &UnreachableError{TaskID: w.id, For: silent, Err: err}
 	}
 	w.c.log.Warn("the server did not answer a poll; trying again", "task", w.id, "pause", w.lostPause, "err", err)
-	t := time.NewTimer(w.lostPause)
-	defer t.Stop()
-	select {
-	case <-w.dctx.Done():
-		return true, w.cut()
-	case <-t.C:
+	if err := w.sleep(w.lostPause, nil); err != nil {
+		return true, err
 	}
 	w.lostPause = min(2*w.lostPause, lostPauseMax)
 	return true, nil
@@ -190,11 +186,21 @@ func (w *waiter) seen(st *TaskStatus) {
 // pause sleeps for the next poll interval, or until wake fires, or until
 // the wait is cut short.
 func (w *waiter) pause(wake <-chan struct{}) error {
-	var poll time.Duration
+	return w.sleep(pollDelay(w.suggested()), wake)
+}
+
+// suggested is the poll interval the server suggested last, 0 if none.
+func (w *waiter) suggested() time.Duration {
 	if w.last != nil {
-		poll = w.last.PollInterval
+		return w.last.PollInterval
 	}
-	t := time.NewTimer(pollDelay(poll))
+	return 0
+}
+
+// sleep waits for d, or until wake fires (nil: never), or until the wait is
+// cut short, which it returns.
+func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-w.dctx.Done():
@@ -236,20 +242,9 @@ func rateLimited(err error) (time.Duration, bool) {
 // (at least one poll interval, at most maxBackOff), or until the wait is
 // cut short.
 func (w *waiter) backOff(asked time.Duration) error {
-	var poll time.Duration
-	if w.last != nil {
-		poll = w.last.PollInterval
-	}
-	d := min(max(asked, pollDelay(poll)), maxBackOff)
+	d := min(max(asked, pollDelay(w.suggested())), maxBackOff)
 	w.c.log.Debug("the server rate-limited a poll; backing off", "task", w.id, "pause", d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-w.dctx.Done():
-		return w.cut()
-	case <-t.C:
-		return nil
-	}
+	return w.sleep(d, nil)
 }
 
 func (c *clientImpl) pending() ([]JournalEntry, error) {
