@@ -351,15 +351,8 @@ func Test2025InputRequired(t *testing.T) {
 		return map[string]any{"action": "accept", "content": map[string]any{"ok": n == 1}}, nil
 	})
 	tk := s.callTask(t, "ask", nil, nil)
-	s.waitStatus(t, tk.TaskID, "input_required")
-	var res struct {
-		Content []struct{ Text string } `json:"content"`
-	}
-	if err := s.call("tasks/result", map[string]any{"taskId": tk.TaskID}, &res); err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Content) != 1 || res.Content[0].Text != "accept:true,accept:false" {
-		t.Fatalf("result = %+v", res)
+	if got := askedResult(t, s, tk.TaskID); got != "accept:true,accept:false" {
+		t.Fatalf("result = %q", got)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -367,6 +360,24 @@ func Test2025InputRequired(t *testing.T) {
 	if fmt.Sprint(asked) != fmt.Sprint(want) {
 		t.Fatalf("server requests = %v, want %v", asked, want)
 	}
+}
+
+// askedResult waits until the "ask" task id asks, then returns the text
+// of its tasks/result (the questions are answered meanwhile by the
+// session's handler).
+func askedResult(t *testing.T, s *rawSession, id string) string {
+	t.Helper()
+	s.waitStatus(t, id, "input_required")
+	var res struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := s.call("tasks/result", map[string]any{"taskId": id}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("result = %+v", res)
+	}
+	return res.Content[0].Text
 }
 
 // Test2025BadAnswerAskedAgain: an answer to elicitation/create outside the
@@ -391,15 +402,8 @@ func Test2025BadAnswerAskedAgain(t *testing.T) {
 		return map[string]any{"action": "accept", "content": map[string]any{"ok": true}}, nil
 	})
 	tk := s.callTask(t, "ask", nil, nil)
-	s.waitStatus(t, tk.TaskID, "input_required")
-	var res struct {
-		Content []struct{ Text string } `json:"content"`
-	}
-	if err := s.call("tasks/result", map[string]any{"taskId": tk.TaskID}, &res); err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Content) != 1 || res.Content[0].Text != "accept:true,accept:true" {
-		t.Fatalf("result = %+v", res)
+	if got := askedResult(t, s, tk.TaskID); got != "accept:true,accept:true" {
+		t.Fatalf("result = %q", got)
 	}
 	mu.Lock()
 	defer mu.Unlock()

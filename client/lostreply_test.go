@@ -115,6 +115,7 @@ func TestRefusedCallIsNotUnknown(t *testing.T) {
 	for _, wire := range wires {
 		c := dial(t, s.URL, &client.Options{ProtocolVersion: wire, Journal: filepath.Join(t.TempDir(), "journal.json")})
 		ctx := testCtx(t)
+		refusedTasks := 0
 		for _, tool := range []string{"no_such_tool", "counted", "counted"} {
 			call, err := c.CallTool(ctx, tool, nil)
 			if call != nil && call.Task != nil {
@@ -126,6 +127,12 @@ func TestRefusedCallIsNotUnknown(t *testing.T) {
 			if err == nil || errors.Is(err, client.ErrOutcomeUnknown) {
 				t.Errorf("%s: a refused call of %s: %v, want the server's refusal", wire, tool, err)
 			}
+			if tool == "counted" {
+				refusedTasks++
+			}
+		}
+		if refusedTasks == 0 {
+			t.Errorf("%s: the limit refused no task call: the keyed refusal went untested", wire)
 		}
 		if pending, _ := c.Pending(); len(pending) != 0 {
 			t.Errorf("%s: journal after refused calls: %+v", wire, pending)
