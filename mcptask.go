@@ -74,6 +74,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
@@ -108,6 +109,7 @@ type Server struct {
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
+	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
 	started bool
 
 	closeOnce sync.Once
@@ -129,7 +131,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}}
+	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}}
 	s.core = adapter.NewCore(adapter.Config{
 		Server: srv,
 		Engine: eng,

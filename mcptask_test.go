@@ -459,6 +459,44 @@ func TestWireErrors(t *testing.T) {
 	})
 }
 
+// TestTaskArgumentsChecked: a task call whose arguments the tool's input
+// schema rejects is refused with -32602 naming the problem, and no task
+// is created (a task was created, and then completed with isError). A
+// plain call keeps the go-sdk's answer, a tool error.
+func TestTaskArgumentsChecked(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
+	c, plain := clients(s)
+	ctx := ctxT(t)
+	for _, args := range []map[string]any{
+		{"label": 5},                    // a number for a string
+		{"millis": "soon"},              // a string for an integer
+		{"label": "x", "unknown": true}, // a property the schema does not have
+	} {
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": args, "_meta": c.Meta()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, `invalid arguments for tool "work"`) {
+			t.Errorf("%v: %+v %s, want -32602 naming the arguments", args, r.Error, r.Result)
+		}
+	}
+	tasks, _, err := s.eng.List(ctx, task.AnonymousOwner(""), "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) != 0 {
+		t.Errorf("%d tasks created for refused calls", len(tasks))
+	}
+	// Defaults and valid arguments pass.
+	if h, err := c.CallTool(ctx, "work", map[string]any{"label": "ok"}); err != nil || h.TaskID == "" {
+		t.Fatalf("a valid task call: %+v, %v", h, err)
+	}
+	res, err := plain.CallTool(ctx, "work", map[string]any{"label": 5})
+	if err != nil || res.ResultType != "complete" || !strings.Contains(string(res.Content), "validating") {
+		t.Errorf("plain call with bad arguments: %+v, %v; want the go-sdk's tool error", res, err)
+	}
+}
+
 func TestRestartKeepsTasks(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tasks.db")
 	g := &gates{}

@@ -1,8 +1,11 @@
 package mcptask
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -42,10 +45,74 @@ type ToolOptions struct {
 // its task options. Like mcp.AddTool it panics on a programming error:
 // here, a call after [Server.Start], whose recovery of unfinished tasks
 // has already asked every tool whether it may run again.
+//
+// A call that would run as a task has its arguments checked against the
+// tool's input schema (t.InputSchema, else the one inferred from In, as
+// mcp.AddTool does) before the task is created: arguments the schema
+// rejects get a JSON-RPC invalid-params error (-32602) and no task. (A
+// synchronous call is answered by the go-sdk, which reports them as a
+// tool error.) Tools registered otherwise, with [Server.SetTaskSupport],
+// are checked by their handlers only.
 func AddTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
 	s.mustNotHaveStarted("AddTool", t.Name)
-	mcp.AddTool(s.mcp, t, h)
+	mcp.AddTool(s.mcp, t, h) // panics on a schema it cannot use
 	s.SetTaskSupport(t.Name, opts)
+	if rs := inputSchema[In](t); rs != nil {
+		s.mu.Lock()
+		s.schemas[t.Name] = rs
+		s.mu.Unlock()
+	}
+}
+
+// inputSchema resolves the input schema of a tool added with AddTool the
+// way mcp.AddTool does: t.InputSchema if set, else {"type": "object"} for
+// an In of any, else the schema inferred from In. It returns nil if the
+// schema cannot be resolved (then the tool's handler alone checks).
+func inputSchema[In any](t *mcp.Tool) *jsonschema.Resolved {
+	var schema *jsonschema.Schema
+	switch is := t.InputSchema.(type) {
+	case nil:
+		rt := reflect.TypeFor[In]()
+		if rt == reflect.TypeFor[any]() {
+			schema = &jsonschema.Schema{Type: "object"}
+			break
+		}
+		if rt.Kind() == reflect.Pointer {
+			rt = rt.Elem()
+		}
+		var err error
+		if schema, err = jsonschema.ForType(rt, &jsonschema.ForOptions{}); err != nil {
+			return nil
+		}
+	case *jsonschema.Schema:
+		schema = is
+	default:
+		b, err := json.Marshal(is)
+		if err != nil || json.Unmarshal(b, &schema) != nil {
+			return nil
+		}
+	}
+	rs, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		return nil
+	}
+	return rs
+}
+
+// checkArguments reports whether a call's arguments satisfy the tool's
+// input schema, with its defaults applied as the go-sdk applies them.
+func checkArguments(rs *jsonschema.Resolved, args json.RawMessage) error {
+	v := map[string]any{}
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &v); err != nil {
+			return fmt.Errorf("the arguments are not a JSON object: %v", err)
+		}
+	}
+	var inst any = v
+	if err := rs.ApplyDefaults(&inst); err != nil {
+		return err
+	}
+	return rs.Validate(inst)
 }
 
 // SetTaskSupport sets the task options of the tool with the given name,
@@ -79,9 +146,14 @@ func afterStart(op, name string) string {
 func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	s.mu.RLock()
 	o, ok := s.tools[name]
+	rs := s.schemas[name]
 	s.mu.RUnlock()
 	if !ok {
 		o.Support = Forbidden
 	}
-	return adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous}
+	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous}
+	if rs != nil {
+		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
+	}
+	return p
 }

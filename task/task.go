@@ -171,6 +171,10 @@ const MaxErrorMessage = 16 << 10
 // character boundary, ending in "…" when cut).
 func CapStatusMessage(msg string) string { return capString(msg, MaxStatusMessage) }
 
+// CapErrorMessage returns msg cut to MaxErrorMessage bytes (on a
+// character boundary, ending in "…" when cut).
+func CapErrorMessage(msg string) string { return capString(msg, MaxErrorMessage) }
+
 func capString(msg string, limit int) string {
 	if len(msg) <= limit {
 		return msg

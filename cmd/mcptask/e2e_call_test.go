@@ -44,7 +44,15 @@ func TestCallOutcomes(t *testing.T) {
 			expect(t, c.runInput(`{"n": 10, "steps": 1, "step_delay_ms": 0}`, "--wire", wire, "call", "long_computation", "--args", "-"),
 				exitOK, []string{"There are 4 primes up to 10"}, nil)
 
-			// Invalid arguments: the tool answers with isError.
+			// Arguments the input schema rejects: the server refuses the
+			// call (exit 2, as the help says), naming the property; no
+			// task is created (the journal stays empty, checked below).
+			for _, bad := range [][]string{{"n=abc"}, {"bogus=1"}} {
+				expect(t, c.run(append([]string{"--wire", wire, "call", "long_computation"}, bad...)...), exitFailed, nil,
+					[]string{"refused the call of long_computation", "invalid arguments", "-32602"})
+			}
+
+			// Arguments the tool itself rejects: it answers with isError.
 			expect(t, c.run("--wire", wire, "call", "long_computation", "n=1", "step_delay_ms=0"), exitToolError, []string{"n must be between 2"}, nil)
 
 			// Nothing is left in the journal.

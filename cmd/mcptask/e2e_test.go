@@ -223,6 +223,43 @@ func TestJSONOutput(t *testing.T) {
 	}
 }
 
+// TestJSONStatusAgreesWithWait: '--json wait' and '--json status' give
+// one task the same status on both wires. On 2025-11-25 the server marks
+// a task whose result has isError: true failed; wait said "completed".
+func TestJSONStatusAgreesWithWait(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			for _, call := range [][]string{
+				{"lint_report", "line_delay_ms=0"},               // isError: true
+				{"long_computation", "n=100", "step_delay_ms=0"}, // success
+				{"flaky_migration", "step_delay_ms=0"},           // a JSON-RPC error
+			} {
+				r := c.run(append([]string{"--wire", wire, "--json", "call", "--detach"}, call...)...)
+				var detached struct{ TaskID string }
+				if err := json.Unmarshal([]byte(r.stdout), &detached); err != nil || detached.TaskID == "" {
+					t.Fatalf("call --detach: %v\n%s", err, r)
+				}
+				var waited, status struct{ TaskID, Status string }
+				r = c.run("--wire", wire, "--json", "wait", detached.TaskID)
+				if err := json.Unmarshal([]byte(r.stdout), &waited); err != nil {
+					t.Fatalf("wait --json: %v\n%s", err, r)
+				}
+				r = c.run("--wire", wire, "--json", "status", detached.TaskID)
+				if err := json.Unmarshal([]byte(r.stdout), &status); err != nil {
+					t.Fatalf("status --json: %v\n%s", err, r)
+				}
+				if waited.Status != status.Status {
+					t.Errorf("%s: wait --json says %q, status --json says %q", call[0], waited.Status, status.Status)
+				}
+			}
+		})
+	}
+}
+
 func TestUnknownTask(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t)

@@ -69,6 +69,12 @@ func (a *app) jsonOf(ctx context.Context, o *outcome) jsonOutcome {
 	default:
 		j.Status = "unknown"
 	}
+	if o.last != nil && o.last.Terminal() && j.Status != "unknown" {
+		// The task's status is the server's word, as 'mcptask status' shows
+		// it: on the 2025-11-25 wire a result with isError: true comes from
+		// a task the server marked failed.
+		j.Status = o.last.Status
+	}
 	if o.err != nil {
 		j.Error = &jsonError{Message: o.err.Error()}
 		var te *client.TaskError

@@ -126,6 +126,10 @@ type ToolPolicy struct {
 	// Synchronous, if set, says a call must be answered synchronously
 	// although the client accepts a task.
 	Synchronous func(*mcp.CallToolRequest) bool
+	// CheckArguments, if set, checks a call's arguments against the
+	// tool's input schema before a task is created for it; an error
+	// refuses the call with invalid params, and no task is created.
+	CheckArguments func(args json.RawMessage) error
 }
 
 // Config configures a [Core].

@@ -29,6 +29,11 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if err != nil {
 		return nil, err
 	}
+	if check := c.Tool(params.Name).CheckArguments; check != nil {
+		if err := check(params.Arguments); err != nil {
+			return nil, InvalidParams(task.CapErrorMessage(fmt.Sprintf("invalid arguments for tool %q: %v", params.Name, err)))
+		}
+	}
 	owner := c.Requester(ctx, r.Req)
 	if err := c.allowCreate(ctx, owner, params.Name); err != nil {
 		return nil, err
