@@ -26,8 +26,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -36,12 +38,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlitelib "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Options configures [Open]. A nil *Options, like the zero value, means
@@ -98,12 +102,22 @@ var ErrClosed = errors.New("sqlite store: closed")
 // process, so it writes nothing and says so.
 var ErrFileGone = errors.New("sqlite store: the database file was deleted or replaced while open; nothing written now would survive a restart: restore the file (or restart on a new one)")
 
+// ErrCorrupt is returned by Open, by Ping and by every write once the
+// database file is found damaged: its header is not an SQLite database's,
+// it is shorter than the database it holds, or SQLite reported a
+// malformed database image. The store writes nothing from then on: a
+// write on a damaged file may damage it further.
+var ErrCorrupt = errors.New("sqlite store: the database file is corrupt; nothing is written until it is restored (from a backup, or with the sqlite3 shell's .recover) or replaced")
+
 // Store is a [store.Store] kept in one SQLite database file. It is safe for
 // concurrent use. Create it with [Open] and release it with [Store.Close].
 type Store struct {
 	path string
 	log  *slog.Logger
 	file os.FileInfo // the database file as opened (see checkFile)
+	// corrupt holds the error that showed the file damaged, once one did
+	// (see noteCorrupt); from then on the store refuses every write.
+	corrupt atomic.Pointer[error]
 
 	wdb *sql.DB // exactly one connection; used by the writer goroutine only
 	rdb *sql.DB // read-only pool
@@ -214,6 +228,12 @@ func (s *Store) open(o Options) error {
 		// Still correct and durable, but readers and the writer block each
 		// other (e.g. on a file system without shared memory).
 		s.log.Warn("sqlite store: WAL journal mode unavailable", "journal_mode", mode)
+	}
+	// A damaged file is refused at once, before anything is written to
+	// it (quick_check reads every page once, without the index checks of
+	// integrity_check).
+	if err := quickCheck(ctx, s.wdb); err != nil {
+		return err
 	}
 	if err := migrate(ctx, s.wdb, s.log); err != nil {
 		return err
@@ -335,13 +355,114 @@ func (s *Store) closed() bool {
 }
 
 // checkFile returns ErrFileGone (with the path) when the file at the
-// store's path is not the one it opened.
+// store's path is not the one it opened, and ErrCorrupt when the file was
+// found damaged, now (see checkHeader) or before.
 func (s *Store) checkFile() error {
 	fi, err := os.Stat(s.path)
 	if err != nil || !os.SameFile(fi, s.file) {
 		return fmt.Errorf("%w (%s)", ErrFileGone, s.path)
 	}
+	if p := s.corrupt.Load(); p != nil {
+		return *p
+	}
+	return s.noteCorrupt(checkHeader(s.path, fi.Size()))
+}
+
+// checkHeader reads the database header of the file at path, of the given
+// size, and returns an error wrapping ErrCorrupt when it is not a valid
+// SQLite header (the file overwritten or truncated in place, which leaves
+// it the same file the store opened). An empty file is a database not yet
+// checkpointed.
+func checkHeader(path string, size int64) error {
+	if size == 0 {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // the next statement says what is wrong
+	}
+	defer f.Close()
+	var h [100]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil {
+		return fmt.Errorf("%w (%s: %d bytes, shorter than a database header)", ErrCorrupt, path, size)
+	}
+	if string(h[:16]) != "SQLite format 3\x00" {
+		return fmt.Errorf("%w (%s: the file does not start with an SQLite header)", ErrCorrupt, path)
+	}
+	pageSize := int64(binary.BigEndian.Uint16(h[16:18]))
+	if pageSize == 1 {
+		pageSize = 65536
+	}
+	if pageSize < 512 || pageSize&(pageSize-1) != 0 {
+		return fmt.Errorf("%w (%s: page size %d in the header)", ErrCorrupt, path, pageSize)
+	}
+	// Only the bytes that stay the same for the database's life are
+	// checked here: a checkpoint may be rewriting the rest while this
+	// reads. Damage further in shows as SQLite's corruption errors.
 	return nil
+}
+
+// quickCheck runs PRAGMA quick_check on db and returns an error wrapping
+// ErrCorrupt unless it finds the database sound.
+func quickCheck(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA quick_check(5)")
+	if err != nil {
+		if isCorruption(err) {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return err
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		if isCorruption(err) {
+			return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		return err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: quick_check: %s", ErrCorrupt, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// isCorruption reports whether err is SQLite's SQLITE_CORRUPT or
+// SQLITE_NOTADB.
+func isCorruption(err error) bool {
+	var se *sqlitelib.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
+}
+
+// noteCorrupt returns err, and when it shows the database damaged
+// (ErrCorrupt, or SQLite's corruption codes) records that, once and
+// loudly, so that Ping and every later write fail with ErrCorrupt.
+func (s *Store) noteCorrupt(err error) error {
+	if err == nil || (!errors.Is(err, ErrCorrupt) && !isCorruption(err)) {
+		return err
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("%w (%s: %v)", ErrCorrupt, s.path, err)
+	}
+	if s.corrupt.CompareAndSwap(nil, &err) {
+		s.log.Error("sqlite store: the database file is corrupt; refusing every write from now on", "err", err)
+	}
+	return *s.corrupt.Load()
 }
 
 // Path returns the absolute path of the database file.
@@ -356,9 +477,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.checkFile(); err != nil {
 		return err
 	}
-	var one int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
-		return fmt.Errorf("sqlite store: ping: %w", err)
+	var version int
+	if err := s.rdb.QueryRowContext(ctx, `PRAGMA schema_version`).Scan(&version); err != nil {
+		return s.noteCorrupt(fmt.Errorf("sqlite store: ping: %w", err))
 	}
 	return nil
 }
@@ -441,7 +562,7 @@ func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: get task %s: %w", id, err)
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: get task %s: %w", id, err))
 	}
 	return t, nil
 }
@@ -517,11 +638,11 @@ func (s *Store) List(ctx context.Context, owner task.Owner, cursor string, limit
 		rows, err = s.listNextStmt.QueryContext(ctx, owner, createdMS, id, limit+1)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("sqlite store: list: %w", err)
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: list: %w", err))
 	}
 	tasks, err := scanAll(rows)
 	if err != nil {
-		return nil, "", fmt.Errorf("sqlite store: list: %w", err)
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: list: %w", err))
 	}
 	next := ""
 	if len(tasks) > limit {
@@ -540,11 +661,11 @@ func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
 	}
 	rows, err := s.listActiveStmt.QueryContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: list active: %w", err)
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: list active: %w", err))
 	}
 	tasks, err := scanAll(rows)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: list active: %w", err)
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: list active: %w", err))
 	}
 	return tasks, nil
 }

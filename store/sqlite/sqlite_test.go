@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -697,4 +698,94 @@ func TestFileGone(t *testing.T) {
 			t.Errorf("%s: Create = %v, want ErrFileGone", how, err)
 		}
 	}
+}
+
+// TestCorruptFile: a database file damaged on disk is noticed, and the
+// store refuses to write to it (it acknowledged creates and Ping said ok):
+// Open refuses a damaged file; a running store whose file is overwritten
+// in place (the same file, so ErrFileGone does not apply), or whose pages
+// SQLite finds malformed, fails Ping and every write with ErrCorrupt.
+func TestCorruptFile(t *testing.T) {
+	ctx := t.Context()
+	filled := func(t *testing.T) (path string, size int64) {
+		t.Helper()
+		path = filepath.Join(t.TempDir(), "tasks.db")
+		s := openTest(t, path)
+		for range 200 {
+			tk := newTask("alice", now)
+			tk.Request = json.RawMessage(`{"name":"x","arguments":{"pad":"` + strings.Repeat("p", 2000) + `"}}`)
+			if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil { // checkpoints the WAL into the file
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Size() < 64<<10 {
+			t.Fatalf("the filled database has %v bytes (%v)", fi.Size(), err)
+		}
+		return path, fi.Size()
+	}
+	// damage overwrites the pages after the first (the schema's) in place.
+	damage := func(t *testing.T, path string, size int64) {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		junk := bytes.Repeat([]byte{0xA5}, int(size-4096))
+		if _, err := f.WriteAt(junk, 4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuses := func(t *testing.T, s *Store, how string) {
+		t.Helper()
+		if err := s.Ping(ctx); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Ping = %v, want ErrCorrupt", how, err)
+		}
+		if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Create = %v, want ErrCorrupt", how, err)
+		}
+		if _, err := s.Update(ctx, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", func(*task.Task) error { return nil }); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: Update = %v, want ErrCorrupt", how, err)
+		}
+	}
+
+	t.Run("open refuses a damaged file", func(t *testing.T) {
+		path, size := filled(t)
+		damage(t, path, size)
+		s, err := Open(path, &Options{Logger: testLogger(t)})
+		if err == nil {
+			s.Close()
+			t.Fatal("Open of a damaged file succeeded")
+		}
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open = %v, want ErrCorrupt", err)
+		}
+	})
+	t.Run("overwritten in place while open", func(t *testing.T) {
+		path, _ := filled(t)
+		s := openTest(t, path)
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping before: %v", err)
+		}
+		if err := os.WriteFile(path, []byte("not a database any more\n"), 0o600); err != nil { // same inode
+			t.Fatal(err)
+		}
+		refuses(t, s, "overwritten")
+	})
+	t.Run("malformed pages found while open", func(t *testing.T) {
+		path, size := filled(t)
+		s := openTest(t, path)
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping before: %v", err)
+		}
+		damage(t, path, size)
+		if _, _, err := s.List(ctx, task.UserOwner("alice", ""), "", 1000); err == nil {
+			t.Fatal("List over malformed pages succeeded")
+		}
+		refuses(t, s, "malformed pages")
+	})
 }

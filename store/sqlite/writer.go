@@ -150,7 +150,7 @@ func (s *Store) runBatch(batch []*op) {
 	ctx := context.Background()
 	tx, err := s.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE
 	if err != nil {
-		err = fmt.Errorf("sqlite store: begin: %w", err)
+		err = s.noteCorrupt(fmt.Errorf("sqlite store: begin: %w", err))
 		for _, o := range live {
 			o.err = err
 		}
@@ -194,7 +194,13 @@ func (s *Store) runBatch(batch []*op) {
 			abort = errors.Join(abort, err)
 		}
 	}
+	for _, o := range live {
+		if o.err != nil && isCorruption(o.err) {
+			o.err = s.noteCorrupt(o.err)
+		}
+	}
 	if abort != nil {
+		abort = s.noteCorrupt(abort)
 		// Nothing of this batch is in the database. Ops that failed on
 		// their own keep their error (they wrote nothing either way).
 		s.log.Error("sqlite store: write batch failed", "ops", len(live), "err", abort)
