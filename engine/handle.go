@@ -36,7 +36,7 @@ func (h *Handle) TaskID() task.ID { return h.run.id }
 // SetStatusMessage records a human-readable status message on the task,
 // visible to the next tasks/get.
 func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
-	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
+	_, err := h.e.writeForWork(ctx, h.run, "status message", func(t *task.Task) error {
 		if t.Runner != h.e.id && !t.Status.Terminal() {
 			return errLost
 		}
@@ -63,14 +63,21 @@ func (h *Handle) stopIfLost(err error) {
 // gets its own key.
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
 	var key string
-	_, err := h.e.write(ctx, h.run.id, func(t *task.Task) error {
+	_, err := h.e.writeForWork(ctx, h.run, "input request", func(t *task.Task) error {
 		if t.Runner != h.e.id && !t.Status.Terminal() {
 			return errLost
+		}
+		if key != "" && t.HasInputKey(key) {
+			// An earlier attempt landed, though its answer was lost.
+			return errLanded
 		}
 		k, err := t.AddInputRequest(request, h.e.now())
 		key = k
 		return err
 	})
+	if errors.Is(err, errLanded) {
+		err = nil
+	}
 	if err != nil {
 		h.stopIfLost(err)
 		return nil, err
@@ -84,6 +91,7 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 	}
 	poll := time.NewTicker(h.e.opts.InputPollInterval)
 	defer poll.Stop()
+	outage := false // reading the answer fails transiently
 	for {
 		wake := h.run.waitChan()
 		var answer json.RawMessage
@@ -100,11 +108,26 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		})
 		switch {
 		case err == nil:
-			return answer, nil
-		case !errors.Is(err, errNoAnswer):
-			if ctx.Err() != nil {
-				return nil, context.Cause(ctx)
+			if outage {
+				h.e.log.Info("task store reachable again; the task waits for its input", "task", h.run.id, "tool", h.run.tool)
 			}
+			return answer, nil
+		case errors.Is(err, errNoAnswer):
+			if outage {
+				outage = false
+				h.e.log.Info("task store reachable again; the task waits for its input", "task", h.run.id, "tool", h.run.tool)
+			}
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case h.e.transient(err):
+			// The store is briefly out of reach: the answer, if one comes,
+			// waits in the store. Keep waiting; the lease, renewed
+			// meanwhile or not, decides who runs the task.
+			if !outage {
+				outage = true
+				h.e.log.Warn("reading a task's input failed on a transient store error; still waiting", "task", h.run.id, "tool", h.run.tool, "err", err)
+			}
+		default:
 			return nil, err
 		}
 		select {
@@ -116,4 +139,7 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 	}
 }
 
-var errNoAnswer = errors.New("no answer yet")
+var (
+	errNoAnswer = errors.New("no answer yet")
+	errLanded   = errors.New("the input request is already recorded")
+)

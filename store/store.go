@@ -1,6 +1,6 @@
 // Package store defines the persistence contract of mcptask: [Store], what
 // the engine needs of a backend, and the optional interfaces beside it
-// ([ChangeFeed], [Pinger]) that a backend may implement. Each backend
+// ([ChangeFeed], [Pinger], [ErrorClassifier]) that a backend may implement. Each backend
 // (store/sqlite, store/postgres) lives in its own package and must pass the
 // shared suite in store/storetest.
 package store
@@ -151,6 +151,22 @@ type Pinger interface {
 	// Ping returns nil if the store answered a trivial request, or the
 	// reason it could not (closed, database unreachable, ctx done).
 	Ping(ctx context.Context) error
+}
+
+// ErrorClassifier is implemented by stores that can tell a transient
+// failure from a lasting one. The engine tries the writes of running work
+// again, backing off within the lease period, when they fail transiently,
+// instead of failing the work on a database restart.
+type ErrorClassifier interface {
+	// Transient reports whether err, returned by one of the store's
+	// methods, is transient: the database was briefly unreachable (a
+	// restart, a dropped connection, a failover) or the transaction lost a
+	// conflict (a serialization failure, a deadlock, a busy file), so the
+	// same call may succeed if made again. The call may or may not have
+	// taken effect (a commit whose answer was lost): whoever makes it again
+	// must make that harmless. Errors of the caller (ErrNotFound, the
+	// errors of an Update function, a done context) are never transient.
+	Transient(err error) bool
 }
 
 // ErrBadCursor is returned by List for a cursor it did not issue.

@@ -28,6 +28,14 @@ func (t *Task) AddInputRequest(request json.RawMessage, now time.Time) (string, 
 	return key, nil
 }
 
+// HasInputKey reports whether key names an input request of t, whether
+// outstanding or already answered.
+func (t *Task) HasInputKey(key string) bool {
+	_, asked := t.InputRequests[key]
+	_, answered := t.InputResponses[key]
+	return asked || answered
+}
+
 // Answer applies client responses to outstanding input requests. Responses
 // for keys that are unknown or already answered are ignored and reported in
 // ignored. When no request is left outstanding the task returns to working.

@@ -1,7 +1,9 @@
-// Package faultproxy is an HTTP proxy for fault-injection tests: it sits
-// on loopback between an MCP client and a server and loses the replies the
-// test chooses, after the server has handled the request, as a network or
-// a proxy failing at the worst moment does.
+// Package faultproxy holds proxies for fault-injection tests, on loopback.
+// [Proxy] sits between an MCP client and a server and loses the replies
+// the test chooses, after the server has handled the request, as a
+// network or a proxy failing at the worst moment does. [TCP] sits in front
+// of any TCP server (PostgreSQL, say) and cuts its connections and refuses
+// new ones on demand, as a restart of that server does.
 package faultproxy
 
 import (

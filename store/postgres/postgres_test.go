@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/mcptask/mcptask/internal/faultproxy"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/storetest"
 	"github.com/mcptask/mcptask/task"
@@ -1092,5 +1095,55 @@ func TestMigrateFromV1(t *testing.T) {
 	}
 	if err := s.Create(t.Context(), newTask("alice", now), store.CreateOptions{MaxActive: 1}); !errors.Is(err, store.ErrTooManyActive) {
 		t.Errorf("Create over the quota after migrating: %v, want store.ErrTooManyActive", err)
+	}
+}
+
+// TestTransient: the errors of a store whose server is out of reach (a
+// TCP proxy in front of the real server cuts the connections and refuses
+// new ones, as a restart does) are transient, as are the SQLSTATEs of a
+// server shutting down and of a serialization failure; a missing task, an
+// Update function's error, a closed store and a done context are not.
+func TestTransient(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.NewTCP(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr
+	ctx := t.Context()
+	s, err := Open(ctx, u.String(), &Options{Schema: schema, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tk := newTask("alice", time.Now())
+	if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetDown(true)
+	_, cut := s.Get(ctx, tk.ID)
+	_, refused := s.Update(ctx, tk.ID, func(*task.Task) error { return nil })
+	proxy.SetDown(false)
+	for what, err := range map[string]error{"a cut connection": cut, "a refused connection": refused} {
+		if err == nil || !s.Transient(err) {
+			t.Errorf("%s: %v, transient %v; want a transient error", what, err, s.Transient(err))
+		}
+	}
+	_, notFound := s.Get(ctx, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+	fnErr := errors.New("the Update function's own error")
+	_, fnFailed := s.Update(ctx, tk.ID, func(*task.Task) error { return fnErr })
+	for _, err := range []error{nil, notFound, fnFailed, ErrClosed, context.Canceled, context.DeadlineExceeded} {
+		if s.Transient(err) {
+			t.Errorf("Transient(%v) = true", err)
+		}
+	}
+	if !s.Transient(&pgconn.PgError{Code: "57P01"}) || !s.Transient(&pgconn.PgError{Code: "40001"}) || s.Transient(&pgconn.PgError{Code: "23505"}) {
+		t.Error("SQLSTATE 57P01 and 40001 are transient, 23505 (unique violation) is not")
 	}
 }

@@ -449,6 +449,22 @@ func isCorruption(err error) bool {
 	return false
 }
 
+// Transient implements [store.ErrorClassifier]: err is transient when the
+// database file was busy or locked past the busy timeout (another process
+// writing to it). A full disk, a corrupt or vanished file, a closed store
+// and a done context are not.
+func (s *Store) Transient(err error) bool {
+	var se *sqlitelib.Error
+	if err == nil || !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return true
+	}
+	return false
+}
+
 // noteCorrupt returns err, and when it shows the database damaged
 // (ErrCorrupt, or SQLite's corruption codes) records that, once and
 // loudly, so that Ping and every later write fail with ErrCorrupt.

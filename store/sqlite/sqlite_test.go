@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -788,4 +789,40 @@ func TestCorruptFile(t *testing.T) {
 		}
 		refuses(t, s, "malformed pages")
 	})
+}
+
+// TestTransient: a write refused because another connection holds the
+// file's write lock past the busy timeout is transient (worth trying
+// again); a missing task, a closed store and a corrupt file are not.
+func TestTransient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s, err := Open(path, &Options{Logger: testLogger(t), BusyTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	other, err := sql.Open("sqlite", dsn(s.Path(), url.Values{"_txlock": {"immediate"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.BeginTx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := s.Create(ctx, newTask("alice", now), store.CreateOptions{})
+	_ = tx.Rollback()
+	if busy == nil || !s.Transient(busy) {
+		t.Errorf("Create while another connection holds the write lock: %v, transient %v; want a transient error", busy, s.Transient(busy))
+	}
+	if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); err != nil {
+		t.Fatalf("Create once the lock is released: %v", err)
+	}
+	_, notFound := s.Get(ctx, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+	for _, err := range []error{nil, notFound, ErrClosed, ErrCorrupt, ErrFileGone, context.Canceled} {
+		if s.Transient(err) {
+			t.Errorf("Transient(%v) = true", err)
+		}
+	}
 }

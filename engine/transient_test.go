@@ -1,0 +1,162 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/store/postgres"
+	"github.com/mcptask/mcptask/task"
+)
+
+// logBuffer collects an engine's log records for a test.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWorkRidesOutStoreOutage: PostgreSQL becomes unreachable for one
+// engine (a TCP proxy in front of the real server cuts its connections
+// and refuses new ones, as a restart does) while its task's work sets a
+// status message and while it waits for the client's input. The work
+// carries on once the database is back and the task completes; a short
+// outage failed it ("asking for confirmation failed: ... connection
+// refused").
+func TestWorkRidesOutStoreOutage(t *testing.T) {
+	dsn := os.Getenv("MCPTASK_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Skip("PostgreSQL only: set MCPTASK_TEST_POSTGRES_DSN (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run it")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.NewTCP(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr
+
+	schema := "engine_outage_" + strings.ToLower(rand.Text()[:10])
+	ctx := t.Context()
+	direct, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		direct.Close()
+		if conn, err := pgx.Connect(context.Background(), dsn); err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			conn.Close(context.Background())
+		}
+	}()
+	proxied, err := postgres.Open(ctx, viaProxy.String(), &postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxied.Close()
+
+	logs := &logBuffer{}
+	a, err := engine.New(engine.Options{Store: proxied, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Lease: 20 * time.Second, InputPollInterval: 50 * time.Millisecond, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+	// b answers for the client, on a connection the outage leaves alone.
+	b, err := engine.New(engine.Options{Store: direct, Logger: slog.New(slog.DiscardHandler), Lease: 20 * time.Second, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+
+	proceed := make(chan struct{})
+	statusErr := make(chan error, 1)
+	tk, err := a.Start(ctx, engine.StartSpec{Tool: "deploy"}, func(ctx context.Context) (json.RawMessage, error) {
+		h := engine.FromContext(ctx)
+		<-proceed
+		statusErr <- h.SetStatusMessage(ctx, "building (during the outage)")
+		answer, err := h.RequestInput(ctx, json.RawMessage(`{"method":"elicitation/create","params":{"message":"deploy?"}}`))
+		if err != nil {
+			return nil, err
+		}
+		return json.RawMessage(`{"content":[],"structuredContent":` + string(answer) + `}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outage := func(what string) {
+		proxy.SetDown(true)
+		before := proxy.Refused()
+		waitFor(t, what+": the engine tried the store during the outage", func() bool { return proxy.Refused() >= before+3 })
+		proxy.SetDown(false)
+	}
+
+	// An outage while the work writes its status message.
+	proxy.SetDown(true)
+	close(proceed)
+	waitFor(t, "the status write tried during the outage", func() bool { return proxy.Refused() >= 3 })
+	proxy.SetDown(false)
+	if err := <-statusErr; err != nil {
+		t.Fatalf("SetStatusMessage across a short outage: %v", err)
+	}
+	waitFor(t, "input_required", func() bool {
+		cur, err := direct.Get(ctx, tk.ID)
+		return err == nil && cur.Status == task.InputRequired
+	})
+	cur, _ := direct.Get(ctx, tk.ID)
+	if len(cur.InputRequests) != 1 {
+		t.Fatalf("input requests after the retried writes: %v, want exactly one", cur.InputRequests)
+	}
+
+	// An outage while the work waits for its answer, which arrives
+	// during it.
+	proxy.SetDown(true)
+	for key := range cur.InputRequests {
+		if _, _, err := b.Respond(ctx, tk.Owner, tk.ID, map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept"}`)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outage("waiting for input")
+	waitFor(t, "the task to end", func() bool {
+		cur, err := direct.Get(ctx, tk.ID)
+		return err == nil && cur.Status.Terminal()
+	})
+	cur, _ = direct.Get(ctx, tk.ID)
+	if cur.Status != task.Completed {
+		t.Fatalf("task %s after two short outages: %v\n%s", cur.Status, cur.Error, logs)
+	}
+	if !strings.Contains(logs.String(), "trying again within the lease") {
+		t.Errorf("the retried write was not logged:\n%s", logs)
+	}
+}
