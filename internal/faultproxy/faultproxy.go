@@ -28,7 +28,8 @@ type Proxy struct {
 
 	hs      *httptest.Server
 	method  atomic.Pointer[string]
-	lose    atomic.Int64 // replies still to lose
+	unsent  atomic.Bool  // lose the requests themselves, unforwarded
+	lose    atomic.Int64 // replies (or requests) still to lose
 	seen    atomic.Int64 // requests of the method that reached the server
 	dropped atomic.Int64 // replies lost
 	down    atomic.Bool  // every request is cut, unanswered and unforwarded
@@ -65,13 +66,22 @@ func New(target string) (*Proxy, error) {
 			rp.ServeHTTP(w, r)
 			return
 		}
-		p.seen.Add(1)
 		if p.lose.Add(-1) < 0 {
 			p.lose.Add(1)
+			p.seen.Add(1)
 			rp.ServeHTTP(w, r)
 			return
 		}
+		if p.unsent.Load() {
+			// Lose the request itself: the server never sees it.
+			p.dropped.Add(1)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
 		// Deliver the request, read the whole answer, and lose it.
+		p.seen.Add(1)
 		out := r.Clone(r.Context())
 		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = u.Scheme, u.Host, u.Host, ""
 		out.Body = io.NopCloser(bytes.NewReader(body))
@@ -91,11 +101,21 @@ func New(target string) (*Proxy, error) {
 // LoseReplies makes the proxy lose the answers of the next n requests of
 // the JSON-RPC method (n < 0: all of them; 0: none).
 func (p *Proxy) LoseReplies(method string, n int64) {
+	p.unsent.Store(false)
 	p.method.Store(&method)
 	if n < 0 {
 		n = 1 << 62
 	}
 	p.lose.Store(n)
+}
+
+// LoseRequests makes the proxy lose the next n requests of the JSON-RPC
+// method themselves (n < 0: all of them; 0: none): each is cut before it
+// reaches the server, as a network failing on the way there does.
+// Requests that reach the server are counted by [Proxy.Seen] either way.
+func (p *Proxy) LoseRequests(method string, n int64) {
+	p.LoseReplies(method, n)
+	p.unsent.Store(true)
 }
 
 // SetDown cuts every request at once, without forwarding it (the server
@@ -108,7 +128,8 @@ func (p *Proxy) Cut() int64 { return p.cut.Load() }
 // Seen returns how many requests of the chosen method reached the server.
 func (p *Proxy) Seen() int64 { return p.seen.Load() }
 
-// Lost returns how many answers the proxy lost.
+// Lost returns how many answers (or, after LoseRequests, requests) the
+// proxy lost.
 func (p *Proxy) Lost() int64 { return p.dropped.Load() }
 
 // Close stops the proxy and cuts its connections.

@@ -1,0 +1,5 @@
+//go:build !race
+
+package faults_test
+
+const raceEnabled = false
