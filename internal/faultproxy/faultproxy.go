@@ -59,10 +59,16 @@ func New(target string) (*Proxy, error) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		var msg struct {
-			Method string `json:"method"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
 		}
 		m := p.method.Load()
-		if m == nil || json.Unmarshal(body, &msg) != nil || msg.Method != *m {
+		ok := m != nil && json.Unmarshal(body, &msg) == nil
+		if ok && msg.Method == "" && (msg.Result != nil || msg.Error != nil) {
+			msg.Method = Response
+		}
+		if !ok || msg.Method != *m {
 			rp.ServeHTTP(w, r)
 			return
 		}
@@ -98,6 +104,11 @@ func New(target string) (*Proxy, error) {
 	return p, nil
 }
 
+// Response stands for the method of a JSON-RPC response the client sends
+// (its answer to a server's request, e.g. an elicitation) in LoseReplies
+// and LoseRequests.
+const Response = "(response)"
+
 // LoseReplies makes the proxy lose the answers of the next n requests of
 // the JSON-RPC method (n < 0: all of them; 0: none).
 func (p *Proxy) LoseReplies(method string, n int64) {
@@ -121,6 +132,10 @@ func (p *Proxy) LoseRequests(method string, n int64) {
 // SetDown cuts every request at once, without forwarding it (the server
 // seems gone), until SetDown(false).
 func (p *Proxy) SetDown(down bool) { p.down.Store(down) }
+
+// CutConnections closes every client connection open now (an event
+// stream the server is writing to included), as a network failure does.
+func (p *Proxy) CutConnections() { p.hs.CloseClientConnections() }
 
 // Cut returns how many requests were cut while the proxy was down.
 func (p *Proxy) Cut() int64 { return p.cut.Load() }
