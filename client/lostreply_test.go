@@ -1,15 +1,20 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // newDropProxy starts a faultproxy in front of target for the test.
@@ -199,5 +204,87 @@ func TestWaitGivesUpOnASilentServer(t *testing.T) {
 	}
 	if pending, _ := c.Pending(); len(pending) != 1 || pending[0].TaskID != call.Task.ID {
 		t.Errorf("journal after giving up: %+v, want the task", pending)
+	}
+}
+
+// TestLostAnswerReplyIsResent: the answer to a task's question reaches
+// the server and the reply saying so is lost (2026-07-28: tasks/update;
+// 2025-11-25: the client's response to the elicitation request). The
+// client sends the same answer again, without asking the user twice, and
+// the task deploys once (the wait failed with "sending the answers to its
+// input requests: ... EOF").
+func TestLostAnswerReplyIsResent(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{})
+			p := newDropProxy(t, s.URL)
+			method := "tasks/update"
+			if wire == "2025-11-25" {
+				method = faultproxy.Response
+			}
+			p.LoseReplies(method, 1)
+			var asked atomic.Int64
+			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: "off",
+				Elicit: func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+				}})
+			ctx := testCtx(t)
+			call, err := c.CallTool(ctx, "deploy_with_confirmation", map[string]any{"service": "api", "build_steps": 1, "step_delay_ms": 0})
+			if err != nil || call.Task == nil {
+				t.Fatalf("CallTool: %+v, %v", call, err)
+			}
+			res, err := c.Wait(ctx, call.Task.ID, nil)
+			if err != nil || !strings.Contains(text(res), "Deployed api@latest") {
+				t.Fatalf("Wait with the answer's reply lost: %q, %v", text(res), err)
+			}
+			if p.Lost() != 1 {
+				t.Fatalf("the proxy lost %d replies of %s, want 1", p.Lost(), method)
+			}
+			if n := asked.Load(); n != 1 {
+				t.Errorf("the user was asked %d times, want once", n)
+			}
+		})
+	}
+}
+
+// TestResultStreamCutIsResumed: on 2025-11-25, the connection carrying
+// the open tasks/result call (its event stream) is cut while the task
+// waits for input. The client calls tasks/result again and the task
+// completes (the wait ended with "request terminated without response").
+func TestResultStreamCutIsResumed(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, serverOpts{})
+	p := newDropProxy(t, s.URL)
+	asked, cut := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c := dial(t, p.URL, &client.Options{ProtocolVersion: "2025-11-25", Journal: "off",
+		Elicit: func(ctx context.Context, _ string, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			once.Do(func() {
+				close(asked)
+				<-cut // the user answers after the stream was cut
+			})
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}})
+	ctx := testCtx(t)
+	call, err := c.CallTool(ctx, "deploy_with_confirmation", map[string]any{"service": "api", "build_steps": 1, "step_delay_ms": 0})
+	if err != nil || call.Task == nil {
+		t.Fatalf("CallTool: %+v, %v", call, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		res, err := c.Wait(ctx, call.Task.ID, nil)
+		if err == nil && !strings.Contains(text(res), "Deployed api@latest") {
+			err = fmt.Errorf("result %q", text(res))
+		}
+		done <- err
+	}()
+	<-asked
+	p.CutConnections()
+	close(cut)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait across a cut tasks/result stream: %v", err)
 	}
 }

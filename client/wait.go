@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -98,7 +99,12 @@ func lostInTransport(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, mcp.ErrConnectionClosed) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		// The go-sdk's streamable client answers a call whose event
+		// stream ended without the response (the connection was cut
+		// mid-stream, and the server's stream cannot be resumed) with this
+		// error of its own, which has no type or sentinel to test for.
+		strings.Contains(err.Error(), "request terminated without response")
 }
 
 // answeredNow notes that the server answers again.

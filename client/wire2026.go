@@ -220,12 +220,33 @@ func (s *wire2026) answer(w *waiter, requests map[string]json.RawMessage) error 
 	if len(answers) == 0 {
 		return nil
 	}
-	if _, err := c.custom(w.dctx, wire.MethodTasksUpdate, &taskParams{TaskID: w.id, InputResponses: answers}); err != nil {
+	// The answers are sent until the server takes them: one whose reply
+	// was lost is sent again as it is (the server ignores an answer it
+	// already has), never asked of the user again.
+	for {
+		_, err := c.custom(w.dctx, wire.MethodTasksUpdate, &taskParams{TaskID: w.id, InputResponses: answers})
+		if err == nil {
+			w.answeredNow()
+			c.log.Info("answered a task's input requests", "task", w.id, "keys", answered)
+			return nil
+		}
+		if d, ok := rateLimited(err); ok {
+			if err := w.backOff(d); err != nil {
+				s.unclaim(w.id, answered)
+				return err
+			}
+			continue
+		}
+		if retry, uerr := w.unanswered(err); retry {
+			if uerr != nil {
+				s.unclaim(w.id, answered)
+				return uerr
+			}
+			continue
+		}
 		s.unclaim(w.id, answered)
 		return w.fail("sending the answers to its input requests", err)
 	}
-	c.log.Info("answered a task's input requests", "task", w.id, "keys", answered)
-	return nil
 }
 
 // claim marks input request keys of a task as being answered and returns
