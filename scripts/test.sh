@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of mcptask: formatting and vet checks, the Go tests with the
-# race detector (real SQLite files, real loopback HTTP), and the official MCP
-# conformance suite against the fixture server (which installs Node 22 and the
+# race detector (real SQLite files, real loopback HTTP), the fault-injection
+# suite (faults/), and the official MCP conformance suite against the fixture server (which installs Node 22 and the
 # suite into .cache/ on first use; see scripts/conformance.sh).
 #
 # Usage: scripts/test.sh
@@ -30,6 +30,19 @@ step "fuzz smoke (seed corpora run above; a short coverage-guided run here)"
 go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 100000x ./task
 go test -run '^$' -fuzz '^FuzzLiftTaskMessage$' -fuzztime 20000x ./wire/v20251125
 go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 2000x .
+
+step "fault-injection suite (faults/: lost and cut traffic, kill -9, a PostgreSQL restart, a full disk)"
+# On its own, after the other tests: it restarts the PostgreSQL server of
+# MCPTASK_TEST_POSTGRES_DSN. It prints its seed (MCPTASK_FAULT_SEED
+# replays a run) and what it counted; both must show 0 duplicates, 0 lost.
+mkdir -p .cache
+MCPTASK_FAULT_SUITE=1 go test -race -count=1 -timeout 30m -v ./faults 2>&1 | tee .cache/faults.log |
+	grep -E '^(fault suite:|--- (FAIL|SKIP)|    --- (FAIL|SKIP)|        --- (FAIL|SKIP)|ok |FAIL|PASS$|panic:)|SKIPPED|_test\.go:[0-9]+:' || true
+if ! grep -q '^ok ' .cache/faults.log; then
+	echo "the fault-injection suite failed; its output without mcptaskd's log lines (all of it is in .cache/faults.log):"
+	grep -v '^ *{"time"' .cache/faults.log | tail -300
+	exit 1
+fi
 
 step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio)"
 scripts/interop.sh
