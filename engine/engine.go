@@ -182,6 +182,10 @@ type run struct {
 	// client: such work cannot progress on its own, so Shutdown stops it
 	// at once instead of waiting for it.
 	waiting atomic.Int32
+	// returned is set once the work has returned: there is nothing left
+	// to stop (its outcome is being recorded, and the write itself sees
+	// whether the task ended elsewhere meanwhile).
+	returned atomic.Bool
 }
 
 func (r *run) waitChan() <-chan struct{} {
@@ -453,6 +457,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 		defer cancel(nil)
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
+		r.returned.Store(true)
 		// Decide at once whether shutdown cut the work short, before a
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.

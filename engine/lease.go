@@ -60,8 +60,8 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 	e.mu.Lock()
 	r := e.runs[id]
 	e.mu.Unlock()
-	if r == nil {
-		return
+	if r == nil || r.returned.Load() {
+		return // the change is most likely the work's own outcome
 	}
 	t, err := e.store.Get(ctx, id)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/faultproxy"
 	"github.com/mcptask/mcptask/store/postgres"
+	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -158,5 +160,47 @@ func TestWorkRidesOutStoreOutage(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "trying again within the lease") {
 		t.Errorf("the retried write was not logged:\n%s", logs)
+	}
+}
+
+// TestOwnOutcomeIsNotEndedElsewhere: the change feed announces a task's
+// own outcome to its engine; the engine does not take it for a task ended
+// elsewhere (it logged "stopping work of a task ended elsewhere" after
+// most completions, which misleads an operator reading the log).
+func TestOwnOutcomeIsNotEndedElsewhere(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	logs := &logBuffer{}
+	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(logs, nil)), SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ids []task.ID
+	for range 20 {
+		tk, err := e.Start(t.Context(), engine.StartSpec{Tool: "quick"}, func(context.Context) (json.RawMessage, error) {
+			return json.RawMessage(`{"content":[]}`), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+	}
+	for _, id := range ids {
+		waitFor(t, "the task to complete", func() bool {
+			cur, err := st.Get(context.Background(), id)
+			return err == nil && cur.Status == task.Completed
+		})
+	}
+	if err := e.Shutdown(context.Background()); err != nil { // waits for the feed's checks
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "ended elsewhere") {
+		t.Errorf("a task's own completion was logged as ended elsewhere:\n%s", logs)
 	}
 }
