@@ -70,8 +70,9 @@ type Options struct {
 	// HeartbeatTimeout bounds each renewal; keep it well below Lease.
 	// Zero means DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
-	// ClaimInterval is how often an engine that is not Exclusive looks for
-	// tasks whose lease expired, to take them over. Zero means Lease/3.
+	// ClaimInterval is how often the engine looks for tasks whose lease
+	// expired, to take them over (an Exclusive engine: its own tasks left
+	// with no work running). Zero means Lease/3.
 	ClaimInterval time.Duration
 	// ClaimTimeout bounds each round of takeover (the store's Claim and
 	// the resolution of the tasks it took), and each write that fails a
@@ -88,7 +89,8 @@ type Options struct {
 	// Exclusive says this engine is the only one using the store (e.g.
 	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
 	// takes over every unfinished task at once instead of waiting for
-	// leases to expire, and it does not look for expired leases later.
+	// leases to expire; later, an expired lease can only be one of its own
+	// tasks left with no work running.
 	Exclusive bool
 	// MaxAttempts bounds how often a task's work is started: a re-runnable
 	// task whose runs keep being cut short (e.g. the tool crashes the
@@ -308,7 +310,7 @@ func (e *Engine) InstanceID() string { return e.id }
 // Run resolves the tasks a dead process left non-terminal (by the Recover
 // option), then starts the background services, each on a goroutine of
 // its own with its own interval and per-call timeout (see [Options]): the
-// renewal of leases, the takeover of expired leases (unless Exclusive),
+// renewal of leases, the takeover of expired leases,
 // the sweeper, and on a store with a change feed the follower of the
 // feed. It returns once the feed is in effect (or after 10 s, polling
 // covering the changes until it is). Call it once, before serving
@@ -330,14 +332,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		jitter:   true,
 		step:     e.heartbeat,
 	})
-	if !e.opts.Exclusive {
-		e.startService(service{
-			interval: e.opts.ClaimInterval,
-			timeout:  e.opts.ClaimTimeout,
-			jitter:   true,
-			step:     e.claimExpired,
-		})
-	}
+	// An exclusive engine runs the takeover service too: a task of its own
+	// whose lease lapsed with no work running for it (its outcome, or its
+	// re-run, could not be recorded) is resolved instead of staying
+	// unfinished until the next start.
+	e.startService(service{
+		interval: e.opts.ClaimInterval,
+		timeout:  e.opts.ClaimTimeout,
+		jitter:   true,
+		step:     e.claimExpired,
+	})
 	if e.opts.SweepInterval > 0 {
 		e.startService(service{
 			interval: e.opts.SweepInterval,

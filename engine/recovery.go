@@ -20,6 +20,10 @@ const (
 	// lease lapsed: that engine stopped, stalled or lost the store; this
 	// one cannot tell which.
 	msgLeaseLapsed = "The server running this task stopped renewing its hold on it (it stopped, stalled, or lost the task store); its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
+	// msgOutcomeLost fails a task of an exclusive engine found with its
+	// lease lapsed and no work running for it: the work ended, or its
+	// re-run started, and the store failed to record it.
+	msgOutcomeLost = "The server's work on this task ended without its outcome being recorded (the task store failed meanwhile); its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
 	msgRerun       = "The server restarted while this task was running; the task is being run again."
 	msgHandedBack  = "The server is shutting down; this task will run again on the next server that takes it over."
 	// msgShutdownWaiting fails a task that is not safe to re-run and was
@@ -54,8 +58,11 @@ func (e *Engine) claimOrphans(ctx context.Context, startup bool) error {
 		return fmt.Errorf("engine: claiming unfinished tasks: %w", err)
 	}
 	msg := msgLeaseLapsed
-	if startup && e.opts.Exclusive {
+	switch {
+	case startup && e.opts.Exclusive:
 		msg = msgOutcomeUnknown
+	case e.opts.Exclusive:
+		msg = msgOutcomeLost
 	}
 	for _, t := range claimed {
 		e.takeOver(ctx, t, msg)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
@@ -202,5 +203,45 @@ func TestOwnOutcomeIsNotEndedElsewhere(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "ended elsewhere") {
 		t.Errorf("a task's own completion was logged as ended elsewhere:\n%s", logs)
+	}
+}
+
+// TestExclusiveEngineResolvesItsOrphans: an exclusive (SQLite) engine
+// holds a task with no work running for it (its outcome or re-run could
+// not be recorded; made here by claiming the task for the engine before
+// it starts). Once the task's lease lapses, the engine resolves it by the
+// recovery policy instead of leaving it working until the next start.
+func TestExclusiveEngineResolvesItsOrphans(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), Exclusive: true, SweepInterval: -1,
+		Lease: 300 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, ClaimInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	now := time.Now()
+	orphan := &task.Task{ID: task.NewID(), Owner: task.AnonymousOwner(""), Tool: "deploy", Status: task.Working,
+		CreatedAt: now, LastUpdatedAt: now, TTL: time.Hour, PollInterval: time.Second, Attempts: 1}
+	if err := st.Create(ctx, orphan, store.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Claim(ctx, store.ClaimRequest{Runner: e.InstanceID(), Now: now, Lease: 300 * time.Millisecond, IgnoreLeases: true}); err != nil || len(got) != 1 {
+		t.Fatalf("claiming the orphan for the engine: %v, %v", got, err)
+	}
+	if err := e.Run(ctx); err != nil { // its start-up claim skips the tasks it holds
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	waitFor(t, "the orphaned task to be resolved", func() bool {
+		cur, err := st.Get(ctx, orphan.ID)
+		return err == nil && cur.Status.Terminal()
+	})
+	cur, _ := st.Get(ctx, orphan.ID)
+	if cur.Status != task.Failed || cur.Error == nil || !strings.Contains(cur.Error.Message, "without its outcome being recorded") {
+		t.Fatalf("orphan: %s %+v; want failed, saying its outcome was not recorded", cur.Status, cur.Error)
 	}
 }
