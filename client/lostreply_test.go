@@ -226,7 +226,7 @@ func TestLostAnswerReplyIsResent(t *testing.T) {
 			}
 			p.LoseReplies(method, 1)
 			var asked atomic.Int64
-			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: "off",
+			c := dial(t, p.URL, &client.Options{ProtocolVersion: wire, Journal: "",
 				Elicit: func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 					asked.Add(1)
 					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
@@ -260,7 +260,7 @@ func TestResultStreamCutIsResumed(t *testing.T) {
 	p := newDropProxy(t, s.URL)
 	asked, cut := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c := dial(t, p.URL, &client.Options{ProtocolVersion: "2025-11-25", Journal: "off",
+	c := dial(t, p.URL, &client.Options{ProtocolVersion: "2025-11-25", Journal: "",
 		Elicit: func(ctx context.Context, _ string, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			once.Do(func() {
 				close(asked)

@@ -29,7 +29,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -104,8 +103,7 @@ var ErrFileGone = errors.New("sqlite store: the database file was deleted or rep
 
 // ErrCorrupt is returned by Open, by Ping and by every write once the
 // database file is found damaged: its header is not an SQLite database's,
-// it is shorter than the database it holds, or SQLite reported a
-// malformed database image. The store writes nothing from then on: a
+// it was emptied, or SQLite reported a malformed database image. The store writes nothing from then on: a
 // write on a damaged file may damage it further.
 var ErrCorrupt = errors.New("sqlite store: the database file is corrupt; nothing is written until it is restored (from a backup, or with the sqlite3 shell's .recover) or replaced")
 
@@ -115,6 +113,14 @@ type Store struct {
 	path string
 	log  *slog.Logger
 	file os.FileInfo // the database file as opened (see checkFile)
+	// header reads the database file's header (see checkHeader). It
+	// stays open until the connections are closed: on POSIX systems,
+	// closing any descriptor of the file drops every lock this process
+	// holds on it, SQLite's included.
+	header *os.File
+	// sized is set once the file was seen non-empty: an empty file is a
+	// new database not yet checkpointed, or one truncated.
+	sized atomic.Bool
 	// corrupt holds the error that showed the file damaged, once one did
 	// (see noteCorrupt); from then on the store refuses every write.
 	corrupt atomic.Pointer[error]
@@ -193,6 +199,9 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
 	fi, err := os.Stat(abs)
+	if err == nil {
+		s.header, err = os.Open(abs)
+	}
 	if err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
@@ -342,6 +351,9 @@ func (s *Store) closeDBs() error {
 			errs = append(errs, db.Close())
 		}
 	}
+	if s.header != nil { // after SQLite's own descriptors (see Store.header)
+		errs = append(errs, s.header.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -365,25 +377,25 @@ func (s *Store) checkFile() error {
 	if p := s.corrupt.Load(); p != nil {
 		return *p
 	}
-	return s.noteCorrupt(checkHeader(s.path, fi.Size()))
+	if fi.Size() > 0 {
+		s.sized.Store(true)
+	} else if s.sized.Load() {
+		return s.noteCorrupt(fmt.Errorf("%w (%s: the file was emptied)", ErrCorrupt, s.path))
+	}
+	return s.noteCorrupt(checkHeader(s.header, s.path, fi.Size()))
 }
 
-// checkHeader reads the database header of the file at path, of the given
-// size, and returns an error wrapping ErrCorrupt when it is not a valid
-// SQLite header (the file overwritten or truncated in place, which leaves
-// it the same file the store opened). An empty file is a database not yet
-// checkpointed.
-func checkHeader(path string, size int64) error {
+// checkHeader reads the database header of f, the file at path, of the
+// given size, and returns an error wrapping ErrCorrupt when it is not a
+// valid SQLite header (the file overwritten or truncated in place, which
+// leaves it the same file the store opened). An empty file is a database
+// not yet checkpointed.
+func checkHeader(f *os.File, path string, size int64) error {
 	if size == 0 {
 		return nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil // the next statement says what is wrong
-	}
-	defer f.Close()
 	var h [100]byte
-	if _, err := io.ReadFull(f, h[:]); err != nil {
+	if _, err := f.ReadAt(h[:], 0); err != nil {
 		return fmt.Errorf("%w (%s: %d bytes, shorter than a database header)", ErrCorrupt, path, size)
 	}
 	if string(h[:16]) != "SQLite format 3\x00" {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -824,5 +825,49 @@ func TestTransient(t *testing.T) {
 		if s.Transient(err) {
 			t.Errorf("Transient(%v) = true", err)
 		}
+	}
+}
+
+// TestLocksKeptWhileOpen: the store's checks of the file (Ping, and
+// before each write batch) keep SQLite's locks on it. Closing a
+// descriptor of the file dropped them all (POSIX), so the sqlite3 shell
+// making a backup, as docs/operations.md says to, took itself for the
+// last user, checkpointed and deleted the WAL, and the store's next
+// acknowledged writes were lost.
+func TestLocksKeptWhileOpen(t *testing.T) {
+	sqlite3, err := exec.LookPath("sqlite3")
+	if err != nil {
+		t.Skip("SKIPPED: needs the sqlite3 shell (Debian package sqlite3; .ci/run installs it)")
+	}
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openTest(t, path)
+	ctx := t.Context()
+	for range 3 {
+		if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(sqlite3, path, ".backup "+path+".copy").CombinedOutput(); err != nil {
+		t.Fatalf("sqlite3 .backup: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(path + "-wal"); err != nil {
+		t.Fatalf("the WAL of the open store is gone after another process closed the database: %v", err)
+	}
+	for range 3 {
+		if err := s.Create(ctx, newTask("alice", now), store.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := sql.Open("sqlite", dsn(path, url.Values{"_pragma": {"query_only(1)"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var n int
+	if err := other.QueryRow(`SELECT count(*) FROM tasks`).Scan(&n); err != nil || n != 6 {
+		t.Fatalf("another connection sees %d tasks (%v), want the 6 created", n, err)
 	}
 }
