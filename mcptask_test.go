@@ -459,10 +459,11 @@ func TestWireErrors(t *testing.T) {
 	})
 }
 
-// TestTaskArgumentsChecked: a task call whose arguments the tool's input
-// schema rejects is refused with -32602 naming the problem, and no task
-// is created (a task was created, and then completed with isError). A
-// plain call keeps the go-sdk's answer, a tool error.
+// TestTaskArgumentsChecked: on 2026-07-28, a task call whose arguments
+// the tool's input schema rejects is answered at once with the go-sdk's
+// tool error (isError, a tool execution error as the specs want, so the
+// model can correct them), and no task is created (one was, only to end
+// with that error).
 func TestTaskArgumentsChecked(t *testing.T) {
 	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
 	c, plain := clients(s)
@@ -472,12 +473,12 @@ func TestTaskArgumentsChecked(t *testing.T) {
 		{"millis": "soon"},              // a string for an integer
 		{"label": "x", "unknown": true}, // a property the schema does not have
 	} {
-		r, err := c.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": args, "_meta": c.Meta()}, nil)
+		res, err := c.CallTool(ctx, "work", args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, `invalid arguments for tool "work"`) {
-			t.Errorf("%v: %+v %s, want -32602 naming the arguments", args, r.Error, r.Result)
+		if res.ResultType != "complete" || res.TaskID != "" || !res.IsError || !strings.Contains(string(res.Content), "validating") {
+			t.Errorf("%v: %+v, want a complete isError result saying what failed validation", args, res)
 		}
 	}
 	tasks, _, err := s.eng.List(ctx, task.AnonymousOwner(""), "", 100)
@@ -485,14 +486,14 @@ func TestTaskArgumentsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(tasks) != 0 {
-		t.Errorf("%d tasks created for refused calls", len(tasks))
+		t.Errorf("%d tasks created for calls with rejected arguments", len(tasks))
 	}
 	// Defaults and valid arguments pass.
 	if h, err := c.CallTool(ctx, "work", map[string]any{"label": "ok"}); err != nil || h.TaskID == "" {
 		t.Fatalf("a valid task call: %+v, %v", h, err)
 	}
 	res, err := plain.CallTool(ctx, "work", map[string]any{"label": 5})
-	if err != nil || res.ResultType != "complete" || !strings.Contains(string(res.Content), "validating") {
+	if err != nil || res.ResultType != "complete" || !res.IsError || !strings.Contains(string(res.Content), "validating") {
 		t.Errorf("plain call with bad arguments: %+v, %v; want the go-sdk's tool error", res, err)
 	}
 }

@@ -46,13 +46,14 @@ type ToolOptions struct {
 // here, a call after [Server.Start], whose recovery of unfinished tasks
 // has already asked every tool whether it may run again.
 //
-// A call that would run as a task has its arguments checked against the
-// tool's input schema (t.InputSchema, else the one inferred from In, as
-// mcp.AddTool does) before the task is created: arguments the schema
-// rejects get a JSON-RPC invalid-params error (-32602) and no task. (A
-// synchronous call is answered by the go-sdk, which reports them as a
-// tool error.) Tools registered otherwise, with [Server.SetTaskSupport],
-// are checked by their handlers only.
+// On the 2026-07-28 wire, a call that would run as a task has its
+// arguments checked against the tool's input schema (t.InputSchema, else
+// the one inferred from In, as mcp.AddTool does) before a task is
+// created: arguments the schema rejects are answered at once with the
+// go-sdk's tool error (isError), and no task is created. (On 2025-11-25,
+// whose clients expect a task for a task-augmented call, the task ends
+// with that tool error.) Tools registered otherwise, with
+// [Server.SetTaskSupport], are checked by the go-sdk in their task.
 func AddTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out], opts ToolOptions) {
 	s.mustNotHaveStarted("AddTool", t.Name)
 	mcp.AddTool(s.mcp, t, h) // panics on a schema it cannot use

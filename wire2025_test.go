@@ -306,16 +306,6 @@ func Test2025BadInput(t *testing.T) {
 			t.Errorf("ttl %v: %v, want -32602", ttl, err)
 		}
 	}
-	var before, after struct{ Tasks []task2025 }
-	if err := s.call("tasks/list", map[string]any{}, &before); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.call("tools/call", map[string]any{"name": "work", "arguments": map[string]any{"millis": "soon"}, "task": map[string]any{}}, nil); rpcCode(err) != -32602 || !strings.Contains(err.Error(), "millis") {
-		t.Errorf("task call with arguments the schema rejects: %v, want -32602 naming the property", err)
-	}
-	if err := s.call("tasks/list", map[string]any{}, &after); err != nil || len(after.Tasks) != len(before.Tasks) {
-		t.Errorf("a refused call created a task: %d tasks, then %d (%v)", len(before.Tasks), len(after.Tasks), err)
-	}
 	huge := s.callTask(t, "work", map[string]any{}, 1e18)
 	if huge.TTL == nil || *huge.TTL != time.Hour.Milliseconds() {
 		t.Errorf("huge ttl granted as %v, want the 1h cap", huge.TTL)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -63,6 +64,7 @@ func (h *Handle) stopIfLost(err error) {
 // gets its own key.
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
 	var key string
+	var from task.Status // the status the landed attempt changed
 	_, err := h.e.writeForWork(ctx, h.run, "input request", func(t *task.Task) error {
 		if t.Runner != h.e.id && !t.Status.Terminal() {
 			return errLost
@@ -71,12 +73,14 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 			// An earlier attempt landed, though its answer was lost.
 			return errLanded
 		}
+		from = t.Status
 		k, err := t.AddInputRequest(request, h.e.now())
 		key = k
 		return err
 	})
 	if errors.Is(err, errLanded) {
 		err = nil
+		h.announceLanded(ctx, from)
 	}
 	if err != nil {
 		h.stopIfLost(err)
@@ -136,6 +140,20 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 		case <-wake:
 		case <-poll.C:
 		}
+	}
+}
+
+// announceLanded tells the watchers and the audit trail of a write whose
+// answer was lost though it landed (a retried write found it done), as
+// the write would have: the task moved from from to its status now.
+func (h *Handle) announceLanded(ctx context.Context, from task.Status) {
+	t, err := h.e.store.Get(ctx, h.run.id)
+	if err != nil {
+		return // the next poll of the task shows the change anyway
+	}
+	h.e.changed(t)
+	if t.Status != from {
+		h.e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), 0)
 	}
 }
 

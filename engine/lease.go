@@ -60,12 +60,15 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 	e.mu.Lock()
 	r := e.runs[id]
 	e.mu.Unlock()
-	if r == nil || r.returned.Load() {
-		return // the change is most likely the work's own outcome
+	if r == nil {
+		return
 	}
 	t, err := e.store.Get(ctx, id)
 	switch {
 	case err == nil && t.Status.Terminal():
+		if r.returned.Load() {
+			return // the work has returned: most likely its own outcome
+		}
 		e.log.Info("stopping work of a task ended elsewhere", "task", id, "status", t.Status)
 		r.cancel(context.Canceled)
 	case errors.Is(err, store.ErrNotFound) || (err == nil && t.Runner != e.id):

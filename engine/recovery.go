@@ -25,7 +25,10 @@ const (
 	// re-run started, and the store failed to record it.
 	msgOutcomeLost = "The server's work on this task ended without its outcome being recorded (the task store failed meanwhile); its outcome is unknown, and it was not re-run because the tool is not declared safe to re-run."
 	msgRerun       = "The server restarted while this task was running; the task is being run again."
-	msgHandedBack  = "The server is shutting down; this task will run again on the next server that takes it over."
+	// msgRerunTaken re-runs a task taken over from an engine whose lease
+	// lapsed, or, on an exclusive engine, one left with no work running.
+	msgRerunTaken = "The server running this task stopped renewing its hold on it, or lost track of its work; the task is being run again."
+	msgHandedBack = "The server is shutting down; this task will run again on the next server that takes it over."
 	// msgShutdownWaiting fails a task that is not safe to re-run and was
 	// waiting for the client's input when the server shut down.
 	msgShutdownWaiting = "The server shut down (a restart or a stop, not the tool) while this task waited for input; it was stopped there and is not re-run because the tool is not declared safe to re-run. Call the tool again to start over."
@@ -38,6 +41,12 @@ const CodeOutcomeUnknown = task.CodeInternalError
 // claimExpired is the step of the takeover service: it takes over the
 // tasks whose lease expired.
 func (e *Engine) claimExpired(ctx context.Context) {
+	if e.isClosed() {
+		// Shutting down: a task handed back now is for the next engine,
+		// not to be claimed and handed back again (each time counting a
+		// start) while Shutdown waits for other work.
+		return
+	}
 	if err := e.claimOrphans(ctx, false); err != nil && e.base.Err() == nil {
 		e.log.Error("taking over tasks with expired leases", "err", err)
 	}
@@ -57,22 +66,23 @@ func (e *Engine) claimOrphans(ctx context.Context, startup bool) error {
 	if err != nil {
 		return fmt.Errorf("engine: claiming unfinished tasks: %w", err)
 	}
-	msg := msgLeaseLapsed
+	msg, rerun := msgLeaseLapsed, msgRerunTaken
 	switch {
 	case startup && e.opts.Exclusive:
-		msg = msgOutcomeUnknown
+		msg, rerun = msgOutcomeUnknown, msgRerun
 	case e.opts.Exclusive:
 		msg = msgOutcomeLost
 	}
 	for _, t := range claimed {
-		e.takeOver(ctx, t, msg)
+		e.takeOver(ctx, t, msg, rerun)
 	}
 	return nil
 }
 
-// takeOver resolves one claimed task by the recovery policy: re-run it, or
-// fail it with an "outcome unknown" error.
-func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown string) {
+// takeOver resolves one claimed task by the recovery policy: re-run it
+// (its status message then says rerun), or fail it with the "outcome
+// unknown" error unknown.
+func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun string) {
 	e.mu.Lock()
 	_, running := e.runs[t.ID]
 	e.mu.Unlock()
@@ -107,7 +117,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown string) {
 			}
 		}
 		t.InputRequests, t.InputResponses = nil, nil
-		t.StatusMessage = msgRerun
+		t.StatusMessage = rerun
 		t.LastUpdatedAt = now.UTC()
 		t.Attempts++
 		return nil

@@ -159,8 +159,10 @@ func TestWorkRidesOutStoreOutage(t *testing.T) {
 	if cur.Status != task.Completed {
 		t.Fatalf("task %s after two short outages: %v\n%s", cur.Status, cur.Error, logs)
 	}
-	if !strings.Contains(logs.String(), "trying again within the lease") {
-		t.Errorf("the retried write was not logged:\n%s", logs)
+	for _, want := range []string{"trying again within the lease", "still waiting", "task store reachable again"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the engine's log lacks %q: the outage was not ridden out where the test says\n%s", want, logs)
+		}
 	}
 }
 

@@ -44,12 +44,11 @@ func TestCallOutcomes(t *testing.T) {
 			expect(t, c.runInput(`{"n": 10, "steps": 1, "step_delay_ms": 0}`, "--wire", wire, "call", "long_computation", "--args", "-"),
 				exitOK, []string{"There are 4 primes up to 10"}, nil)
 
-			// Arguments the input schema rejects: the server refuses the
-			// call (exit 2, as the help says), naming the property; no
-			// task is created (the journal stays empty, checked below).
+			// Arguments the input schema rejects: a tool error (exit 1,
+			// as the help says, on both wires), saying what is wrong.
 			for _, bad := range [][]string{{"n=abc"}, {"bogus=1"}} {
-				expect(t, c.run(append([]string{"--wire", wire, "call", "long_computation"}, bad...)...), exitFailed, nil,
-					[]string{"refused the call of long_computation", "invalid arguments", "-32602"})
+				expect(t, c.run(append([]string{"--wire", wire, "call", "long_computation"}, bad...)...), exitToolError,
+					[]string{"validating"}, nil)
 			}
 
 			// Arguments the tool itself rejects: it answers with isError.

@@ -28,8 +28,8 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "success: the tool's result is printed"},
-	{exitToolError, "tool error: the tool completed with isError: true (its result is printed); a call answered without a task reports arguments its schema rejects this way"},
-	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (unknown tool; arguments the tool's input schema rejects, before any task is created)"},
+	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as it does for arguments its input schema rejects"},
+	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
 	{exitUsage, "usage error: bad command, flag or argument"},

@@ -127,8 +127,8 @@ type ToolPolicy struct {
 	// although the client accepts a task.
 	Synchronous func(*mcp.CallToolRequest) bool
 	// CheckArguments, if set, checks a call's arguments against the
-	// tool's input schema before a task is created for it; an error
-	// refuses the call with invalid params, and no task is created.
+	// tool's input schema before a task is created for it (see
+	// [Core.RejectedArguments]).
 	CheckArguments func(args json.RawMessage) error
 }
 

@@ -29,11 +29,6 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if err != nil {
 		return nil, err
 	}
-	if check := c.Tool(params.Name).CheckArguments; check != nil {
-		if err := check(params.Arguments); err != nil {
-			return nil, InvalidParams(task.CapErrorMessage(fmt.Sprintf("invalid arguments for tool %q: %v", params.Name, err)))
-		}
-	}
 	owner := c.Requester(ctx, r.Req)
 	if err := c.allowCreate(ctx, owner, params.Name); err != nil {
 		return nil, err
@@ -58,6 +53,26 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 		return nil, InternalError("the server could not create the task: " + err.Error())
 	}
 	return t, nil
+}
+
+// RejectedArguments returns the answer to a call whose arguments the
+// tool's input schema rejects (see [ToolPolicy.CheckArguments]): the tool
+// error the go-sdk answers such a call with (the specs make bad arguments
+// a tool execution error, so that the model can correct them), to be sent
+// at once instead of creating a task that could only end with it. It
+// returns nil when the tool has no schema to check or the arguments pass.
+func (c *Core) RejectedArguments(params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+	check := c.Tool(params.Name).CheckArguments
+	if check == nil {
+		return nil
+	}
+	err := check(params.Arguments)
+	if err == nil {
+		return nil
+	}
+	var res mcp.CallToolResult
+	res.SetError(errors.New(task.CapErrorMessage(fmt.Sprintf("validating \"arguments\": %v", err))))
+	return &res
 }
 
 // toolWork returns the work of a task: the tool call through the rest of

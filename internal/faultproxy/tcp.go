@@ -57,7 +57,16 @@ func (p *TCP) accept() {
 			c.Close()
 			continue
 		}
+		// Registered under the lock SetDown's CutAll takes, checking down
+		// again: a connection accepted while SetDown(true) runs is cut.
 		p.mu.Lock()
+		if p.down.Load() {
+			p.mu.Unlock()
+			p.refused.Add(1)
+			c.Close()
+			t.Close()
+			continue
+		}
 		p.conns[c] = t
 		p.mu.Unlock()
 		p.wg.Add(2)

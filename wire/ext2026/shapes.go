@@ -101,6 +101,32 @@ func fields(t *task.Task) TaskFields {
 }
 
 // Handle translates a task into its handle.
+// ToolResult is a complete tools/call answer that mcptask writes itself,
+// not the go-sdk's tool handler (which marks its own answers): the tool
+// result with resultType "complete".
+type ToolResult struct {
+	mcp.ResultBase
+	ResultType        string          `json:"resultType"`
+	Content           json.RawMessage `json:"content"`
+	StructuredContent any             `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+// Complete returns r as a complete answer of this wire.
+func Complete(r *mcp.CallToolResult) (*ToolResult, error) {
+	content := r.Content
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	b, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	out := &ToolResult{ResultType: ResultTypeComplete, Content: b, StructuredContent: r.StructuredContent, IsError: r.IsError}
+	out.Meta = r.Meta
+	return out, nil
+}
+
 func Handle(t *task.Task) *CreateTaskResult {
 	return &CreateTaskResult{ResultType: ResultTypeTask, TaskFields: fields(t)}
 }

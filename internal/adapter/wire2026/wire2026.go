@@ -69,6 +69,11 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 			return r.Next(ctx, r.Method, r.Req)
 		}
 	}
+	if res := w.c.RejectedArguments(params); res != nil {
+		// Answered at once, as the server may answer any call: a task
+		// could only end with this tool error.
+		return ext2026.Complete(res)
+	}
 	t, err := w.c.StartTask(ctx, r, w.Version(), nil)
 	if err != nil {
 		return nil, err
