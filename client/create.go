@@ -123,7 +123,13 @@ func (c *clientImpl) create(ctx context.Context, params *mcp.CallToolParams, key
 	var res *mcp.CallToolResult
 	var err error
 	for try := 1; ; try++ {
-		res, err = c.cs.CallTool(ctx, params)
+		if key != "" {
+			// On a new session if the server forgot this one: the key
+			// makes a second delivery harmless.
+			res, err = onSession(ctx, c, func(cs *mcp.ClientSession) (*mcp.CallToolResult, error) { return cs.CallTool(ctx, params) })
+		} else {
+			res, err = c.session().CallTool(ctx, params)
+		}
 		if err == nil || answered(err) || try >= tries || ctx.Err() != nil {
 			break
 		}

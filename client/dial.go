@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"github.com/mcptask/mcptask/wire"
@@ -21,13 +22,73 @@ type clientImpl struct {
 	target  string
 	opts    Options
 	log     *slog.Logger
-	cs      *mcp.ClientSession
 	e       *edge
 	journal *journal // nil without Options.Journal
 	closeFn func()   // releases transport resources after the session
 	// idempotent reports whether the server advertised
 	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
 	idempotent bool
+
+	mu sync.Mutex
+	cs *mcp.ClientSession // the session now (see renew)
+	// redial opens a new session with the same server, nil when the
+	// transport cannot (a custom one, such as stdio's, which would start
+	// another server).
+	redial func(ctx context.Context) (*mcp.ClientSession, error)
+}
+
+// session returns the session requests go out on.
+func (c *clientImpl) session() *mcp.ClientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cs
+}
+
+// sessionGone reports whether err says the go-sdk closed the session for
+// good: the server forgot it (a restart answers 404 for its ID) or the
+// connection failed in a way the go-sdk does not recover from.
+func sessionGone(err error) bool {
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing)
+}
+
+// renew replaces the session broken, closed for good, by a new one with
+// the same server, unless another request did already. Tasks outlive
+// sessions: the new session reaches the same tasks (a restarted server
+// forgets its sessions, not its tasks).
+func (c *clientImpl) renew(ctx context.Context, broken *mcp.ClientSession) error {
+	if c.redial == nil {
+		return errors.New("the session was closed and this transport cannot open another")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cs != broken {
+		return nil // renewed meanwhile
+	}
+	cs, err := c.redial(ctx)
+	if err != nil {
+		return err
+	}
+	if init := cs.InitializeResult(); init == nil || init.ProtocolVersion != c.wire {
+		cs.Close()
+		return fmt.Errorf("the server no longer speaks %s", c.wire)
+	}
+	c.log.Info("the session was closed; continuing on a new one", "target", c.target)
+	broken.Close()
+	c.cs = cs
+	return nil
+}
+
+// onSession runs fn on the session, and once more on a new session when
+// the first was closed for good (see renew).
+func onSession[T any](ctx context.Context, c *clientImpl, fn func(*mcp.ClientSession) (T, error)) (T, error) {
+	cs := c.session()
+	v, err := fn(cs)
+	if err != nil && sessionGone(err) && ctx.Err() == nil {
+		if rerr := c.renew(ctx, cs); rerr == nil {
+			return fn(c.session())
+		}
+	}
+	return v, err
 }
 
 // rawResult captures a result's JSON as is; the client decodes it per
@@ -79,7 +140,7 @@ func dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 			owned.CloseIdleConnections()
 		}
 	}
-	c, err := newClient(ctx, t, url, o, e, closeFn)
+	c, err := newClient(ctx, t, url, o, e, closeFn, true)
 	if err != nil {
 		closeFn()
 		if auth.refused.Load() {
@@ -98,10 +159,12 @@ func connect(ctx context.Context, t mcp.Transport, target string, opts *Options)
 		return nil, errors.New("client: Connect needs a target naming the server (the journal records it)")
 	}
 	e := newEdge()
-	return newClient(ctx, &edgeTransport{inner: t, e: e}, target, opts.normalized(), e, func() {})
+	return newClient(ctx, &edgeTransport{inner: t, e: e}, target, opts.normalized(), e, func() {}, false)
 }
 
-func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e *edge, closeFn func()) (*Client, error) {
+// newClient connects on t; redial says t may connect again, for a new
+// session when the server forgot the first.
+func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e *edge, closeFn func(), redial bool) (*Client, error) {
 	switch o.ProtocolVersion {
 	case "", Wire20260728, Wire20251125:
 	default:
@@ -145,17 +208,28 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 			return nil, err
 		}
 	}
-	wt := &watchedTransport{Transport: t}
-	cs, err := mc.Connect(ctx, wt, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
-	if err != nil {
-		if wt.conn != nil {
-			// The go-sdk closes the session it was making on most of its
-			// failures; this covers them all (Close may be called twice).
-			wt.conn.Close()
+	open := func(ctx context.Context) (*mcp.ClientSession, error) {
+		wt := &watchedTransport{Transport: t}
+		cs, err := mc.Connect(ctx, wt, &mcp.ClientSessionOptions{ProtocolVersion: o.ProtocolVersion})
+		if err != nil {
+			if wt.conn != nil {
+				// The go-sdk closes the session it was making on most of
+				// its failures; this covers them all (Close may be called
+				// twice).
+				wt.conn.Close()
+			}
+			return nil, fmt.Errorf("connecting to %s: %w", target, err)
 		}
-		return nil, fmt.Errorf("connecting to %s: %w", target, err)
+		return cs, nil
+	}
+	cs, err := open(ctx)
+	if err != nil {
+		return nil, err
 	}
 	c.cs = cs
+	if redial {
+		c.redial = open
+	}
 	init := cs.InitializeResult()
 	if init == nil {
 		cs.Close()
@@ -192,7 +266,7 @@ func (t *watchedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 }
 
 func (c *clientImpl) close() error {
-	err := c.cs.Close()
+	err := c.session().Close()
 	c.closeFn()
 	return err
 }
@@ -201,18 +275,27 @@ func (c *clientImpl) tasksSupported() bool { return c.tw.tasksSupported() }
 
 func (c *clientImpl) tools(ctx context.Context) ([]Tool, error) {
 	var out []Tool
-	for t, err := range c.cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, err
+	_, err := onSession(ctx, c, func(cs *mcp.ClientSession) (struct{}, error) {
+		out = out[:0]
+		for t, err := range cs.Tools(ctx, nil) {
+			if err != nil {
+				return struct{}{}, err
+			}
+			out = append(out, Tool{Tool: t, TaskSupport: c.tw.taskSupport(t.Name)})
 		}
-		out = append(out, Tool{Tool: t, TaskSupport: c.tw.taskSupport(t.Name)})
+		return struct{}{}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // custom sends a tasks/* method and returns the raw result.
 func (c *clientImpl) custom(ctx context.Context, method string, params *taskParams) (json.RawMessage, error) {
-	res, err := mcp.CallCustomMethod[*taskParams, *rawResult](ctx, c.cs, method, params)
+	res, err := onSession(ctx, c, func(cs *mcp.ClientSession) (*rawResult, error) {
+		return mcp.CallCustomMethod[*taskParams, *rawResult](ctx, cs, method, params)
+	})
 	if err != nil {
 		return nil, err
 	}

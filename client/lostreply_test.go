@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -286,5 +288,47 @@ func TestResultStreamCutIsResumed(t *testing.T) {
 	close(cut)
 	if err := <-done; err != nil {
 		t.Fatalf("Wait across a cut tasks/result stream: %v", err)
+	}
+}
+
+// TestWaitOutlivesTheSession: mcptaskd is killed and restarted on the
+// same address while a 2025-11-25 client waits for its task; the new
+// process does not know the client's session (404). The client opens a
+// new session and the wait ends with the re-run task's result (it polled
+// the closed session until it gave up, saying the server did not
+// answer).
+func TestWaitOutlivesTheSession(t *testing.T) {
+	t.Parallel()
+	bin := mcptaskdBin(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	start := func() *proctest.Process {
+		p, err := proctest.Start(proctest.Config{Path: bin, Args: []string{"-addr", addr, "-db", db, "-poll-interval", "50ms"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Kill)
+		if _, err := p.WaitListening(t.Context(), time.Minute); err != nil {
+			t.Fatalf("mcptaskd: %v\n%s", err, p.Logs())
+		}
+		return p
+	}
+	d := start()
+	c := dial(t, "http://"+addr+"/mcp", &client.Options{ProtocolVersion: "2025-11-25"})
+	ctx := testCtx(t)
+	call, err := c.CallTool(ctx, "long_computation", map[string]any{"n": 1000, "steps": 20, "step_delay_ms": 50})
+	if err != nil || call.Task == nil {
+		t.Fatalf("CallTool: %+v, %v", call, err)
+	}
+	d.Kill()
+	start()
+	res, err := c.Wait(ctx, call.Task.ID, &client.WaitOptions{Unreachable: 30 * time.Second})
+	if err != nil || !strings.Contains(text(res), "There are 168 primes up to 1000") {
+		t.Fatalf("Wait across a restart that forgot the session: %q, %v", text(res), err)
 	}
 }

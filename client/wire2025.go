@@ -77,7 +77,7 @@ func (s *wire2025) toolSupport(ctx context.Context, name string) (string, error)
 	if support, ok := s.c.e.toolSupport(name); ok {
 		return support, nil
 	}
-	for _, err := range s.c.cs.Tools(ctx, nil) {
+	for _, err := range s.c.session().Tools(ctx, nil) {
 		if err != nil {
 			return "", fmt.Errorf("listing the tools to learn whether %s supports tasks: %w", name, err)
 		}

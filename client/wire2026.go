@@ -56,7 +56,7 @@ func (s *wire2026) prepareCall(ctx context.Context, params *mcp.CallToolParams) 
 	}
 	support, ok := s.c.e.toolSupport(params.Name)
 	if !ok {
-		for _, err := range s.c.cs.Tools(ctx, nil) {
+		for _, err := range s.c.session().Tools(ctx, nil) {
 			if err != nil {
 				return "", false, fmt.Errorf("listing the tools to learn whether %s runs as a task: %w", params.Name, err)
 			}
