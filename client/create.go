@@ -60,6 +60,21 @@ const (
 	createRetryWaitMx = 2 * time.Second
 )
 
+// NotSentError is the error of a call that was never sent: what the
+// client asks the server first (e.g. whether the tool supports tasks) got
+// no answer. Nothing was started; the call may simply be made again.
+type NotSentError struct {
+	Tool string
+	// Err is why the preliminary request failed.
+	Err error
+}
+
+func (e *NotSentError) Error() string {
+	return fmt.Sprintf("the call of %s was not sent (nothing was started): %v", e.Tool, e.Err)
+}
+
+func (e *NotSentError) Unwrap() error { return e.Err }
+
 // codeRejected is the go-sdk's JSON-RPC code of a request its transport
 // could not deliver or whose answer it could not read ("rejected by
 // transport"): no answer of the server's.
@@ -83,6 +98,9 @@ func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	fallback, resendable, err := c.tw.prepareCall(ctx, params)
 	if err != nil {
+		if !answered(err) && ctx.Err() == nil {
+			return nil, &NotSentError{Tool: name, Err: err}
+		}
 		return nil, err
 	}
 	var key string

@@ -101,7 +101,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	if err != nil {
 		var je *jsonrpc.Error
 		var unknown *client.OutcomeUnknownError
+		var notSent *client.NotSentError
 		switch {
+		case errors.As(err, &notSent):
+			// Not refused either: the server did not answer before the
+			// call went out (exit 4).
 		case errors.As(err, &unknown):
 			// Not refused: the answer was lost (exit 4).
 			err = a.unknownOutcome(unknown)

@@ -99,3 +99,30 @@ func TestListServerUnreachable(t *testing.T) {
 		t.Errorf("list says no tasks in flight while the journal holds %s:\n%s", id, r.stderr)
 	}
 }
+
+// TestCallNotSent: the tools/list that mcptask sends first (to learn
+// whether the tool runs as a task) is lost, so the call is never sent.
+// mcptask says so, exit 4; it said "the server refused the call ...
+// rejected by transport (-32005)", exit 2, and no call had reached it.
+func TestCallNotSent(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			d, p := proxiedDaemon(t)
+			p.LoseRequests("tools/list", -1)
+			c := newCLI(t, p.URL)
+			r := c.run("--wire", wire, "call", "long_computation", "--args", `{"n": 100}`)
+			expect(t, r, exitConnection, nil, []string{"was not sent", "nothing was started"})
+			if strings.Contains(r.stderr, "refused") {
+				t.Errorf("a call never sent is reported as refused:\n%s", r.stderr)
+			}
+			if p.Lost() == 0 {
+				t.Fatal("the proxy lost no tools/list")
+			}
+			if n := d.count("task created"); n != 0 {
+				t.Fatalf("%d tasks created by a call never sent", n)
+			}
+		})
+	}
+}
