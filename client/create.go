@@ -84,7 +84,7 @@ const codeRejected = -32005
 // it sent): the call was refused, not lost.
 func answered(err error) bool {
 	var je *jsonrpc.Error
-	return errors.As(err, &je) && je.Code != codeRejected
+	return errors.As(err, &je) && je.Code != codeRejected && !storeUnavailable(err)
 }
 
 // newIdempotencyKey returns a fresh idempotency key.

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -221,27 +222,45 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 // send it: JSON-RPC error -32000 with data {"reason": "rate_limited",
 // "retryAfterMs": N}.
 const (
-	codeLimitExceeded = -32000
-	reasonRateLimited = "rate_limited"
+	codeLimitExceeded      = -32000
+	reasonRateLimited      = "rate_limited"
+	codeUnavailable        = wire.CodeUnavailable
+	reasonStoreUnavailable = wire.ReasonStoreUnavailable
 	// maxBackOff bounds a pause asked for by a server.
 	maxBackOff = time.Minute
 )
 
-// rateLimited reports whether err is a server's refusal by a rate limit,
-// and how long it asks the client to wait.
+// rateLimited reports whether err asks the client to send the request
+// again later, and how much later: a server's refusal by a rate limit, or
+// its task store briefly unavailable (mcptask servers: JSON-RPC error
+// -32003 with data {"reason": "store_unavailable", "retryAfterMs": N}).
 func rateLimited(err error) (time.Duration, bool) {
 	we, ok := rpcError(err)
-	if !ok || we.Code != codeLimitExceeded {
+	if !ok || (we.Code != codeLimitExceeded && we.Code != codeUnavailable) {
 		return 0, false
 	}
 	var data struct {
 		Reason       string `json:"reason"`
 		RetryAfterMs int64  `json:"retryAfterMs"`
 	}
-	if json.Unmarshal(we.Data, &data) != nil || data.Reason != reasonRateLimited {
+	if json.Unmarshal(we.Data, &data) != nil {
 		return 0, false
 	}
-	return time.Duration(data.RetryAfterMs) * time.Millisecond, true
+	switch {
+	case we.Code == codeLimitExceeded && data.Reason == reasonRateLimited,
+		we.Code == codeUnavailable && data.Reason == reasonStoreUnavailable:
+		return time.Duration(data.RetryAfterMs) * time.Millisecond, true
+	}
+	return 0, false
+}
+
+// storeUnavailable reports whether err is a server's answer that its task
+// store is briefly unavailable: the request did not fail for good, and
+// for a create, the task may or may not exist.
+func storeUnavailable(err error) bool {
+	_, retry := rateLimited(err)
+	we, _ := rpcError(err)
+	return retry && we.Code == codeUnavailable
 }
 
 // backOff pauses after a rate-limited poll for as long as the server asked

@@ -16,6 +16,11 @@ const (
 	transientRetryMax = time.Second
 )
 
+// Transient reports whether err, returned by one of the engine's methods,
+// comes from a transient failure of the store (see
+// [store.ErrorClassifier]): the same request may succeed a moment later.
+func (e *Engine) Transient(err error) bool { return e.transient(err) }
+
 // transient reports whether a store error is transient (see
 // [store.ErrorClassifier]); without a classifier no error is.
 func (e *Engine) transient(err error) bool {

@@ -79,6 +79,16 @@ const (
 // "limit": ..., "retryAfterMs": ...}.
 const CodeLimitExceeded = -32000
 
+// CodeUnavailable is the JSON-RPC error code of a request the server
+// could not serve because its task store is briefly unreachable (a
+// database restart, a failover): the request may be sent again after
+// data.retryAfterMs, and a task the client waits for runs on. Its data is
+// {"reason": ReasonStoreUnavailable, "retryAfterMs": ...}.
+const CodeUnavailable = -32003
+
+// ReasonStoreUnavailable is the reason of a CodeUnavailable error.
+const ReasonStoreUnavailable = "store_unavailable"
+
 // The reasons in the data of a CodeLimitExceeded error.
 const (
 	// ReasonRateLimited: the requester sent requests (or created tasks)

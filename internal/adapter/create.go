@@ -48,6 +48,10 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if errors.Is(err, engine.ErrTooManyActive) {
 		return nil, c.tooManyActive(ctx, owner, params.Name)
 	}
+	if err != nil && c.eng.Transient(err) {
+		c.log.Warn("creating task: the task store is briefly unavailable", "tool", params.Name, "err", err)
+		return nil, StoreUnavailable()
+	}
 	if err != nil {
 		c.log.Error("creating task", "tool", params.Name, "err", err)
 		return nil, InternalError("the server could not create the task: " + err.Error())

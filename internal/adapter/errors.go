@@ -2,12 +2,15 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -26,8 +29,23 @@ func (c *Core) EngineError(ctx context.Context, method string, owner task.Owner,
 	case errors.Is(err, engine.ErrClosed):
 		return InternalError("the server is shutting down")
 	}
+	if c.eng.Transient(err) {
+		c.log.Warn("task store briefly unavailable", "task", id, "method", method, "err", err)
+		return StoreUnavailable()
+	}
 	c.log.Error("task operation failed", "task", id, "err", err)
 	return InternalError("internal error while accessing the task")
+}
+
+// storeRetryAfter is the pause a client is asked to make after a
+// StoreUnavailable error.
+const storeRetryAfter = time.Second
+
+// StoreUnavailable is the error of a request the task store could not
+// serve just now (see wire.CodeUnavailable).
+func StoreUnavailable() error {
+	data, _ := json.Marshal(map[string]any{"reason": wire.ReasonStoreUnavailable, "retryAfterMs": storeRetryAfter.Milliseconds()})
+	return &jsonrpc.Error{Code: wire.CodeUnavailable, Message: "the task store is briefly unavailable; try again shortly (the tasks are not affected)", Data: data}
 }
 
 // auditDenied records a request for a task the requester may not see.
