@@ -73,8 +73,10 @@ func (c *clientImpl) renew(ctx context.Context, broken *mcp.ClientSession) error
 		return fmt.Errorf("the server no longer speaks %s", c.wire)
 	}
 	c.log.Info("the session was closed; continuing on a new one", "target", c.target)
-	broken.Close()
 	c.cs = cs
+	// The old session is dead, but its Close waits for what still runs on
+	// it (an input handler, another request about to fail): not here.
+	go broken.Close()
 	return nil
 }
 

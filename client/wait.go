@@ -233,7 +233,7 @@ const (
 // rateLimited reports whether err asks the client to send the request
 // again later, and how much later: a server's refusal by a rate limit, or
 // its task store briefly unavailable (mcptask servers: JSON-RPC error
-// -32003 with data {"reason": "store_unavailable", "retryAfterMs": N}).
+// -32010 with data {"reason": "store_unavailable", "retryAfterMs": N}).
 func rateLimited(err error) (time.Duration, bool) {
 	we, ok := rpcError(err)
 	if !ok || (we.Code != codeLimitExceeded && we.Code != codeUnavailable) {
@@ -268,7 +268,7 @@ func storeUnavailable(err error) bool {
 // cut short.
 func (w *waiter) backOff(asked time.Duration) error {
 	d := min(max(asked, pollDelay(w.suggested())), maxBackOff)
-	w.c.log.Debug("the server rate-limited a poll; backing off", "task", w.id, "pause", d)
+	w.c.log.Debug("the server asked to send the request again later (a rate limit, or its store briefly unavailable); backing off", "task", w.id, "pause", d)
 	return w.sleep(d, nil)
 }
 

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,7 +35,6 @@ func TestKill9Rounds(t *testing.T) {
 	start := time.Now()
 	d := sqliteDaemon(t, "")
 	h := newRoundsHistory()
-	defer logKnownBugHits(t, knownBugHits.Load())
 	const rounds = 10
 	for r := range rounds {
 		rs := newKillRound(t, r, []*daemon{d}, -1)
@@ -73,7 +71,6 @@ func TestKill9Rounds(t *testing.T) {
 func TestKill9RoundsPostgres(t *testing.T) {
 	dsn := pgDSN(t)
 	start := time.Now()
-	defer logKnownBugHits(t, knownBugHits.Load())
 	schema := ownSchema(t, dsn)
 	var fleet []*daemon
 	for range 3 {
@@ -184,13 +181,10 @@ type killRound struct {
 	orphans []string              // the tasks the killed instance held (PostgreSQL)
 }
 
-// newKillRound makes the calls of round n on fleet. On a fleet, calls of
-// the 2025-11-25 wire are not sent to the instance that will be killed
-// (victim; -1: none is spared): its sessions die with it, and a client
-// whose session's stream cannot reconnect within the go-sdk's budget
-// (here: the instance stays down until the others take its tasks over)
-// then waits out the whole WaitOptions.Unreachable (see
-// known2025SessionBug).
+// newKillRound makes the calls of round n on fleet (victim, the instance
+// that will be killed, is not needed: calls of both wires go to every
+// instance; a 2025-11-25 client of the victim opens a new session once it
+// is back).
 func newKillRound(t *testing.T, n int, fleet []*daemon, victim int) *killRound {
 	rs := &killRound{n: n, fleet: fleet, gos: map[string]*client.Client{}, journals: map[string]string{}, procs: map[*roundCall]*bg{}}
 	for _, d := range fleet {
@@ -209,9 +203,6 @@ func newKillRound(t *testing.T, n int, fleet []*daemon, victim int) *killRound {
 			c.want = []string{"completed", "failed"}
 		}
 		rc := &roundCall{call: c, wire: wires[randN(len(wires))], via: []string{viaDetach, viaCLI, viaGo}[randN(3)], inst: randN(len(fleet))}
-		if rc.inst == victim && rc.wire != wires[0] {
-			rc.inst = (victim + 1 + randN(len(fleet)-1)) % len(fleet)
-		}
 		rs.calls = append(rs.calls, rc)
 	}
 	// The Go clients connect before the round starts (a connection that
@@ -240,8 +231,8 @@ func (rs *killRound) goClient(t *testing.T, inst int, wire string) *client.Clien
 func (c *roundCall) cliWords() []string {
 	args := []string{"--wire", c.wire}
 	if c.via == viaCLI {
-		// Verbose, to see why a wait lasts; bounded, so that the known
-		// bug (known2025SessionBug) costs a round 30s, not 2 minutes.
+		// Verbose, to see why a wait lasts; bounded, so that a wait that
+		// hangs fails the round in 30s, not 2 minutes.
 		args = append(args, "-v", "--timeout", "30s")
 	}
 	args = append(args, "call")
@@ -294,9 +285,6 @@ func roundGoCall(gc *client.Client, c *roundCall) {
 	var te *client.TaskError
 	var unreachable *client.UnreachableError
 	switch {
-	case errors.As(err, &unreachable) && c.wire == wires[1] && strings.Contains(err.Error(), known2025SessionBug):
-		knownBugHits.Add(1)
-		c.set(id, stPending, "KNOWN BUG (reported): the wait polled a closed 2025-11-25 session for its Unreachable: "+err.Error())
 	case errors.As(err, &unreachable):
 		c.set(id, stBad, "the server answers again, yet the wait ended: "+err.Error())
 	case err == nil:
@@ -307,30 +295,6 @@ func roundGoCall(gc *client.Client, c *roundCall) {
 		c.set(id, stBad, err.Error())
 	default:
 		c.set(id, stPending, err.Error())
-	}
-}
-
-// known2025SessionBug is what the client says of a poll on a 2025-11-25
-// session that the go-sdk closed: once one of its requests (the standalone
-// SSE stream reconnecting, or a tasks/result or tasks/get of the wait)
-// gets the restarted server's 404 for the session, the go-sdk fails the
-// connection for good. No request can be answered on it any more, yet
-// client.Wait counts mcp.ErrConnectionClosed as "the server did not
-// answer" (lostInTransport, client/wait.go) and polls the closed session
-// for the whole WaitOptions.Unreachable (2 minutes for mcptask), then says
-// the server did not answer, though it does. A product bug, reported; the
-// rounds tolerate it (the wait is cut, resume finishes the call) and count
-// it. Whether a wait ends at once ("session not found") or hits it is a
-// race between those requests.
-const known2025SessionBug = "client is closing"
-
-// knownBugHits counts the waits that known2025SessionBug held up.
-var knownBugHits atomic.Int64
-
-// logKnownBugHits says how often known2025SessionBug struck since before.
-func logKnownBugHits(t *testing.T, before int64) {
-	if n := knownBugHits.Load() - before; n > 0 {
-		t.Logf("KNOWN BUG (reported): %d wait(s) on a 2025-11-25 session the go-sdk had closed polled it until cut (%q)", n, known2025SessionBug)
 	}
 }
 
@@ -357,20 +321,13 @@ func (c *roundCall) classify(r result) {
 		c.set(id, stEnded, "failed: outcome unknown")
 	case r.code == 4 && id != "":
 		c.set(id, stPending, "the wait ended early: "+lastStderrLine(r.stderr))
-	case r.code == 6 && id != "" && c.wire == wires[1] && strings.Contains(out, known2025SessionBug):
-		knownBugHits.Add(1)
-		c.set(id, stPending, "KNOWN BUG (reported): the wait polled a closed 2025-11-25 session until --timeout: "+lastStderrLine(r.stderr))
 	case r.code == 4 && strings.Contains(out, "outcome unknown") && strings.Contains(out, "resume"):
 		c.set("", stPending, "outcome unknown: "+lastStderrLine(r.stderr))
 	case r.code == 4 && (strings.Contains(out, "connect") || strings.Contains(out, "listing the tools")):
 		c.set("", stUnsent, lastStderrLine(r.stderr))
-	case r.code == 2 && id == "" && strings.Contains(out, "the server refused the call of") && strings.Contains(out, "(JSON-RPC error -32005)"):
-		// -32005 is the go-sdk's "rejected by transport": no answer of
-		// the server's. mcptask call reports a tools/list (before the
-		// tools/call, which is never sent) cut by the kill as a refusal
-		// with exit 2, where exit 4 (connection error) is right: a
-		// product bug, reported; the call was not sent.
-		c.set("", stUnsent, "reported as refused (exit 2), but never sent: "+lastStderrLine(r.stderr))
+	case r.code == 4 && id == "" && strings.Contains(out, "was not sent (nothing was started)"):
+		// The kill cut the tools/list mcptask sends before the call.
+		c.set("", stUnsent, lastStderrLine(r.stderr))
 	default:
 		c.set(id, stBad, r.String())
 	}
@@ -407,8 +364,6 @@ func (rs *killRound) finish(t *testing.T) {
 		switch {
 		case c.state == stBad:
 			t.Errorf("round %d: %s: %s", rs.n, c, c.note)
-		case strings.HasPrefix(c.note, "KNOWN BUG"):
-			t.Logf("round %d: %s: %s", rs.n, c, c.note)
 		}
 	}
 	// The CLI's journals: resume waits for their tasks, answers the

@@ -83,8 +83,10 @@ const CodeLimitExceeded = -32000
 // could not serve because its task store is briefly unreachable (a
 // database restart, a failover): the request may be sent again after
 // data.retryAfterMs, and a task the client waits for runs on. Its data is
-// {"reason": ReasonStoreUnavailable, "retryAfterMs": ...}.
-const CodeUnavailable = -32003
+// {"reason": ReasonStoreUnavailable, "retryAfterMs": ...}. (Not -32003
+// or -32004: the go-sdk takes those for a connection closing, and closes
+// the session.)
+const CodeUnavailable = -32010
 
 // ReasonStoreUnavailable is the reason of a CodeUnavailable error.
 const ReasonStoreUnavailable = "store_unavailable"

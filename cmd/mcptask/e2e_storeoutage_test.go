@@ -15,7 +15,7 @@ import (
 // for it (a TCP proxy in front of the real server cuts and refuses its
 // connections, as a database restart does) while mcptask waits for a
 // task. mcptaskd answers the polls "store unavailable, try again"
-// (-32003 with a retry delay) and mcptask keeps waiting; the task, which
+// (-32010 with a retry delay) and mcptask keeps waiting; the task, which
 // runs on, completes once the database is back. (The polls were answered
 // -32603 "internal error", which ended the wait with exit 4.)
 func TestCallRidesOutAStoreOutage(t *testing.T) {

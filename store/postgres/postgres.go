@@ -68,6 +68,11 @@ const (
 	// nor the DSN sets one. Commits wait for the WAL flush on the server,
 	// so more connections than CPUs pay off under concurrent writes.
 	DefaultMaxConns = 16
+	// DefaultConnectTimeout bounds each connection attempt when the DSN
+	// sets no connect_timeout: a server restarting can accept a
+	// connection and never answer it, which would hang the request
+	// waiting for it (and the lease renewals) for as long as TCP lets it.
+	DefaultConnectTimeout = 5 * time.Second
 	// DefaultListLimit is the page size List uses when asked for limit <= 0.
 	DefaultListLimit = 100
 	// MaxListLimit caps the page size of List; a larger limit gets pages
@@ -145,6 +150,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 		cfg.MaxConns = DefaultMaxConns
 	}
 	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 
 	quoted := pgx.Identifier{o.Schema}.Sanitize()
 	s := &Store{
