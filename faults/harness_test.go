@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -182,6 +181,10 @@ type dbTask struct {
 	Attempts         int64
 	Key              string
 	Args             map[string]any
+	// Message, Error and Result are the status message and the JSON of
+	// the error and of the result ("" when none); Runner is the engine
+	// that holds the task.
+	Message, Error, Result, Runner string
 }
 
 // tasks reads every task of the daemon's database.
@@ -195,7 +198,8 @@ func (d *daemon) tasks() []dbTask {
 		Err() error
 		Close()
 	}
-	const cols = `id, tool, status, attempts, idempotency_key, coalesce(request, '')`
+	const cols = `id, tool, status, attempts, idempotency_key, coalesce(request, ''),
+		status_message, coalesce(error, ''), coalesce(result, ''), runner`
 	if d.db != "" {
 		db, err := sql.Open("sqlite", "file:"+d.db+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)")
 		if err != nil {
@@ -224,7 +228,7 @@ func (d *daemon) tasks() []dbTask {
 	for rows.Next() {
 		var tk dbTask
 		var req string
-		if err := rows.Scan(&tk.ID, &tk.Tool, &tk.Status, &tk.Attempts, &tk.Key, &req); err != nil {
+		if err := rows.Scan(&tk.ID, &tk.Tool, &tk.Status, &tk.Attempts, &tk.Key, &req, &tk.Message, &tk.Error, &tk.Result, &tk.Runner); err != nil {
 			d.t.Fatal(err)
 		}
 		var r struct {
@@ -465,7 +469,7 @@ func (c *cli) start(args ...string) *bg {
 	}
 	go func() {
 		defer close(b.done)
-		b.code = exitCode(cmd.Wait())
+		b.code = proctest.ExitCode(cmd.Wait())
 	}()
 	return b
 }
@@ -475,21 +479,6 @@ func (b *bg) wait() result {
 	<-b.done
 	b.cancel()
 	return result{args: b.args, stdout: b.out.String(), stderr: b.err.String(), code: b.code}
-}
-
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	default:
-		return -1
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.

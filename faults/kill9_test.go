@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -570,11 +569,8 @@ func (h *roundsHistory) check(t *testing.T, now map[string]taskDetail) {
 	}
 }
 
-// taskDetail is a task of the database with what dbTask leaves out.
-type taskDetail struct {
-	dbTask
-	Message, Error, Result, Runner string
-}
+// taskDetail is a task of the database, as a kill round snapshots it.
+type taskDetail struct{ dbTask }
 
 // taskDetails reads every task of the daemon's database, by ID.
 func taskDetails(t testing.TB, d *daemon) map[string]taskDetail {
@@ -582,56 +578,6 @@ func taskDetails(t testing.TB, d *daemon) map[string]taskDetail {
 	out := map[string]taskDetail{}
 	for _, tk := range d.tasks() {
 		out[tk.ID] = taskDetail{dbTask: tk}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	const q = `SELECT id, status_message, coalesce(error, ''), coalesce(result, ''), runner FROM `
-	type scanner interface{ Scan(...any) error }
-	add := func(r scanner) {
-		var id string
-		var tk taskDetail
-		if err := r.Scan(&id, &tk.Message, &tk.Error, &tk.Result, &tk.Runner); err != nil {
-			t.Fatal(err)
-		}
-		if got, ok := out[id]; ok {
-			got.Message, got.Error, got.Result, got.Runner = tk.Message, tk.Error, tk.Result, tk.Runner
-			out[id] = got
-		}
-	}
-	if d.db != "" {
-		db, err := sql.Open("sqlite", "file:"+d.db+"?_pragma=query_only(1)&_pragma=busy_timeout(10000)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		rows, err := db.QueryContext(ctx, q+`tasks`)
-		if err != nil {
-			t.Fatalf("reading %s: %v", d.db, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			add(rows)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	conn, err := pgx.Connect(ctx, d.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, q+pgx.Identifier{d.sch}.Sanitize()+`.tasks`)
-	if err != nil {
-		t.Fatalf("reading schema %s: %v", d.sch, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		add(rows)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -15,12 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/disktest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -152,10 +152,11 @@ func TestSQLiteDiskFull(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: the full-disk round needs to mount a small tmpfs (as root), and cannot here: %v %s", err, out)
+	unmount, err := disktest.Mount(dir, "8m")
+	if err != nil {
+		t.Skipf("SKIPPED: the full-disk round needs to mount a small tmpfs (as root), and cannot here: %v", err)
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	t.Cleanup(unmount)
 	start := time.Now()
 	d := sqliteDaemon(t, dir)
 
@@ -194,7 +195,9 @@ func TestSQLiteDiskFull(t *testing.T) {
 
 	// Fill the disk to the last byte.
 	filler := filepath.Join(dir, "filler")
-	fillDisk(t, filler)
+	if err := disktest.Fill(filler); err != nil {
+		t.Fatal(err)
+	}
 	counts.faults.Add(1)
 	t.Logf("disk full %v after the calls started", time.Since(start).Round(time.Millisecond))
 
@@ -289,32 +292,6 @@ func checkResults(t *testing.T, d *daemon, calls []call) {
 	for _, c := range calls {
 		if tk, ok := byCall[c.tool+"/"+c.id]; ok && tk.Status == "completed" && !strings.Contains(tk.Result, wantResult(c)) {
 			t.Errorf("%s %s (task %s): result %s, want %q", c.tool, c.id, tk.ID, tk.Result, wantResult(c))
-		}
-	}
-}
-
-// fillDisk writes filler until the file system has no byte left.
-func fillDisk(t *testing.T, filler string) {
-	t.Helper()
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			break
-		}
-	}
-	for n := 4096; n > 0; n /= 2 { // and the last partial block
-		for {
-			if _, err := f.Write(block[:n]); err != nil {
-				break
-			}
 		}
 	}
 }

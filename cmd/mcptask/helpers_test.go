@@ -160,20 +160,7 @@ func (c *cli) runInput(stdin string, args ...string) result {
 	return r
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	default:
-		return -1
-	}
-}
+func exitCode(err error) int { return proctest.ExitCode(err) }
 
 // expect checks a run's exit code and that stdout and stderr contain the
 // given strings.

@@ -1,16 +1,15 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask/internal/disktest"
 )
 
 // TestDiskFull: mcptaskd keeps its SQLite file on a small tmpfs that the
@@ -24,10 +23,11 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("SKIPPED: the full-disk test needs to mount a small tmpfs (root), and cannot here: %v %s", err, out)
+	unmount, err := disktest.Mount(dir, "8m")
+	if err != nil {
+		t.Skipf("SKIPPED: the full-disk test needs to mount a small tmpfs (root), and cannot here: %v", err)
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	t.Cleanup(unmount)
 
 	d := startDaemon(t, "diskfull", filepath.Join(dir, "tasks.db"))
 	c := d.client(true)
@@ -35,27 +35,9 @@ func TestDiskFull(t *testing.T) {
 
 	// Fill the disk to the last byte.
 	filler := filepath.Join(dir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
+	if err := disktest.Fill(filler); err != nil {
 		t.Fatal(err)
 	}
-	block := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			break
-		}
-	}
-	for n := 4096; n > 0; n /= 2 { // and the last partial block
-		for {
-			if _, err := f.Write(block[:n]); err != nil {
-				break
-			}
-		}
-	}
-	f.Close()
 
 	health := func() (int, string) {
 		resp, err := http.Get(strings.TrimSuffix(d.URL, "/mcp") + "/healthz")

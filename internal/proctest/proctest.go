@@ -236,3 +236,21 @@ func WaitHTTPOK(ctx context.Context, url string, timeout time.Duration) error {
 		time.Sleep(10 * time.Millisecond) // poll interval, not synchronization
 	}
 }
+
+// ExitCode returns the exit code of a process from its exec.Cmd.Wait (or
+// Run) error: 0 for nil, 128+N for a process killed by signal N, -1 when
+// err is not an exit status (the process did not start).
+func ExitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	default:
+		return -1
+	}
+}
