@@ -65,6 +65,31 @@ func AddTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out],
 	}
 }
 
+// AddRawTool adds a tool with an untyped handler, as mcp.Server.AddTool
+// does (t.InputSchema is required), and sets its task options: for tools
+// whose handler forwards the call elsewhere, such as a gateway's. Like
+// AddTool it panics after [Server.Start]; its arguments are checked
+// against t.InputSchema as AddTool's are.
+func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
+	s.mustNotHaveStarted("AddRawTool", t.Name)
+	s.mcp.AddTool(t, h)
+	s.SetTaskSupport(t.Name, opts)
+	if rs := inputSchema[any](t); rs != nil {
+		s.mu.Lock()
+		s.schemas[t.Name] = rs
+		s.mu.Unlock()
+	}
+}
+
+// HasTool reports whether a tool of that name was added with AddTool,
+// AddRawTool or SetTaskSupport.
+func (s *Server) HasTool(name string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	_, ok := s.tools[name]
+	return ok
+}
+
 // inputSchema resolves the input schema of a tool added with AddTool the
 // way mcp.AddTool does: t.InputSchema if set, else {"type": "object"} for
 // an In of any, else the schema inferred from In. It returns nil if the

@@ -1,0 +1,425 @@
+// Package gateway re-exports the tools of other MCP servers (upstreams)
+// from an mcptask server, so that their slow tools become durable,
+// resumable, cancellable tasks on both task wires, whatever the upstream
+// supports:
+//
+//	gw, err := gateway.Start(ctx, ts, []gateway.Upstream{{
+//		Name:    "everything",
+//		Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
+//		Default: gateway.ToolPolicy{Support: mcptask.Optional},
+//	}}, logger)
+//	...
+//	defer gw.Close()
+//
+// A task's work is the upstream tools/call. The upstream's progress
+// notifications become the task's status message; its elicitation and
+// sampling requests become the task's input_required, answered by the
+// client as for any task, and the answer goes back upstream; a
+// tasks/cancel cancels the upstream call (the go-sdk sends it
+// notifications/cancelled); the upstream's result, error or isError
+// result is the task's outcome.
+//
+// Each upstream call runs on a session of its own for its duration (a
+// small pool of sessions per upstream, one child process each for a stdio
+// upstream), so that the requests an upstream sends during a call belong
+// to that call: stdio carries no link between them.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Upstream is an MCP server whose tools the gateway re-exports. Exactly
+// one of Command (stdio) and URL (Streamable HTTP) is set, as in the
+// mcpServers block of a host's configuration.
+type Upstream struct {
+	// Name names the upstream in logs, errors and, on a collision, in
+	// the names of its tools.
+	Name string
+
+	// Command, Args, Env and Dir start a stdio upstream: a child process
+	// per session, which never outlives the gateway (on Linux, a
+	// parent-death signal; Close stops them elsewhere). Env is added to
+	// the gateway's environment.
+	Command string
+	Args    []string
+	Env     map[string]string
+	Dir     string
+
+	// URL and Headers reach a Streamable HTTP upstream.
+	URL     string
+	Headers map[string]string
+
+	// Tools, if not empty, lists the upstream tools re-exported; the
+	// others are not. Empty re-exports them all.
+	Tools []string
+	// Prefix is prepended to the name of every re-exported tool. When it
+	// is empty and a name is taken (by another upstream, or the server's
+	// own tools), the tool is exported as Name + "_" + its name.
+	Prefix string
+
+	// Default is the policy of the upstream's tools; Policies overrides
+	// it per upstream tool name.
+	Default  ToolPolicy
+	Policies map[string]ToolPolicy
+
+	// ProtocolVersion is the MCP revision the gateway asks the upstream
+	// for; empty means DefaultProtocolVersion. On 2025-11-25 an upstream
+	// asks for input during a call with server-to-client requests; on
+	// 2026-07-28 with input-required results, which the go-sdk client
+	// answers through the same handlers.
+	ProtocolVersion string
+
+	// MaxSessions bounds the sessions (stdio: processes) open at once to
+	// the upstream, and so the calls in flight; a call beyond it waits for
+	// one to free. Zero means DefaultMaxSessions.
+	MaxSessions int
+}
+
+// Defaults of an Upstream.
+const (
+	// DefaultMaxSessions is the default of Upstream.MaxSessions.
+	DefaultMaxSessions = 4
+	// DefaultProtocolVersion is the default of Upstream.ProtocolVersion:
+	// the revision most servers speak today.
+	DefaultProtocolVersion = "2025-11-25"
+)
+
+// ToolPolicy is how one re-exported tool runs.
+type ToolPolicy struct {
+	// Support is its task support; empty means mcptask.Optional.
+	Support mcptask.TaskSupport
+	// Rerunnable declares the upstream call safe to make again after a
+	// crash of the gateway (see mcptask.ToolOptions.Rerunnable).
+	Rerunnable bool
+	// Timeout, if positive, bounds each upstream call; the task then fails
+	// saying so.
+	Timeout time.Duration
+}
+
+// Gateway holds the upstream connections of a server.
+type Gateway struct {
+	log       *slog.Logger
+	upstreams []*upstream
+}
+
+// Start connects to every upstream, lists its tools and registers them on
+// ts, which must not have started yet (its recovery of unfinished tasks
+// asks every tool whether it may run again). An upstream that cannot be
+// reached, or a name that cannot be given, fails the start.
+func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Logger) (*Gateway, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Gateway{log: log}
+	seen := map[string]bool{}
+	for _, cfg := range ups {
+		if err := validate(cfg); err != nil {
+			g.Close()
+			return nil, err
+		}
+		if seen[cfg.Name] {
+			g.Close()
+			return nil, fmt.Errorf("gateway: two upstreams are named %q", cfg.Name)
+		}
+		seen[cfg.Name] = true
+		u := newUpstream(cfg, log.With("upstream", cfg.Name))
+		g.upstreams = append(g.upstreams, u)
+		if err := u.register(ctx, ts); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func validate(u Upstream) error {
+	switch {
+	case u.Name == "":
+		return errors.New("gateway: an upstream needs a name")
+	case u.Command == "" && u.URL == "":
+		return fmt.Errorf("gateway: upstream %q: set command (stdio) or url (HTTP)", u.Name)
+	case u.Command != "" && u.URL != "":
+		return fmt.Errorf("gateway: upstream %q: set command (stdio) or url (HTTP), not both", u.Name)
+	case u.MaxSessions < 0:
+		return fmt.Errorf("gateway: upstream %q: negative maxSessions", u.Name)
+	}
+	for name, p := range u.Policies {
+		if err := checkSupport(p.Support); err != nil {
+			return fmt.Errorf("gateway: upstream %q, tool %q: %w", u.Name, name, err)
+		}
+	}
+	return checkSupport(u.Default.Support)
+}
+
+func checkSupport(s mcptask.TaskSupport) error {
+	switch s {
+	case "", mcptask.Optional, mcptask.Required, mcptask.Forbidden:
+		return nil
+	}
+	return fmt.Errorf("task support %q: want optional, required or forbidden", s)
+}
+
+// Close closes every upstream session (stopping stdio upstreams).
+func (g *Gateway) Close() error {
+	var errs []error
+	for _, u := range g.upstreams {
+		errs = append(errs, u.close())
+	}
+	return errors.Join(errs...)
+}
+
+// Health reports each upstream's state: nil when it answered last, else
+// why it did not.
+func (g *Gateway) Health() map[string]error {
+	out := map[string]error{}
+	for _, u := range g.upstreams {
+		out[u.cfg.Name] = u.health()
+	}
+	return out
+}
+
+// upstream is one upstream and its pool of sessions.
+type upstream struct {
+	cfg Upstream
+	log *slog.Logger
+
+	mu      sync.Mutex
+	idle    []*session
+	open    int           // sessions open or opening
+	freed   chan struct{} // closed and replaced when a session frees
+	lastErr error
+	closed  bool
+}
+
+func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
+	if cfg.MaxSessions == 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.ProtocolVersion == "" {
+		cfg.ProtocolVersion = DefaultProtocolVersion
+	}
+	return &upstream{cfg: cfg, log: log, freed: make(chan struct{})}
+}
+
+// register lists the upstream's tools and adds them to ts.
+func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
+	s, err := u.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("gateway: upstream %q: %w", u.cfg.Name, err)
+	}
+	defer u.release(s, nil)
+	var tools []*mcp.Tool
+	for t, err := range s.cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("gateway: upstream %q: listing its tools: %w", u.cfg.Name, err)
+		}
+		tools = append(tools, t)
+	}
+	for _, want := range u.cfg.Tools {
+		if !slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == want }) {
+			return fmt.Errorf("gateway: upstream %q has no tool %q (its tools: %s)", u.cfg.Name, want, toolNames(tools))
+		}
+	}
+	for _, t := range tools {
+		if len(u.cfg.Tools) > 0 && !slices.Contains(u.cfg.Tools, t.Name) {
+			continue
+		}
+		name := u.cfg.Prefix + t.Name
+		if u.cfg.Prefix == "" && ts.HasTool(name) {
+			name = u.cfg.Name + "_" + t.Name
+			u.log.Info("tool name taken; exported with the upstream's name", "tool", t.Name, "as", name)
+		}
+		if ts.HasTool(name) {
+			return fmt.Errorf("gateway: upstream %q: the tool name %q is taken (set a prefix)", u.cfg.Name, name)
+		}
+		p := u.cfg.Default
+		if tp, ok := u.cfg.Policies[t.Name]; ok {
+			p = tp
+		}
+		if p.Support == "" {
+			p.Support = mcptask.Optional
+		}
+		exported := *t
+		exported.Name = name
+		if exported.InputSchema == nil {
+			exported.InputSchema = map[string]any{"type": "object"}
+		}
+		ts.AddRawTool(&exported, u.handler(t.Name, p), mcptask.ToolOptions{Support: p.Support, Rerunnable: p.Rerunnable})
+		u.log.Info("re-exported an upstream tool", "tool", t.Name, "as", name, "task", p.Support, "rerunnable", p.Rerunnable)
+	}
+	return nil
+}
+
+func toolNames(tools []*mcp.Tool) string {
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// handler is the work of a re-exported tool: the upstream call.
+func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if p.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, errTimeout)
+			defer cancel()
+		}
+		tk := mcptask.FromContext(ctx)
+		if tk != nil {
+			_ = tk.SetStatusMessage(ctx, "waiting for a session of "+u.cfg.Name)
+		}
+		s, err := u.acquire(ctx)
+		if err != nil {
+			return nil, u.callError(ctx, name, err)
+		}
+		s.begin(ctx, tk)
+		params := &mcp.CallToolParams{Name: name}
+		if req.Params != nil && len(req.Params.Arguments) > 0 {
+			params.Arguments = req.Params.Arguments
+		}
+		params.SetProgressToken(s.token())
+		if tk != nil {
+			_ = tk.SetStatusMessage(ctx, "running on "+u.cfg.Name)
+		}
+		// The upstream call gets the call's cancellation, not its values:
+		// those of the server's own request (its session, say) are not
+		// the upstream session's business.
+		cctx, cancel := context.WithCancelCause(context.Background())
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		res, err := s.cs.CallTool(cctx, params)
+		stop()
+		cancel(nil)
+		s.end()
+		u.release(s, err)
+		if err != nil {
+			return nil, u.callError(ctx, name, err)
+		}
+		return res, nil
+	}
+}
+
+var errTimeout = errors.New("the upstream call timed out")
+
+// callError is the error of a failed upstream call: the upstream's own
+// JSON-RPC error as it is, else an internal error that names the
+// upstream.
+func (u *upstream) callError(ctx context.Context, name string, err error) error {
+	if errors.Is(context.Cause(ctx), errTimeout) {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s: %s: %v", u.cfg.Name, name, errTimeout)}
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code != codeRejected {
+		return je
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
+}
+
+// codeRejected is the go-sdk's code for a request its transport could not
+// deliver.
+const codeRejected = -32005
+
+// acquire returns an idle session, opening one if the pool allows, or
+// waits for one to free.
+func (u *upstream) acquire(ctx context.Context) (*session, error) {
+	for {
+		u.mu.Lock()
+		if u.closed {
+			u.mu.Unlock()
+			return nil, errors.New("the gateway is closing")
+		}
+		if n := len(u.idle); n > 0 {
+			s := u.idle[n-1]
+			u.idle = u.idle[:n-1]
+			u.mu.Unlock()
+			return s, nil
+		}
+		if u.open < u.cfg.MaxSessions {
+			u.open++
+			u.mu.Unlock()
+			s, err := u.dial(ctx)
+			u.mu.Lock()
+			if err != nil {
+				u.open--
+				u.lastErr = err
+				u.signalLocked()
+			} else {
+				u.lastErr = nil
+			}
+			u.mu.Unlock()
+			return s, err
+		}
+		freed := u.freed
+		u.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// release puts a session back after a call that ended with err; one whose
+// connection failed is closed instead.
+func (u *upstream) release(s *session, err error) {
+	broken := err != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) || isTransport(err))
+	u.mu.Lock()
+	if broken || u.closed {
+		u.open--
+		if broken {
+			u.lastErr = err
+		}
+		u.signalLocked()
+		u.mu.Unlock()
+		s.cs.Close()
+		return
+	}
+	u.idle = append(u.idle, s)
+	u.signalLocked()
+	u.mu.Unlock()
+}
+
+func isTransport(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == codeRejected
+}
+
+func (u *upstream) signalLocked() {
+	close(u.freed)
+	u.freed = make(chan struct{})
+}
+
+func (u *upstream) health() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastErr
+}
+
+func (u *upstream) close() error {
+	u.mu.Lock()
+	u.closed = true
+	idle := u.idle
+	u.idle = nil
+	u.mu.Unlock()
+	var errs []error
+	for _, s := range idle {
+		errs = append(errs, s.cs.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,205 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The test binary is also the upstream: a plain go-sdk server over stdio
+// (no tasks of its own), started by the gateway as a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("GATEWAY_TEST_UPSTREAM") == "1" {
+		os.Exit(runUpstream())
+	}
+	os.Exit(m.Run())
+}
+
+type slowArgs struct {
+	Steps int `json:"steps"`
+}
+
+type askArgs struct {
+	Question string `json:"question"`
+}
+
+type blockArgs struct {
+	Marker string `json:"marker" jsonschema:"a file the tool writes when its call is cancelled"`
+}
+
+func runUpstream() int {
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "reports progress, step by step"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowArgs) (*mcp.CallToolResult, any, error) {
+			for i := 1; i <= in.Steps; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: float64(in.Steps),
+					Message: fmt.Sprintf("upstream step %d of %d", i, in.Steps)})
+				time.Sleep(20 * time.Millisecond) // the work the steps stand for
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("did %d steps", in.Steps)}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "asks the user"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s: %v", res.Action, res.Content["answer"])}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in blockArgs) (*mcp.CallToolResult, any, error) {
+			<-ctx.Done()
+			_ = os.WriteFile(in.Marker, []byte("cancelled"), 0o600)
+			return nil, nil, ctx.Err()
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// gatewayServer is an mcptask server on SQLite whose tools are the
+// upstream's, through the gateway, served on loopback HTTP.
+func gatewayServer(t *testing.T) string {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gw", Version: "1"}, &mcp.ServerOptions{Logger: log})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{{
+		Name:    "up",
+		Command: os.Args[0],
+		Env:     map[string]string{"GATEWAY_TEST_UPSTREAM": "1"},
+		Default: gateway.ToolPolicy{Support: mcptask.Optional},
+	}}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ts.Handler(nil))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ts.Close(ctx)
+		_ = gw.Close()
+		_ = st.Close()
+	})
+	return hs.URL + "/mcp"
+}
+
+// TestGateway: a plain upstream's tools, through the gateway, run as
+// tasks on both wires: the upstream's progress is the task's status
+// message, its elicitation the task's input_required (answered by the
+// client, the answer going back upstream), a cancel reaches the upstream
+// call, and the result is the task's.
+func TestGateway(t *testing.T) {
+	url := gatewayServer(t)
+	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+		t.Run(wire, func(t *testing.T) {
+			ctx := t.Context()
+			c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire,
+				Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes to " + p.Message}}, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+
+			// Progress.
+			call, err := c.CallTool(ctx, "slow", map[string]any{"steps": 10})
+			if err != nil || call.Task == nil {
+				t.Fatalf("slow: %+v, %v; want a task", call, err)
+			}
+			var mu sync.Mutex
+			var messages []string
+			res, err := c.Wait(ctx, call.Task.ID, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
+				mu.Lock()
+				messages = append(messages, st.StatusMessage)
+				mu.Unlock()
+			}})
+			if err != nil || text(res) != "did 10 steps" {
+				t.Fatalf("slow: %q, %v", text(res), err)
+			}
+			mu.Lock()
+			seen := strings.Join(messages, "|")
+			mu.Unlock()
+			if !strings.Contains(seen, "upstream step") {
+				t.Errorf("no upstream progress among the status messages: %q", seen)
+			}
+
+			// Elicitation.
+			call, err = c.CallTool(ctx, "ask", map[string]any{"question": "deploy?"})
+			if err != nil || call.Task == nil {
+				t.Fatalf("ask: %+v, %v; want a task", call, err)
+			}
+			res, err = c.Wait(ctx, call.Task.ID, nil)
+			if err != nil || text(res) != "accept: yes to deploy?" {
+				t.Fatalf("ask: %q, %v", text(res), err)
+			}
+
+			// Cancel.
+			marker := filepath.Join(t.TempDir(), "cancelled")
+			call, err = c.CallTool(ctx, "block", map[string]any{"marker": marker})
+			if err != nil || call.Task == nil {
+				t.Fatalf("block: %+v, %v; want a task", call, err)
+			}
+			if _, err := c.Cancel(ctx, call.Task.ID); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if _, err := os.Stat(marker); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the upstream call was not cancelled")
+				}
+				time.Sleep(10 * time.Millisecond) // polling the marker, not timing the test
+			}
+		})
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
