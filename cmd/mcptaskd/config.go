@@ -33,6 +33,8 @@ type Config struct {
 	BodyTimeout    time.Duration // how long a client may take to send a request body; 0: no limit
 	RequiredScope  string        // scopes (comma-separated) every token must carry; "" for none
 	MaxConns       int           // most HTTP connections served at once; 0: no limit
+	ConfigFile     string        // the configuration file of the served tools (-config); "" for the demo tools only
+	CheckConfig    string        // validate this configuration file and exit (-check-config)
 	LogFormat      string        // text or json
 	LogLevel       slog.Level
 
@@ -101,6 +103,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.Limits.RequestBurst, "request-burst", d.RequestBurst, "tasks/* requests a requester may send in a burst above -request-rate")
 	fs.DurationVar(&c.Limits.MaxPollInterval, "max-poll-interval", d.MaxPollInterval, "the most the poll interval suggested to a client that polls a task faster than suggested is raised to (doubling on each early poll); 0: never raised")
 	fs.StringVar(&c.AuditLog, "audit-log", "", "where the audit trail (tasks created, status changes, results retrieved, cancellations, denied access, limited requests) goes: empty for the daemon's log, a `file` to append JSON lines to, or off")
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML (or JSON) `file` declaring the tools served: the demo tools (demo: true, the default) and upstream MCP servers (mcpServers, as in a host's configuration) whose tools become tasks; see docs/gateway.md")
+	fs.StringVar(&c.CheckConfig, "check-config", "", "validate this configuration `file`, print what it declares or what is wrong (file:line: field: problem), and exit")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Usage = func() {

@@ -25,6 +25,9 @@ import (
 var daemonBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(upstreamEnv) != "" {
+		os.Exit(runUpstream()) // an upstream MCP server of a gateway test
+	}
 	os.Exit(buildAndRun(m))
 }
 

@@ -62,6 +62,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -76,6 +77,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "mcptaskd: %v\n", err)
 		os.Exit(2)
 	}
+	if cfg.CheckConfig != "" {
+		os.Exit(checkConfig(cfg.CheckConfig, os.Getenv, os.Stdout, os.Stderr))
+	}
 	logger, sdkLogger := newLogger(os.Stderr, cfg.LogFormat, cfg.LogLevel)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,4 +92,23 @@ func main() {
 		logger.Error("mcptaskd failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// checkConfig is -check-config: it validates the file and says what it
+// declares (exit 0) or what is wrong (exit 2). It starts no upstream.
+func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fc, err := loadFileConfig(path, getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcptaskd: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(stdout, "%s: ok: demo tools %s, %d upstream server(s)\n", path, map[bool]string{true: "on", false: "off"}[fc.demoEnabled()], len(fc.MCPServers))
+	for _, u := range fc.upstreams() {
+		where := u.URL
+		if u.Command != "" {
+			where = "stdio: " + u.Command
+		}
+		fmt.Fprintf(stdout, "  %s (%s)\n", u.Name, where)
+	}
+	return 0
 }

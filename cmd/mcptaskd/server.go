@@ -20,6 +20,7 @@ import (
 	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/gateway"
 	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
@@ -41,6 +42,7 @@ type App struct {
 	audit    io.Closer       // the audit log file, if any
 	unlock   func()
 	stopping atomic.Bool
+	gw       *gateway.Gateway // nil without upstream servers
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -59,6 +61,12 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			TenantClaim: cfg.JWTTenantClaim,
 		})
 		if err != nil {
+			return nil, err
+		}
+	}
+	var fc *FileConfig
+	if cfg.ConfigFile != "" {
+		if fc, err = loadFileConfig(cfg.ConfigFile, os.Getenv); err != nil {
 			return nil, err
 		}
 	}
@@ -113,9 +121,21 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	}
 	// The tools must be registered before Start: the recovery of
 	// unfinished tasks asks each tool whether it may be re-run.
-	demo.Register(ts)
+	if fc.demoEnabled() {
+		demo.Register(ts)
+	}
+	var gw *gateway.Gateway
+	if ups := fc.upstreams(); len(ups) > 0 {
+		gctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		gw, err = gateway.Start(gctx, ts, ups, logger.With("component", "gateway"))
+		cancel()
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile}
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
@@ -166,6 +186,9 @@ func (a *App) Engine() *engine.Engine { return a.eng }
 func (a *App) Close(ctx context.Context) error {
 	a.stopping.Store(true)
 	err := a.tasks.Close(ctx)
+	if a.gw != nil {
+		err = errors.Join(err, a.gw.Close())
+	}
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
 	return errors.Join(err, a.audit.Close())
@@ -214,11 +237,22 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
+	var upstreams map[string]string
+	if a.gw != nil {
+		upstreams = map[string]string{}
+		for name, err := range a.gw.Health() {
+			upstreams[name] = "ok"
+			if err != nil {
+				upstreams[name] = "unavailable: " + err.Error()
+			}
+		}
+	}
 	_ = json.NewEncoder(w).Encode(struct {
-		Status  string `json:"status"`
-		Version string `json:"version"`
-		Detail  string `json:"detail,omitempty"`
-	}{status, version(), detail})
+		Status    string            `json:"status"`
+		Version   string            `json:"version"`
+		Detail    string            `json:"detail,omitempty"`
+		Upstreams map[string]string `json:"upstreams,omitempty"`
+	}{status, version(), detail, upstreams})
 }
 
 // pingStore checks that st can serve requests: with its Ping if it is a

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/gateway"
+	"go.yaml.in/yaml/v3"
+)
+
+// FileConfig is the configuration file of -config: the tools mcptaskd
+// serves. YAML (which also reads JSON):
+//
+//	demo: true            # the demo tools (the default)
+//	mcpServers:           # as in a host's configuration
+//	  everything:
+//	    command: npx
+//	    args: ["-y", "@modelcontextprotocol/server-everything"]
+//	    env: {API_KEY: "${EVERYTHING_API_KEY}"}
+//	    # mcptask's own fields:
+//	    tools: [longRunningOperation]   # re-export these only (default: all)
+//	    prefix: ""                      # prepended to each exported name
+//	    maxSessions: 4                  # calls in flight (stdio: processes)
+//	    task: optional                  # task support of its tools
+//	    rerunnable: false               # may a call be made again after a crash
+//	    timeout: 30m                    # each call's limit
+//	    toolOptions:
+//	      longRunningOperation: {task: required, timeout: 10m}
+//	  remote:
+//	    url: https://mcp.example.com/mcp
+//	    headers: {Authorization: "Bearer ${REMOTE_TOKEN}"}
+//
+// Values of env and headers may name environment variables as ${NAME}
+// (an unset one is an error), so that secrets stay out of the file; they
+// are never logged.
+type FileConfig struct {
+	Demo       *bool                     `yaml:"demo"`
+	MCPServers map[string]ServerConfig   `yaml:"mcpServers"`
+	nodes      map[string]*yaml.Node     // where each server's block is, for errors
+	toolNodes  map[string]map[string]int // line of each toolOptions entry
+}
+
+// ServerConfig is one entry of mcpServers.
+type ServerConfig struct {
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	Cwd     string            `yaml:"cwd"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// Type is accepted as hosts write it ("stdio", "http",
+	// "streamable-http"), and checked against command/url.
+	Type string `yaml:"type"`
+
+	Tools           []string `yaml:"tools"`
+	Prefix          string   `yaml:"prefix"`
+	MaxSessions     int      `yaml:"maxSessions"`
+	ProtocolVersion string   `yaml:"protocolVersion"`
+	ToolConfig      `yaml:",inline"`
+	ToolOptions     map[string]ToolConfig `yaml:"toolOptions"`
+}
+
+// ToolConfig is how the tools of an upstream run.
+type ToolConfig struct {
+	Task       string   `yaml:"task"`
+	Rerunnable *bool    `yaml:"rerunnable"`
+	Timeout    Duration `yaml:"timeout"`
+}
+
+// Duration is a time.Duration written as "30s", "10m".
+type Duration time.Duration
+
+// UnmarshalYAML reads a duration.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 30s, 10m)", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// loadFileConfig reads and validates the configuration file at path. Its
+// errors name the file, the line and the field.
+func loadFileConfig(path string, getenv func(string) string) (*FileConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	fc, err := parseFileConfig(data, getenv)
+	if err != nil {
+		// One problem per line, each as FILE:LINE: field: problem.
+		var lines []string
+		for _, l := range strings.Split(err.Error(), "\n") {
+			lines = append(lines, path+":"+l)
+		}
+		return nil, fmt.Errorf("invalid configuration:\n%s", strings.Join(lines, "\n"))
+	}
+	return fc, nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// parseFileConfig parses a configuration; its errors start with the line.
+func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, error) {
+	var fc FileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+		// yaml's "yaml: line 3: ..." or "yaml: unmarshal errors:\n  line
+		// 3: field x not found in type main.ServerConfig": say it as
+		// FILE:LINE: ..., one error per line.
+		var lines []string
+		for _, l := range strings.Split(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), "\n") {
+			l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "yaml: "))
+			if m := yamlLine.FindStringSubmatch(l); m != nil {
+				l = m[1] + ": " + yamlLine.ReplaceAllString(l, "")
+			}
+			l = strings.ReplaceAll(l, "in type main.ServerConfig", "in an mcpServers entry")
+			l = strings.ReplaceAll(l, "in type main.FileConfig", "at the top level")
+			l = strings.ReplaceAll(l, "in type main.ToolConfig", "in toolOptions")
+			if l != "" {
+				lines = append(lines, l)
+			}
+		}
+		return nil, errors.New(strings.Join(lines, "\n"))
+	}
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root)
+	fc.nodes, fc.toolNodes = map[string]*yaml.Node{}, map[string]map[string]int{}
+	if servers := child(docOf(&root), "mcpServers"); servers != nil && servers.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(servers.Content); i += 2 {
+			name := servers.Content[i].Value
+			fc.nodes[name] = servers.Content[i]
+			if to := child(servers.Content[i+1], "toolOptions"); to != nil && to.Kind == yaml.MappingNode {
+				fc.toolNodes[name] = map[string]int{}
+				for j := 0; j+1 < len(to.Content); j += 2 {
+					fc.toolNodes[name][to.Content[j].Value] = to.Content[j].Line
+				}
+			}
+		}
+	}
+	if err := fc.validate(getenv); err != nil {
+		return nil, err
+	}
+	return &fc, nil
+}
+
+func docOf(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		return n.Content[0]
+	}
+	return n
+}
+
+func child(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// validate checks the configuration and expands ${NAME} references.
+func (fc *FileConfig) validate(getenv func(string) string) error {
+	var errs []error
+	names := make([]string, 0, len(fc.MCPServers))
+	for name := range fc.MCPServers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s := fc.MCPServers[name]
+		line := 0
+		if n := fc.nodes[name]; n != nil {
+			line = n.Line
+		}
+		bad := func(field, format string, args ...any) {
+			errs = append(errs, fmt.Errorf("%d: mcpServers.%s%s: %s", line, name, field, fmt.Sprintf(format, args...)))
+		}
+		switch {
+		case s.Command == "" && s.URL == "":
+			bad("", "set command (a stdio server) or url (a Streamable HTTP server)")
+		case s.Command != "" && s.URL != "":
+			bad("", "set command or url, not both")
+		}
+		switch s.Type {
+		case "", "stdio", "http", "streamable-http", "streamableHttp":
+		default:
+			bad(".type", "%q: want stdio or http (or leave it out)", s.Type)
+		}
+		if s.Type == "stdio" && s.Command == "" || (s.Type == "http" || s.Type == "streamable-http" || s.Type == "streamableHttp") && s.URL == "" {
+			bad(".type", "%q does not match the server's command or url", s.Type)
+		}
+		if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+			bad(".url", "%q: want an http:// or https:// URL", s.URL)
+		}
+		if s.MaxSessions < 0 {
+			bad(".maxSessions", "must not be negative")
+		}
+		if err := checkTask(s.Task); err != nil {
+			bad(".task", "%v", err)
+		}
+		for tool, tc := range s.ToolOptions {
+			if err := checkTask(tc.Task); err != nil {
+				l := fc.toolNodes[name][tool]
+				errs = append(errs, fmt.Errorf("%d: mcpServers.%s.toolOptions.%s.task: %v", l, name, tool, err))
+			}
+		}
+		for _, m := range []map[string]string{s.Env, s.Headers} {
+			for k, v := range m {
+				m[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
+					key := envRef.FindStringSubmatch(ref)[1]
+					val := getenv(key)
+					if val == "" {
+						bad("", "%s names the environment variable %s, which is not set", k, key)
+					}
+					return val
+				})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkTask(s string) error {
+	switch s {
+	case "", "optional", "required", "forbidden":
+		return nil
+	}
+	return fmt.Errorf("%q: want optional, required or forbidden", s)
+}
+
+// demoEnabled reports whether the demo tools are served.
+func (fc *FileConfig) demoEnabled() bool { return fc == nil || fc.Demo == nil || *fc.Demo }
+
+// upstreams returns the gateway's upstreams, in name order.
+func (fc *FileConfig) upstreams() []gateway.Upstream {
+	if fc == nil {
+		return nil
+	}
+	var out []gateway.Upstream
+	names := make([]string, 0, len(fc.MCPServers))
+	for name := range fc.MCPServers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s := fc.MCPServers[name]
+		u := gateway.Upstream{
+			Name: name, Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Cwd,
+			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Prefix: s.Prefix,
+			MaxSessions: s.MaxSessions, ProtocolVersion: s.ProtocolVersion,
+			Default: s.ToolConfig.policy(gateway.ToolPolicy{}),
+		}
+		for tool, tc := range s.ToolOptions {
+			if u.Policies == nil {
+				u.Policies = map[string]gateway.ToolPolicy{}
+			}
+			u.Policies[tool] = tc.policy(u.Default)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// policy is tc over the defaults def.
+func (tc ToolConfig) policy(def gateway.ToolPolicy) gateway.ToolPolicy {
+	p := def
+	if tc.Task != "" {
+		p.Support = mcptask.TaskSupport(tc.Task)
+	}
+	if tc.Rerunnable != nil {
+		p.Rerunnable = *tc.Rerunnable
+	}
+	if tc.Timeout > 0 {
+		p.Timeout = time.Duration(tc.Timeout)
+	}
+	return p
+}

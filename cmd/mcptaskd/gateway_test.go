@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// upstreamEnv makes the test binary an upstream MCP server over stdio,
+// writing its process ID to the file the variable names.
+const upstreamEnv = "MCPTASKD_TEST_UPSTREAM_PIDFILE"
+
+type stepsArgs struct {
+	Steps int `json:"steps"`
+}
+
+func runUpstream() int {
+	f, err := os.OpenFile(os.Getenv(upstreamEnv), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err == nil {
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "build", Description: "a slow build with progress"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in stepsArgs) (*mcp.CallToolResult, any, error) {
+			for i := 1; i <= in.Steps; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(),
+					Progress: float64(i), Total: float64(in.Steps), Message: fmt.Sprintf("build step %d of %d", i, in.Steps)})
+				select {
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				case <-time.After(50 * time.Millisecond): // the work a step stands for
+				}
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("built in %d steps", in.Steps)}}}, nil, nil
+		})
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// gatewayConfig writes a configuration file with one stdio upstream (this
+// test binary) and returns its path and the upstream's PID file.
+func gatewayConfig(t *testing.T, demo bool) (config, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	config, pidFile = filepath.Join(dir, "mcptaskd.yaml"), filepath.Join(dir, "upstream.pids")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`demo: %v
+mcpServers:
+  builder:
+    command: %q
+    env:
+      %s: %q
+    maxSessions: 2
+    task: required
+`, demo, exe, upstreamEnv, pidFile)
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config, pidFile
+}
+
+// TestGatewayConfig: mcptaskd -config serves an upstream stdio server's
+// tool as a task (its progress the status message), beside the demo
+// tools; /healthz reports the upstream; a kill -9 of mcptaskd takes the
+// upstream process with it.
+func TestGatewayConfig(t *testing.T) {
+	config, pidFile := gatewayConfig(t, true)
+	d := startDaemon(t, "gateway", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
+	c := d.client(true)
+	ctx := context.Background()
+	tools, err := c.Call(ctx, "tools/list", nil, nil)
+	if err != nil || tools.Error != nil || !strings.Contains(string(tools.Result), `"build"`) || !strings.Contains(string(tools.Result), `"long_computation"`) {
+		t.Fatalf("tools/list: %+v %v %s; want the upstream's build and the demo tools", tools.Error, err, tools.Result)
+	}
+	id := startTask(t, c, "build", map[string]any{"steps": 10})
+	var progress string
+	tk := waitTask(t, c, id, 60*time.Second, "terminal", func(tk *wiretest.Task) bool {
+		if strings.Contains(tk.StatusMessage, "build step") {
+			progress = tk.StatusMessage
+		}
+		return tk.Status == "completed" || tk.Status == "failed" || tk.Status == "cancelled"
+	})
+	if progress == "" {
+		t.Errorf("the upstream's progress never showed as the task's status message")
+	}
+	if tk.Status != "completed" || resultOf(t, tk).text() != "built in 10 steps" {
+		t.Fatalf("build through the gateway: %+v", tk)
+	}
+	logs := d.Logs()
+	if !strings.Contains(logs, "re-exported an upstream tool") {
+		t.Errorf("the gateway did not log the re-exported tool:\n%s", logs)
+	}
+
+	resp, err := http.Get(d.Base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var h struct{ Upstreams map[string]string }
+	if json.Unmarshal(body, &h) != nil || h.Upstreams["builder"] != "ok" {
+		t.Errorf("/healthz: %s; want the upstream reported ok", body)
+	}
+
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, l := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(l); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		t.Fatal("no upstream process started")
+	}
+	d.kill9()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("upstream process %d outlived mcptaskd's kill -9", pid)
+			}
+			time.Sleep(10 * time.Millisecond) // polling the process, not timing the test
+		}
+	}
+}
+
+// TestConfigErrors: a malformed configuration stops mcptaskd at once, and
+// -check-config says what is wrong, each problem with its file, line and
+// field; a good one is summed up.
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("mcpServers:\n  one:\n    command: a\n    url: http://x\n  two:\n    url: ftp://y\n    toolOptions:\n      t: {task: sometimes}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(daemonBin, "-check-config", bad).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("-check-config of a bad file: %v\n%s", err, out)
+	}
+	for _, want := range []string{bad + ":2: mcpServers.one: set command or url, not both", bad + ":5: mcpServers.two.url", bad + ":8: mcpServers.two.toolOptions.t.task"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = exec.Command(daemonBin, "-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "x.db"), "-config", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), bad+":2:") {
+		t.Errorf("mcptaskd with a bad config: %v\n%s", err, out)
+	}
+	unknown := filepath.Join(dir, "unknown.yaml")
+	if err := os.WriteFile(unknown, []byte("mcpServers:\n  one:\n    comand: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command(daemonBin, "-check-config", unknown).CombinedOutput()
+	if !strings.Contains(string(out), unknown+":3: field comand not found") {
+		t.Errorf("-check-config of a misspelt field:\n%s", out)
+	}
+	config, _ := gatewayConfig(t, false)
+	out, err = exec.Command(daemonBin, "-check-config", config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: demo tools off, 1 upstream server(s)") || !strings.Contains(string(out), "builder (stdio: ") {
+		t.Errorf("-check-config of a good file: %v\n%s", err, out)
+	}
+}
