@@ -2,7 +2,9 @@
 # Runs the interop tests of interop/ts: the official TypeScript MCP SDK
 # client (@modelcontextprotocol/sdk, the exact version pinned in
 # interop/ts/package.json and package-lock.json) against mcptaskd on the
-# 2025-11-25 tasks wire, over Streamable HTTP and over stdio.
+# 2025-11-25 tasks wire, over Streamable HTTP and over stdio; and mcptaskd's
+# gateway in front of @modelcontextprotocol/server-everything (pinned in the
+# same package.json), started over stdio from a -config file.
 #
 # Usage: scripts/interop.sh [FILE...]   (paths relative to interop/ts;
 #                                       default: test/*.test.mjs)

@@ -44,7 +44,7 @@ if ! grep -q '^ok ' .cache/faults.log; then
 	exit 1
 fi
 
-step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio)"
+step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio, and the gateway before server-everything)"
 scripts/interop.sh
 
 step "conformance suite"

@@ -63,13 +63,14 @@ const commonFlags = ['-shutdown-grace', '2s', '-log-level', 'info', '-create-rat
 
 /**
  * startHttpServer starts mcptaskd on 127.0.0.1 port 0 with a temporary
- * database and resolves once it printed "listening on URL".
+ * database (and extraArgs, e.g. a -config) and resolves once it printed
+ * "listening on URL".
  *
  * @returns {Promise<{url: string, stop: () => Promise<{code: number|null, signal: string|null, stderr: string}>, stderr: () => string}>}
  */
-export async function startHttpServer({ timeoutMs = 20_000 } = {}) {
+export async function startHttpServer({ timeoutMs = 20_000, extraArgs = [] } = {}) {
   const dir = tempDir();
-  const child = spawn(mcptaskdPath(), ['-addr', '127.0.0.1:0', '-db', join(dir, 'tasks.db'), ...commonFlags], {
+  const child = spawn(mcptaskdPath(), ['-addr', '127.0.0.1:0', '-db', join(dir, 'tasks.db'), ...commonFlags, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
