@@ -178,6 +178,11 @@ func TestConfigErrors(t *testing.T) {
 	if !strings.Contains(string(out), unknown+":3: field comand not found") {
 		t.Errorf("-check-config of a misspelt field:\n%s", out)
 	}
+	// The example shipped in the repository stays valid.
+	out, err = exec.Command(daemonBin, "-check-config", "../../examples/mcptaskd.yaml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok: demo tools on, 1 upstream server(s)") {
+		t.Errorf("-check-config of examples/mcptaskd.yaml: %v\n%s", err, out)
+	}
 	config, _ := gatewayConfig(t, false)
 	out, err = exec.Command(daemonBin, "-check-config", config).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ok: demo tools off, 1 upstream server(s)") || !strings.Contains(string(out), "builder (stdio: ") {
