@@ -4,8 +4,9 @@
 // tasks kept in a SQLite file, or in PostgreSQL for several instances
 // sharing one task space, so that they survive restarts and crashes.
 //
-// It serves the demo tools of package demo on /mcp, and /healthz for
-// health checks. Tasks left running by a crash are resolved at the next
+// It serves the demo tools of package demo, and the tools of the upstream
+// MCP servers a -config file declares (package gateway; see
+// docs/gateway.md), on /mcp, and /healthz for health checks. Tasks left running by a crash are resolved at the next
 // start (SQLite) or about one lease later by another instance
 // (PostgreSQL): those of re-runnable tools run again, the others fail with
 // an "outcome unknown" error.
