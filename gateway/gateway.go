@@ -331,6 +331,10 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
 }
 
+// cancelGrace is how long the session of a cancelled upstream call stays
+// open for the cancellation to reach the upstream.
+const cancelGrace = time.Second
+
 // codeRejected is the go-sdk's code for a request its transport could not
 // deliver.
 const codeRejected = -32005
@@ -375,29 +379,35 @@ func (u *upstream) acquire(ctx context.Context) (*session, error) {
 	}
 }
 
-// release puts a session back after a call that ended with err; one whose
-// connection failed is closed instead.
+// release puts a session back after a call that ended with err. A
+// session whose call did not end with an answer of the upstream's (its
+// connection failed, or the call was cancelled or timed out, and the
+// upstream may still be working on it, and could still send requests that
+// would be taken for the next call's) is closed instead: a stdio
+// upstream's process with it.
 func (u *upstream) release(s *session, err error) {
-	broken := err != nil && (errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, mcp.ErrSessionMissing) || isTransport(err))
+	var je *jsonrpc.Error
+	answered := err == nil || (errors.As(err, &je) && je.Code != codeRejected)
 	u.mu.Lock()
-	if broken || u.closed {
+	if !answered || u.closed {
 		u.open--
-		if broken {
+		if !answered && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			u.lastErr = err
 		}
 		u.signalLocked()
 		u.mu.Unlock()
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			// The go-sdk sends notifications/cancelled on its own, just
+			// after the call returns: close once it had time to go out.
+			time.AfterFunc(cancelGrace, func() { s.cs.Close() })
+			return
+		}
 		s.cs.Close()
 		return
 	}
 	u.idle = append(u.idle, s)
 	u.signalLocked()
 	u.mu.Unlock()
-}
-
-func isTransport(err error) bool {
-	var je *jsonrpc.Error
-	return errors.As(err, &je) && je.Code == codeRejected
 }
 
 func (u *upstream) signalLocked() {

@@ -2,8 +2,10 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,6 +44,15 @@ type blockArgs struct {
 }
 
 func runUpstream() int {
+	if err := upstreamServer(true).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// upstreamServer is the upstream's tools; stdio says it runs as a child
+// process (which its "crash" tool ends).
+func upstreamServer(stdio bool) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "reports progress, step by step"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in slowArgs) (*mcp.CallToolResult, any, error) {
@@ -64,19 +75,29 @@ func runUpstream() int {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "waits until cancelled"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in blockArgs) (*mcp.CallToolResult, any, error) {
+			_ = os.WriteFile(in.Marker+".started", []byte("started"), 0o600)
 			<-ctx.Done()
 			_ = os.WriteFile(in.Marker, []byte("cancelled"), 0o600)
 			return nil, nil, ctx.Err()
 		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		return 1
-	}
-	return 0
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "the upstream process dies mid-call"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			if stdio {
+				os.Exit(3)
+			}
+			return nil, nil, fmt.Errorf("crash only crashes a stdio upstream")
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "never answers"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		})
+	return s
 }
 
 // gatewayServer is an mcptask server on SQLite whose tools are the
 // upstream's, through the gateway, served on loopback HTTP.
-func gatewayServer(t *testing.T) string {
+func gatewayServer(t *testing.T, ups ...gateway.Upstream) string {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
@@ -92,12 +113,7 @@ func gatewayServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{{
-		Name:    "up",
-		Command: os.Args[0],
-		Env:     map[string]string{"GATEWAY_TEST_UPSTREAM": "1"},
-		Default: gateway.ToolPolicy{Support: mcptask.Optional},
-	}}, log)
+	gw, err := gateway.Start(t.Context(), ts, ups, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +139,35 @@ func gatewayServer(t *testing.T) string {
 // client, the answer going back upstream), a cancel reaches the upstream
 // call, and the result is the task's.
 func TestGateway(t *testing.T) {
-	url := gatewayServer(t)
-	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
-		t.Run(wire, func(t *testing.T) {
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstreamServer(false) }, nil))
+	t.Cleanup(hs.Close)
+	for _, up := range []gateway.Upstream{stdioUpstream(), {Name: "up", URL: hs.URL}} {
+		kind := "stdio"
+		if up.URL != "" {
+			kind = "http"
+		}
+		url := gatewayServer(t, up)
+		for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+			t.Run(kind+"/"+wire, func(t *testing.T) { gatewayFlows(t, url, wire) })
+		}
+	}
+}
+
+// stdioUpstream is the test binary as a stdio upstream.
+func stdioUpstream() gateway.Upstream {
+	return gateway.Upstream{
+		Name:    "up",
+		Command: os.Args[0],
+		Env:     map[string]string{"GATEWAY_TEST_UPSTREAM": "1"},
+		Default: gateway.ToolPolicy{Support: mcptask.Optional},
+		// A call of hang times out.
+		Policies: map[string]gateway.ToolPolicy{"hang": {Support: mcptask.Optional, Timeout: 300 * time.Millisecond}},
+	}
+}
+
+func gatewayFlows(t *testing.T, url, wire string) {
+	{
+		{
 			ctx := t.Context()
 			c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire,
 				Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -174,20 +216,63 @@ func TestGateway(t *testing.T) {
 			if err != nil || call.Task == nil {
 				t.Fatalf("block: %+v, %v; want a task", call, err)
 			}
+			// Once the upstream runs the call (a cancel before that
+			// reaches no upstream call: there is none to cancel).
+			waitFile(t, marker+".started")
 			if _, err := c.Cancel(ctx, call.Task.ID); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				if _, err := os.Stat(marker); err == nil {
-					break
+			waitFile(t, marker) // the upstream call was cancelled
+		}
+	}
+}
+
+// TestUpstreamFaults: an upstream process that dies mid-call fails that
+// task, saying the upstream is unavailable, and the next call gets a new
+// process; a call that hangs past its timeout fails, saying so.
+func TestUpstreamFaults(t *testing.T) {
+	url := gatewayServer(t, stdioUpstream())
+	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+		t.Run(wire, func(t *testing.T) {
+			ctx := t.Context()
+			c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			wait := func(tool string, args any) (*mcp.CallToolResult, error) {
+				call, err := c.CallTool(ctx, tool, args)
+				if err != nil || call.Task == nil {
+					t.Fatalf("%s: %+v, %v; want a task", tool, call, err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the upstream call was not cancelled")
-				}
-				time.Sleep(10 * time.Millisecond) // polling the marker, not timing the test
+				return c.Wait(ctx, call.Task.ID, nil)
+			}
+			var te *client.TaskError
+			if _, err := wait("crash", map[string]any{}); !errors.As(err, &te) || !strings.Contains(te.Message, "upstream up unavailable") {
+				t.Errorf("a call whose upstream died: %v; want a failed task saying the upstream is unavailable", err)
+			}
+			if res, err := wait("slow", map[string]any{"steps": 2}); err != nil || text(res) != "did 2 steps" {
+				t.Errorf("the call after the crash: %q, %v; want it served by a new upstream process", text(res), err)
+			}
+			if _, err := wait("hang", map[string]any{}); !errors.As(err, &te) || !strings.Contains(te.Message, "timed out") {
+				t.Errorf("a call that hangs past its timeout: %v; want a failed task saying it timed out", err)
 			}
 		})
+	}
+}
+
+// waitFile waits until the upstream wrote the file at path.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream never wrote %s", filepath.Base(path))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the file, not timing the test
 	}
 }
 
