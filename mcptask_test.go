@@ -28,6 +28,7 @@ import (
 type testServer struct {
 	url     string
 	eng     *engine.Engine
+	ts      *mcptask.Server
 	handler http.Handler
 	close   func()
 }
@@ -84,7 +85,7 @@ func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)
 	}
 	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
 	closed := false
-	s := &testServer{url: hs.URL, eng: eng, handler: hs.Config.Handler}
+	s := &testServer{url: hs.URL, eng: eng, ts: ts, handler: hs.Config.Handler}
 	s.close = func() {
 		if closed {
 			return
@@ -684,5 +685,54 @@ func TestIdempotentCall(t *testing.T) {
 	}
 	if a, b := id(call(nil, "work")), id(call(nil, "work")); a == b {
 		t.Errorf("calls without a key share task %s", a)
+	}
+}
+
+// TestDrain: the drain switch refuses new tasks (of one tool, then of
+// every tool) with -32010, data.reason "draining" (in StartTask, which
+// both wires share; exercised here on 2026-07-28), while a
+// task created before stays readable and cancellable; lifting it lets new
+// tasks in again.
+func TestDrain(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	before, err := c.CallTool(ctx, "work", map[string]any{"millis": -1, "label": "before"})
+	if err != nil || before.TaskID == "" {
+		t.Fatalf("a task before the drain: %+v, %v", before, err)
+	}
+	refused := func(tool string) bool {
+		t.Helper()
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"label": "x"}, "_meta": c.Meta()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Error == nil {
+			return false
+		}
+		var data struct{ Reason, Tool string }
+		_ = json.Unmarshal(r.Error.Data, &data)
+		if r.Error.Code != -32010 || data.Reason != "draining" || !strings.Contains(r.Error.Message, "draining") {
+			t.Fatalf("%s refused with %+v, want -32010 draining", tool, r.Error)
+		}
+		return true
+	}
+	s.ts.Drain(ctx, false, []string{"work"}, "test")
+	if !refused("work") || refused("rerunnable") {
+		t.Fatal("draining work: want work refused, rerunnable served")
+	}
+	s.ts.Drain(ctx, true, nil, "test")
+	if !refused("rerunnable") {
+		t.Fatal("draining everything: rerunnable served")
+	}
+	if r, err := c.Call(ctx, "tasks/get", map[string]any{"taskId": before.TaskID}, nil); err != nil || r.Error != nil {
+		t.Fatalf("tasks/get of a task created before the drain: %+v, %v", r, err)
+	}
+	if r, err := c.Call(ctx, "tasks/cancel", map[string]any{"taskId": before.TaskID}, nil); err != nil || r.Error != nil {
+		t.Fatalf("tasks/cancel during the drain: %+v, %v", r, err)
+	}
+	s.ts.Drain(ctx, false, nil, "test")
+	if refused("work") {
+		t.Fatal("the drain was lifted, yet work is refused")
 	}
 }

@@ -1,9 +1,11 @@
 package mcptask
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/internal/adapter"
@@ -79,6 +81,21 @@ func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 		s.schemas[t.Name] = rs
 		s.mu.Unlock()
 	}
+}
+
+// Drain sets the server's drain switch: new task-augmented calls of every
+// tool (all) or of the tools listed are refused with a JSON-RPC error
+// (-32010, data.reason "draining"), while existing tasks stay readable,
+// answerable and cancellable. Drain(false) with no tools lifts it. It may
+// be called at any time; the audit trail records each change (by says
+// who made it).
+func (s *Server) Drain(ctx context.Context, all bool, tools []string, by string) {
+	if !all && len(tools) == 0 {
+		s.core.SetDrain(nil)
+	} else {
+		s.core.SetDrain(&adapter.Drain{All: all, Tools: slices.Clone(tools)})
+	}
+	s.eng.Audit().Drain(ctx, all, tools, by)
 }
 
 // HasTool reports whether a tool of that name was added with AddTool,

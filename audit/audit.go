@@ -51,6 +51,9 @@ const (
 	// LimitedEvery at most, its attribute refused counting the refusals it
 	// stands for.
 	EventLimited = "request.limited"
+	// EventDrainChanged: the operator changed the drain switch (attributes
+	// all, tools, and by: what made the change, e.g. SIGHUP).
+	EventDrainChanged = "server.drain_changed"
 	// EventLateResultDropped: a task's work ended after another engine
 	// had taken the task over (or ended it there, e.g. failed it "outcome
 	// unknown"); its outcome (attribute outcome: completed or failed,
@@ -128,6 +131,13 @@ func (a *Logger) write(ctx context.Context, event string, attrs ...slog.Attr) {
 		return
 	}
 	a.l.LogAttrs(ctx, slog.LevelInfo, Message, append([]slog.Attr{slog.String("event", event)}, attrs...)...)
+}
+
+// Drain records a change of the server's drain switch: whether new tasks
+// are refused for every tool (all), or for the tools listed; by whom
+// (e.g. "SIGHUP").
+func (a *Logger) Drain(ctx context.Context, all bool, tools []string, by string) {
+	a.write(ctx, EventDrainChanged, slog.Bool("all", all), slog.Any("tools", tools), slog.String("by", by))
 }
 
 func (t Task) attrs() []slog.Attr {

@@ -88,8 +88,15 @@ const CodeLimitExceeded = -32000
 // the session.)
 const CodeUnavailable = -32010
 
-// ReasonStoreUnavailable is the reason of a CodeUnavailable error.
-const ReasonStoreUnavailable = "store_unavailable"
+// The reasons of a CodeUnavailable error.
+const (
+	// ReasonStoreUnavailable: the task store is briefly unreachable; the
+	// request may be sent again after data.retryAfterMs.
+	ReasonStoreUnavailable = "store_unavailable"
+	// ReasonDraining: the operator stopped new tasks of the tool
+	// (data.tool), or of every tool; existing tasks are not affected.
+	ReasonDraining = "draining"
+)
 
 // The reasons in the data of a CodeLimitExceeded error.
 const (

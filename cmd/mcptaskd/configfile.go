@@ -20,6 +20,9 @@ import (
 // serves. YAML (which also reads JSON):
 //
 //	demo: true            # the demo tools (the default)
+//	drain:                # refuse new tasks (SIGHUP re-reads this)
+//	  all: false
+//	  tools: [deploy_with_confirmation]
 //	mcpServers:           # as in a host's configuration
 //	  everything:
 //	    command: npx
@@ -42,10 +45,19 @@ import (
 // (an unset one is an error), so that secrets stay out of the file; they
 // are never logged.
 type FileConfig struct {
-	Demo       *bool                     `yaml:"demo"`
+	Demo *bool `yaml:"demo"`
+	// Drain stops new tasks, of every tool or of some, while existing
+	// tasks go on; SIGHUP re-reads it without a restart.
+	Drain      DrainConfig               `yaml:"drain"`
 	MCPServers map[string]ServerConfig   `yaml:"mcpServers"`
 	nodes      map[string]*yaml.Node     // where each server's block is, for errors
 	toolNodes  map[string]map[string]int // line of each toolOptions entry
+}
+
+// DrainConfig is the drain switch of the configuration file.
+type DrainConfig struct {
+	All   bool     `yaml:"all"`
+	Tools []string `yaml:"tools"`
 }
 
 // ServerConfig is one entry of mcpServers.

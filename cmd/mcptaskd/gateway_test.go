@@ -189,3 +189,69 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("-check-config of a good file: %v\n%s", err, out)
 	}
 }
+
+// TestDrainSwitch: the configuration's drain switch, re-read on SIGHUP
+// without a restart, refuses new tasks of the tools it names (-32010,
+// reason draining) while a running task stays readable and cancellable;
+// the audit trail records each change; a file that no longer validates
+// changes nothing.
+func TestDrainSwitch(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "mcptaskd.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("demo: true\n")
+	d := startDaemon(t, "drain", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
+	c := d.client(true)
+	ctx := context.Background()
+	running := startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 200, "step_delay_ms": 100})
+	refused := func(tool string) bool {
+		t.Helper()
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"n": 100, "steps": 1}, "_meta": c.Meta()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Error != nil && r.Error.Code == -32010 && strings.Contains(string(r.Error.Data), `"draining"`)
+	}
+	hup := func(wantRecords int) {
+		t.Helper()
+		if err := d.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 30*time.Second, "the drain switch re-read", func() (bool, error) {
+			return strings.Count(d.Logs(), `"event":"server.drain_changed"`) >= wantRecords, nil
+		})
+	}
+	if refused("long_computation") {
+		t.Fatal("refused before any drain")
+	}
+	write("demo: true\ndrain: {tools: [long_computation]}\n")
+	hup(1)
+	if !refused("long_computation") {
+		t.Fatal("long_computation served while drained")
+	}
+	if r, err := c.Call(ctx, "tasks/get", map[string]any{"taskId": running}, nil); err != nil || r.Error != nil {
+		t.Fatalf("tasks/get of the running task during the drain: %+v %v", r, err)
+	}
+	write("demo: true\ndrain: {tools: [long_computation]\n") // broken
+	if err := d.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the broken file reported", func() (bool, error) {
+		return strings.Contains(d.Logs(), "the configuration was not re-read"), nil
+	})
+	if !refused("long_computation") {
+		t.Fatal("a broken file lifted the drain")
+	}
+	write("demo: true\n")
+	hup(2)
+	if refused("long_computation") {
+		t.Fatal("still refused after the drain was lifted")
+	}
+	if r, err := c.Call(ctx, "tasks/cancel", map[string]any{"taskId": running}, nil); err != nil || r.Error != nil {
+		t.Fatalf("tasks/cancel of the running task: %+v %v", r, err)
+	}
+}

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcptask/mcptask"
@@ -136,6 +138,10 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	}
 
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw}
+	if fc != nil && (fc.Drain.All || len(fc.Drain.Tools) > 0) {
+		ts.Drain(context.Background(), fc.Drain.All, fc.Drain.Tools, "config")
+		logger.Warn("draining: new tasks are refused", "all", fc.Drain.All, "tools", fc.Drain.Tools)
+	}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
@@ -192,6 +198,22 @@ func (a *App) Close(ctx context.Context) error {
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
 	return errors.Join(err, a.audit.Close())
+}
+
+// Reload re-reads the configuration file (SIGHUP) and applies its drain
+// switch; a file that does not validate changes nothing. Changes to the
+// served tools take a restart.
+func (a *App) Reload(ctx context.Context) error {
+	if a.cfg.ConfigFile == "" {
+		return errors.New("no -config file to re-read")
+	}
+	fc, err := loadFileConfig(a.cfg.ConfigFile, os.Getenv)
+	if err != nil {
+		return err
+	}
+	a.tasks.Drain(ctx, fc.Drain.All, fc.Drain.Tools, "SIGHUP")
+	a.log.Info("configuration re-read: drain switch applied (changes to the served tools take a restart)", "all", fc.Drain.All, "tools", fc.Drain.Tools)
+	return nil
 }
 
 // nopCloser closes nothing.
@@ -283,6 +305,22 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		app.Close(context.Background())
 		return fmt.Errorf("recovering unfinished tasks: %w", err)
 	}
+	// SIGHUP re-reads the configuration file's drain switch.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := app.Reload(ctx); err != nil {
+					logger.Error("SIGHUP: the configuration was not re-read; nothing changed", "err", err)
+				}
+			}
+		}
+	}()
 	if cfg.Stdio {
 		return runStdio(ctx, cfg, app, logger)
 	}

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"reflect"
+	"slices"
+	"sync/atomic"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
@@ -157,7 +159,29 @@ type Core struct {
 	tool   func(name string) ToolPolicy
 	limits limiters
 	nonce  string // authenticates in-process re-runs
+
+	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
 }
+
+// Drain is the drain switch: new tasks of every tool (All) or of the
+// tools listed are refused; existing tasks stay readable, answerable and
+// cancellable.
+type Drain struct {
+	All   bool
+	Tools []string
+}
+
+// Refuses reports whether a new task of tool is refused.
+func (d *Drain) Refuses(tool string) bool {
+	return d != nil && (d.All || slices.Contains(d.Tools, tool))
+}
+
+// SetDrain sets the drain switch (nil or an empty Drain: no new task is
+// refused).
+func (c *Core) SetDrain(d *Drain) { c.drain.Store(d) }
+
+// Draining returns the drain switch now.
+func (c *Core) Draining() *Drain { return c.drain.Load() }
 
 // NewCore returns the core of cfg.
 func NewCore(cfg Config) *Core {

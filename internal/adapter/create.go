@@ -29,6 +29,9 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if err != nil {
 		return nil, err
 	}
+	if c.Draining().Refuses(params.Name) {
+		return nil, Draining(params.Name)
+	}
 	owner := c.Requester(ctx, r.Req)
 	if err := c.allowCreate(ctx, owner, params.Name); err != nil {
 		return nil, err

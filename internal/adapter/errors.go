@@ -71,3 +71,10 @@ func TaskError(t *task.Task) *jsonrpc.Error {
 	}
 	return &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: e.Data}
 }
+
+// Draining is the error of a task-augmented call refused by the drain
+// switch (see wire.ReasonDraining).
+func Draining(tool string) error {
+	data, _ := json.Marshal(map[string]any{"reason": wire.ReasonDraining, "tool": tool})
+	return &jsonrpc.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("the server accepts no new tasks of %s now (it is draining); existing tasks are not affected: try again later or elsewhere", tool), Data: data}
+}
