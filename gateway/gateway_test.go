@@ -97,7 +97,7 @@ func upstreamServer(stdio bool) *mcp.Server {
 
 // gatewayServer is an mcptask server on SQLite whose tools are the
 // upstream's, through the gateway, served on loopback HTTP.
-func gatewayServer(t *testing.T, ups ...gateway.Upstream) string {
+func gatewayServer(t testing.TB, ups ...gateway.Upstream) string {
 	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
