@@ -84,3 +84,11 @@ status=0
 (cd "$dir" && timeout 900 "$node" --test --test-reporter=spec "${files[@]}") || status=$?
 log "interop tests finished in $(($(date +%s) - start)) s (exit $status)"
 [[ $status -eq 0 ]] || exit 1
+
+# The Go client on 2026-07-28 through the gateway before the same
+# server-everything (the Go test skips without these variables).
+if [[ $# -eq 0 ]]; then
+	log "go test -race -run TestServerEverything ./gateway"
+	MCPTASK_TEST_SERVER_EVERYTHING=$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js \
+		MCPTASK_TEST_NODE=$node go test -race -count=1 -run '^TestServerEverything$' -v ./gateway || exit 1
+fi
