@@ -75,10 +75,8 @@ func (e *NotSentError) Error() string {
 
 func (e *NotSentError) Unwrap() error { return e.Err }
 
-// codeRejected is the go-sdk's JSON-RPC code of a request its transport
-// could not deliver or whose answer it could not read ("rejected by
-// transport"): no answer of the server's.
-const codeRejected = -32005
+// codeRejected is the go-sdk's code of a request lost in its transport.
+const codeRejected = wire.CodeRejectedByTransport
 
 // answered reports whether err is the server's own answer (a JSON-RPC error
 // it sent): the call was refused, not lost.

@@ -222,8 +222,8 @@ func (w *waiter) sleep(d time.Duration, wake <-chan struct{}) error {
 // send it: JSON-RPC error -32000 with data {"reason": "rate_limited",
 // "retryAfterMs": N}.
 const (
-	codeLimitExceeded      = -32000
-	reasonRateLimited      = "rate_limited"
+	codeLimitExceeded      = wire.CodeLimitExceeded
+	reasonRateLimited      = wire.ReasonRateLimited
 	codeUnavailable        = wire.CodeUnavailable
 	reasonStoreUnavailable = wire.ReasonStoreUnavailable
 	// maxBackOff bounds a pause asked for by a server.

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -215,7 +216,7 @@ func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
 
 // register lists the upstream's tools and adds them to ts.
 func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
-	s, err := u.acquire(ctx)
+	s, err := u.acquire(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("gateway: upstream %q: %w", u.cfg.Name, err)
 	}
@@ -279,10 +280,13 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 			defer cancel()
 		}
 		tk := mcptask.FromContext(ctx)
-		if tk != nil {
-			_ = tk.SetStatusMessage(ctx, "waiting for a session of "+u.cfg.Name)
-		}
-		s, err := u.acquire(ctx)
+		s, err := u.acquire(ctx, func() {
+			// Only when the call has to wait: a status message is a
+			// durable write.
+			if tk != nil {
+				_ = tk.SetStatusMessage(ctx, "waiting for a free session of "+u.cfg.Name)
+			}
+		})
 		if err != nil {
 			return nil, u.callError(ctx, name, err)
 		}
@@ -292,9 +296,6 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 			params.Arguments = req.Params.Arguments
 		}
 		params.SetProgressToken(s.token())
-		if tk != nil {
-			_ = tk.SetStatusMessage(ctx, "running on "+u.cfg.Name)
-		}
 		// The upstream call gets the call's cancellation, not its values:
 		// those of the server's own request (its session, say) are not
 		// the upstream session's business.
@@ -335,13 +336,13 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 // open for the cancellation to reach the upstream.
 const cancelGrace = time.Second
 
-// codeRejected is the go-sdk's code for a request its transport could not
-// deliver.
-const codeRejected = -32005
+// codeRejected is the go-sdk's code of a request lost in its transport.
+const codeRejected = wire.CodeRejectedByTransport
 
 // acquire returns an idle session, opening one if the pool allows, or
-// waits for one to free.
-func (u *upstream) acquire(ctx context.Context) (*session, error) {
+// waits for one to free, calling waiting (if not nil) once before it
+// waits.
+func (u *upstream) acquire(ctx context.Context, waiting func()) (*session, error) {
 	for {
 		u.mu.Lock()
 		if u.closed {
@@ -371,6 +372,10 @@ func (u *upstream) acquire(ctx context.Context) (*session, error) {
 		}
 		freed := u.freed
 		u.mu.Unlock()
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
 		select {
 		case <-freed:
 		case <-ctx.Done():

@@ -79,6 +79,11 @@ const (
 // "limit": ..., "retryAfterMs": ...}.
 const CodeLimitExceeded = -32000
 
+// CodeRejectedByTransport is the go-sdk's JSON-RPC error code for a
+// request its transport could not deliver or whose answer it could not
+// read ("rejected by transport"): no answer of the server's.
+const CodeRejectedByTransport = -32005
+
 // CodeUnavailable is the JSON-RPC error code of a request the server
 // could not serve because its task store is briefly unreachable (a
 // database restart, a failover): the request may be sent again after
