@@ -35,6 +35,21 @@ func (t *Task) SetStatusMessage(ctx context.Context, msg string) error {
 	return t.h.SetStatusMessage(ctx, msg)
 }
 
+// SetExternalRef records durably what the handler needs to find its work
+// again in another system (an upstream task ID, a job ID), before it
+// returns: after a crash, a tool's recovery (ToolOptions.Reattach) gets it
+// back and may re-attach to that work instead of failing the task
+// "outcome unknown". Record it as soon as the other system has answered.
+func (t *Task) SetExternalRef(ctx context.Context, ref string) error {
+	return t.h.SetExternalRef(ctx, ref)
+}
+
+// ExternalRef returns the external reference recorded for the task (by
+// this run or an earlier one), "" if none.
+func (t *Task) ExternalRef(ctx context.Context) (string, error) {
+	return t.h.ExternalRef(ctx)
+}
+
 // Elicit asks the client for input and waits for the answer. The task shows
 // input_required with the request until the client answers.
 func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {

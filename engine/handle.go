@@ -47,6 +47,37 @@ func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 	return err
 }
 
+// SetExternalRef records durably, before it returns, what the work needs to
+// find its work again in another system: the upstream task of a gateway
+// tool, the job of a job API. After a crash, the recovery policy sees it
+// in task.Task.ExternalRef and may re-attach to that work instead of
+// failing the task with an "outcome unknown" error. Record it as soon as
+// the other system has answered. A task that ended meanwhile keeps its
+// status, and the reference is recorded all the same: the evidence of
+// what was started is never dropped.
+func (h *Handle) SetExternalRef(ctx context.Context, ref string) error {
+	_, err := h.e.writeForWork(ctx, h.run, "external reference", func(t *task.Task) error {
+		if t.Runner != h.e.id && !t.Status.Terminal() {
+			return errLost
+		}
+		t.ExternalRef = ref
+		return nil
+	})
+	h.stopIfLost(err)
+	return err
+}
+
+// ExternalRef returns the task's external reference as stored (see
+// [Handle.SetExternalRef]): set by an earlier run of the work, for a
+// re-run that re-attaches.
+func (h *Handle) ExternalRef(ctx context.Context) (string, error) {
+	t, err := h.e.store.Get(ctx, h.run.id)
+	if err != nil {
+		return "", err
+	}
+	return t.ExternalRef, nil
+}
+
 // stopIfLost stops the work at once when a write found that another
 // engine holds the task: nothing it does from now on counts.
 func (h *Handle) stopIfLost(err error) {

@@ -95,6 +95,59 @@ type CreateOptions struct {
 	// owner, in any process sharing the store, so concurrent creations
 	// never overshoot the quota. Zero or negative means no quota.
 	MaxActive int
+
+	// MaxConcurrent, if positive, is the cap of the concurrency queue
+	// t.Queue (which must then be set, on a store that is a [Queuer]):
+	// when fewer than MaxConcurrent of the queue's tasks run (are
+	// unfinished and not Queued) and none waits, t is inserted as given
+	// and its work may start at once; otherwise t is inserted waiting, and
+	// Create sets, in t as in the store, Queued, an empty Runner, no
+	// lease, Attempts 0 and the status message task.QueuedMessage(the
+	// number of tasks waiting ahead of it). The count and the insert are
+	// atomic with respect to every other Create with MaxConcurrent and
+	// every [Queuer.StartQueued] of the same queue, in any process sharing
+	// the store: the queue's tasks never run more than MaxConcurrent at
+	// once (unless the cap is lowered), and they start in creation order.
+	MaxConcurrent int
+}
+
+// Queuer is implemented by stores that keep concurrency queues (see
+// [CreateOptions.MaxConcurrent]): the tasks of a queue run at most its
+// cap at once, across every engine sharing the store; the others wait,
+// durably, in creation order.
+type Queuer interface {
+	// StartQueued starts, for req.Runner, the oldest waiting tasks of
+	// req.Queue (by CreatedAt, then ID) while fewer than req.Max of the
+	// queue's tasks run, and returns them as they are after the start:
+	// Queued false, Runner req.Runner, LeaseExpiresAt req.Now+req.Lease,
+	// Attempts 1, an empty status message, LastUpdatedAt req.Now. The
+	// caller must run their work (or resolve them, like any task it
+	// holds). It then sets the status message of the tasks still waiting
+	// (the first MaxQueueMessages of them) to say how many are ahead.
+	// Each started task is announced on the store's change feed. It is
+	// atomic with respect to Create with MaxConcurrent and every other
+	// StartQueued of the queue, in every process sharing the store.
+	StartQueued(ctx context.Context, req QueueRequest) ([]*task.Task, error)
+}
+
+// MaxQueueMessages bounds how many waiting tasks of a queue have their
+// status message ("queued: N ahead") refreshed when tasks leave it: the
+// head of a long queue is kept exact, a task further back shows the count
+// it was last given, which only ever overstates its wait.
+const MaxQueueMessages = 100
+
+// QueueRequest says which tasks StartQueued starts.
+type QueueRequest struct {
+	// Runner is the starting engine's instance ID.
+	Runner string
+	// Queue names the queue.
+	Queue string
+	// Max is the queue's cap on running tasks.
+	Max int
+	// Now is the start time.
+	Now time.Time
+	// Lease is the length of the started tasks' lease.
+	Lease time.Duration
 }
 
 // ClaimRequest says which tasks Claim takes over.

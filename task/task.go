@@ -59,6 +59,21 @@ type Task struct {
 	// return this task instead of creating another; unique per Owner.
 	// Empty when the client chose none.
 	IdempotencyKey string
+	// Queue names the concurrency queue the task runs in ("" for none):
+	// the tasks of one queue run at most the queue's cap at once, across
+	// every engine sharing the store; the others wait in creation order.
+	Queue string
+	// Queued is true while the task waits in its Queue for a free slot:
+	// its status is working, no engine holds it (Runner is empty), its
+	// work has not started (Attempts is 0), and its status message says
+	// how many tasks are ahead of it.
+	Queued bool
+	// ExternalRef is what the task's work recorded to find its work again
+	// in another system (the upstream task of a gateway tool, the job of a
+	// job API): kept durably, so that after a crash the recovery policy
+	// can re-attach to that work instead of failing the task with an
+	// "outcome unknown" error. Empty when the work recorded none.
+	ExternalRef string
 }
 
 // Error is a JSON-RPC error object stored with a failed task.
@@ -166,6 +181,15 @@ const MaxStatusMessage = 4096
 // MaxErrorMessage is the longest message of a failed task's error that a
 // task keeps, in bytes (a tool's error may echo a whole request).
 const MaxErrorMessage = 16 << 10
+
+// QueuedMessage is the status message of a task waiting in its
+// concurrency queue with ahead tasks before it.
+func QueuedMessage(ahead int64) string {
+	if ahead == 0 {
+		return "queued: next to start"
+	}
+	return fmt.Sprintf("queued: %d ahead", ahead)
+}
 
 // CapStatusMessage returns msg cut to MaxStatusMessage bytes (on a
 // character boundary, ending in "…" when cut).

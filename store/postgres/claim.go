@@ -23,7 +23,7 @@ import (
 // it.
 var claimSQL = `WITH cand AS MATERIALIZED (
 	SELECT id, lease_expires_at_ms AS old_lease FROM %[1]s.tasks
-	WHERE status IN ('working', 'input_required')
+	WHERE status IN ('working', 'input_required') AND NOT queued
 		AND CASE WHEN $4::boolean THEN runner <> $1
 			ELSE lease_expires_at_ms IS NULL OR lease_expires_at_ms < $2 END
 	ORDER BY lease_expires_at_ms NULLS FIRST, created_at_ms, id

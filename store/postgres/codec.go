@@ -20,7 +20,7 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -34,13 +34,16 @@ type row struct {
 	leaseMS                                      *int64  // nil when no engine holds the task
 	idemKey                                      *string // nil when the client chose none
 	keyOwner                                     string  // the key's scope: task.Owner.KeyScope
+	queue                                        string
+	queued                                       bool
+	externalRef                                  string
 }
 
 // insertArgs binds the columns of insertSQL, in order.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq,
-		r.runner, r.attempts, r.leaseMS, r.idemKey, r.keyOwner}
+		r.runner, r.attempts, r.leaseMS, r.idemKey, r.keyOwner, r.queue, r.queued, r.externalRef}
 }
 
 // insertSQL inserts a task unless its ID or its (owner, idempotency key)
@@ -51,24 +54,25 @@ func (r *row) insertArgs() []any {
 // every creation of every instance.
 const insertSQL = `INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
-		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+		$23, $24, $25)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
-// updateSQL writes every column of a task but its ID ($22), and announces
-// the change on the change channel ($23). It returns one row when the task
+// updateSQL writes every column of a task but its ID ($25), and announces
+// the change on the change channel ($26). It returns one row when the task
 // exists.
 const updateSQL = `WITH upd AS (
 	UPDATE %[1]s.tasks SET owner = $1, tool = $2, wire = $3, status = $4, status_message = $5,
 		created_at_ms = $6, updated_at_ms = $7, ttl_ns = $8, poll_ns = $9, expires_at_ns = $10,
 		request = $11, result = $12, error = $13, input_requests = $14, input_responses = $15,
 		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20,
-		key_owner = $21
-	WHERE id = $22
+		key_owner = $21, queue = $22, queued = $23, external_ref = $24
+	WHERE id = $25
 	RETURNING id
 )
-SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($23, upd.id) AS n`
+SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($26, upd.id) AS n`
 
 // updateArgs binds the parameters of updateSQL but the channel: every
 // column but the ID, then the ID.
@@ -87,7 +91,7 @@ func encodeTask(t *task.Task) (*row, error) {
 	}
 	for _, f := range []struct{ name, v string }{
 		{"owner", string(t.Owner)}, {"tool", t.Tool}, {"wire", t.Wire}, {"status message", t.StatusMessage},
-		{"runner", t.Runner}, {"idempotency key", t.IdempotencyKey},
+		{"runner", t.Runner}, {"idempotency key", t.IdempotencyKey}, {"queue", t.Queue}, {"external reference", t.ExternalRef},
 	} {
 		if err := checkText(f.v); err != nil {
 			return nil, fmt.Errorf("postgres store: task %s: the %s %w", t.ID, f.name, err)
@@ -108,6 +112,9 @@ func encodeTask(t *task.Task) (*row, error) {
 		runner:        t.Runner,
 		attempts:      t.Attempts,
 		keyOwner:      string(t.Owner.KeyScope()),
+		queue:         t.Queue,
+		queued:        t.Queued,
+		externalRef:   t.ExternalRef,
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
@@ -220,7 +227,7 @@ func scanTask(sc pgx.Row) (*task.Task, error) {
 	)
 	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
 		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &idemKey); err != nil {
+		&leaseMS, &idemKey, &t.Queue, &t.Queued, &t.ExternalRef); err != nil {
 		return nil, err
 	}
 	t.ID = task.ID(id)

@@ -101,6 +101,7 @@ type Store struct {
 	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL, countActiveSQL string
 	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
 	claimSQL, heartbeatSQL                                                     string
+	queueCountSQL, queueStartSQL, queueMessagesSQL                             string
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
 	cancel context.CancelFunc
@@ -245,6 +246,9 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	s.deleteExpiredSQL = q(deleteExpiredSQL)
 	s.claimSQL = q(claimSQL)
 	s.heartbeatSQL = q(heartbeatSQL)
+	s.queueCountSQL = q(queueCountSQL)
+	s.queueStartSQL = q(queueStartSQL)
+	s.queueMessagesSQL = q(queueMessagesSQL)
 	return nil
 }
 
@@ -314,8 +318,11 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	if s.closed() {
 		return ErrClosed
 	}
-	if opts.MaxActive > 0 {
-		return s.createWithQuota(ctx, t, opts.MaxActive)
+	if opts.MaxConcurrent > 0 && t.Queue == "" {
+		return errors.New("postgres store: Create with MaxConcurrent of a task without a Queue")
+	}
+	if opts.MaxActive > 0 || opts.MaxConcurrent > 0 {
+		return s.createLocked(ctx, t, opts)
 	}
 	r, err := encodeTask(t)
 	if err != nil {
@@ -385,8 +392,9 @@ const quotaLockSQL = `SELECT pg_advisory_xact_lock($1, hashtext($2::text || ':' 
 const countActiveSQL = `SELECT count(*) FROM (SELECT 1 FROM %[1]s.tasks
 	WHERE owner = $1 AND status IN ('working', 'input_required') LIMIT $2) AS active`
 
-// createWithQuota is Create with the quota maxActive > 0.
-func (s *Store) createWithQuota(ctx context.Context, t *task.Task, maxActive int) error {
+// createLocked is Create with a quota (opts.MaxActive > 0), a queue's
+// cap (opts.MaxConcurrent > 0), or both.
+func (s *Store) createLocked(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
 	r, err := encodeTask(t)
 	if err != nil {
 		return err
@@ -394,7 +402,11 @@ func (s *Store) createWithQuota(ctx context.Context, t *task.Task, maxActive int
 	// As in Create, a conflict may name a task deleted before we read it;
 	// then the whole transaction, count included, is tried again.
 	for range 3 {
-		inserted, err := s.createQuotaTx(ctx, r, maxActive)
+		inserted, queued, err := s.createLockedTx(ctx, r, opts)
+		if err == nil && queued != nil {
+			t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
+			t.StatusMessage = queued.statusMessage
+		}
 		if err != nil || inserted {
 			return err
 		}
@@ -405,14 +417,19 @@ func (s *Store) createWithQuota(ctx context.Context, t *task.Task, maxActive int
 	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
 }
 
-// createQuotaTx runs the transaction of Create with a quota once. It
-// returns false and no error when the insert found its ID or idempotency
-// key taken (by a Create without a quota, which takes no lock, or a task
-// created meanwhile): the caller finds out which with conflict.
-func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inserted bool, err error) {
+// createLockedTx runs the transaction of createLocked once: under the
+// owner's advisory lock with a quota, then the queue's with a cap (always
+// in that order, so two Creates never wait for each other's lock), the
+// idempotency lookup, the counts and the insert. It returns false and no
+// error when the insert found its ID or idempotency key taken (by a Create
+// without a lock, or a task created meanwhile): the caller finds out which
+// with conflict. queued is the row inserted when the task waits in its
+// queue.
+func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOptions) (inserted bool, queued *row, err error) {
+	maxActive := opts.MaxActive
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
 	}
 	// As in Update: a connection left inside the transaction (refused
 	// task, error) is rolled back here.
@@ -430,20 +447,36 @@ func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inser
 	// would date from the lock statement's start, before the wait.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
-	b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.owner)
+	locks := 0
+	if maxActive > 0 {
+		b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.owner)
+		locks++
+	}
+	if opts.MaxConcurrent > 0 {
+		b.Queue(quotaLockSQL, queueLockSpace, s.schema, r.queue)
+		locks++
+	}
 	if r.idemKey != nil {
 		b.Queue(s.byKeySQL, r.keyOwner, *r.idemKey)
 	}
-	b.Queue(s.countActiveSQL, r.owner, int64(maxActive))
+	if maxActive > 0 {
+		b.Queue(s.countActiveSQL, r.owner, int64(maxActive))
+	}
+	if opts.MaxConcurrent > 0 {
+		b.Queue(s.queueCountSQL, r.queue)
+	}
 	br := conn.SendBatch(ctx, b)
 	inTx = true
 	var (
-		existing *task.Task
-		active   int64
+		existing         *task.Task
+		active           int64
+		running, waiting int64
 	)
 	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
+	for range locks {
+		if err == nil {
+			_, err = br.Exec()
+		}
 	}
 	if err == nil && r.idemKey != nil {
 		existing, err = scanTask(br.QueryRow())
@@ -451,23 +484,33 @@ func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inser
 			existing, err = nil, nil
 		}
 	}
-	if err == nil {
+	if err == nil && maxActive > 0 {
 		err = br.QueryRow().Scan(&active)
+	}
+	if err == nil && opts.MaxConcurrent > 0 {
+		err = br.QueryRow().Scan(&running, &waiting)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
 	case existing != nil:
-		return false, &store.DuplicateError{Task: existing}
-	case active >= int64(maxActive):
-		return false, store.ErrTooManyActive
+		return false, nil, &store.DuplicateError{Task: existing}
+	case maxActive > 0 && active >= int64(maxActive):
+		return false, nil, store.ErrTooManyActive
+	}
+	ins := r
+	if opts.MaxConcurrent > 0 && (waiting > 0 || running >= int64(opts.MaxConcurrent)) {
+		w := *r
+		w.queued, w.runner, w.leaseMS, w.attempts = true, "", nil, 0
+		w.statusMessage = task.QueuedMessage(waiting)
+		ins, queued = &w, &w
 	}
 
 	b = &pgx.Batch{}
-	b.Queue(s.insertSQL, r.insertArgs()...)
+	b.Queue(s.insertSQL, ins.insertArgs()...)
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	var id string
@@ -486,13 +529,16 @@ func (s *Store) createQuotaTx(ctx context.Context, r *row, maxActive int) (inser
 	if err != nil {
 		// If COMMIT itself failed on a broken connection, the outcome
 		// is unknown, as for any write.
-		return false, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
 	}
 	inTx = false
 	if tag.String() != "COMMIT" {
-		return false, fmt.Errorf("postgres store: insert task %s: the transaction was rolled back (%s)", r.id, tag)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: the transaction was rolled back (%s)", r.id, tag)
 	}
-	return inserted, nil
+	if !inserted {
+		queued = nil
+	}
+	return inserted, queued, nil
 }
 
 // Get returns the task with the given ID, or [store.ErrNotFound].

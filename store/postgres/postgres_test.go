@@ -1069,9 +1069,13 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 3 scoped keys by key owner, migration
-	// 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP INDEX %[1]s.tasks_idempotency;
+	// Back to version 1: migration 4 added the queue columns, migration 3
+	// scoped keys by key owner, migration 2 only added an index.
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP INDEX %[1]s.tasks_queue; DROP INDEX %[1]s.tasks_claim;
+		CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
+			WHERE status IN ('working', 'input_required');
+		ALTER TABLE %[1]s.tasks DROP COLUMN queue, DROP COLUMN queued, DROP COLUMN external_ref;
+		DROP INDEX %[1]s.tasks_idempotency;
 		ALTER TABLE %[1]s.tasks DROP COLUMN key_owner;
 		CREATE UNIQUE INDEX tasks_idempotency ON %[1]s.tasks (owner, idempotency_key) WHERE idempotency_key IS NOT NULL;
 		DROP INDEX %[1]s.tasks_owner_active;

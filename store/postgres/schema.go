@@ -34,6 +34,7 @@ var migrations = []migration{
 	{"create tasks and meta", migrateV1},
 	{"index the unfinished tasks of each owner", migrateV2},
 	{"scope idempotency keys by key owner", migrateV3},
+	{"concurrency queues and external references", migrateV4},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -142,6 +143,28 @@ CREATE UNIQUE INDEX tasks_idempotency ON %[1]s.tasks (key_owner, idempotency_key
 
 func migrateV3(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV3, m.quoted))
+	return err
+}
+
+// schemaV4 adds the concurrency queues (a task's queue, and whether it
+// waits in it) and the external reference a task's work records. The
+// index serves both questions a queue asks, in one range each: how many
+// of its tasks run (not queued), and which wait, oldest first (queued).
+// Claim skips the waiting tasks (they have no work to take over), so its
+// index leaves them out.
+const schemaV4 = `
+ALTER TABLE %[1]s.tasks ADD COLUMN queue text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE %[1]s.tasks ADD COLUMN queued boolean NOT NULL DEFAULT false;
+ALTER TABLE %[1]s.tasks ADD COLUMN external_ref text NOT NULL DEFAULT '';
+CREATE INDEX tasks_queue ON %[1]s.tasks (queue, queued, created_at_ms, id)
+	WHERE queue <> '' AND status IN ('working', 'input_required');
+DROP INDEX %[1]s.tasks_claim;
+CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
+	WHERE status IN ('working', 'input_required') AND NOT queued;
+`
+
+func migrateV4(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV4, m.quoted))
 	return err
 }
 

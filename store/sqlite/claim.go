@@ -17,11 +17,11 @@ import (
 const (
 	// The tasks whose lease ended before now: ? is ceilMS(now).
 	claimSQL = `SELECT ` + taskColumns + ` FROM tasks
-		WHERE status IN ('working', 'input_required') AND lease_expires_at_ms < ?
+		WHERE status IN ('working', 'input_required') AND lease_expires_at_ms < ? AND queued = 0
 		ORDER BY lease_expires_at_ms, created_at_ms, id LIMIT ?`
 	// Every task not held by the claimer, whatever its lease.
 	claimAllSQL = `SELECT ` + taskColumns + ` FROM tasks
-		WHERE status IN ('working', 'input_required') AND runner <> ?
+		WHERE status IN ('working', 'input_required') AND runner <> ? AND queued = 0
 		ORDER BY lease_expires_at_ms, created_at_ms, id LIMIT ?`
 	takeSQL      = `UPDATE tasks SET runner = ?, lease_expires_at_ms = ? WHERE id = ?`
 	heartbeatSQL = `UPDATE tasks SET lease_expires_at_ms = ?

@@ -16,7 +16,7 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -30,13 +30,16 @@ type row struct {
 	leaseMS                                      int64 // 0 when no lease
 	idempotencyKey                               string
 	keyOwner                                     string // the key's scope: task.Owner.KeyScope
+	queue                                        string
+	queued                                       bool
+	externalRef                                  string
 }
 
 // insertArgs binds the columns of insertSQL.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts,
-		r.leaseMS, r.idempotencyKey, r.keyOwner}
+		r.leaseMS, r.idempotencyKey, r.keyOwner, r.queue, r.queued, r.externalRef}
 }
 
 // updateArgs binds the parameters of updateSQL: every column but the ID,
@@ -47,14 +50,14 @@ func (r *row) updateArgs() []any {
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, key_owner)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
 	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
-	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?
+	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?, queue = ?, queued = ?, external_ref = ?
 	WHERE id = ?`
 
 // encodeTask validates t and encodes it into column values. It does not
@@ -85,6 +88,9 @@ func encodeTask(t *task.Task) (*row, error) {
 		leaseMS:        leaseMS(t.LeaseExpiresAt),
 		idempotencyKey: t.IdempotencyKey,
 		keyOwner:       string(t.Owner.KeyScope()),
+		queue:          t.Queue,
+		queued:         t.Queued,
+		externalRef:    t.ExternalRef,
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
@@ -191,7 +197,7 @@ func scanTask(sc scanner) (*task.Task, error) {
 	)
 	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
 		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &t.IdempotencyKey); err != nil {
+		&leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef); err != nil {
 		return nil, err
 	}
 	t.LeaseExpiresAt = leaseTime(leaseMS)

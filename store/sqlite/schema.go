@@ -23,6 +23,7 @@ var migrations = []migration{
 	{"create tasks and meta", migrateV1},
 	{"index the unfinished tasks of each owner", migrateV2},
 	{"scope idempotency keys by key owner", migrateV3},
+	{"concurrency queues and external references", migrateV4},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -129,6 +130,28 @@ CREATE UNIQUE INDEX tasks_idempotency ON tasks (key_owner, idempotency_key)
 
 func migrateV3(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV3)
+	return err
+}
+
+// schemaV4 adds the concurrency queues (a task's queue, and whether it
+// waits in it) and the external reference a task's work records. The
+// index serves both questions a queue asks, in one range each: how many
+// of its tasks run (queued = 0), and which wait, oldest first (queued =
+// 1). Claim skips the waiting tasks (they have no work to take over), so
+// its index leaves them out.
+const schemaV4 = `
+ALTER TABLE tasks ADD COLUMN queue TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN queued INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN external_ref TEXT NOT NULL DEFAULT '';
+CREATE INDEX tasks_queue ON tasks (queue, queued, created_at_ms, id)
+	WHERE queue <> '' AND status IN ('working', 'input_required');
+DROP INDEX tasks_claim;
+CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id)
+	WHERE status IN ('working', 'input_required') AND queued = 0;
+`
+
+func migrateV4(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV4)
 	return err
 }
 

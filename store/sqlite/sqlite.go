@@ -135,6 +135,7 @@ type Store struct {
 	// Statements of the write connection, used inside batch transactions.
 	wGetStmt, wByKeyStmt, wCountActiveStmt, insertStmt, updateStmt, deleteStmt *sql.Stmt
 	deleteExpiredStmt, claimStmt, claimAllStmt, takeStmt, heartbeatStmt        *sql.Stmt
+	queueCountStmt, queueHeadStmt, queueStartStmt, queueMessageStmt            *sql.Stmt
 
 	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
 	closing    chan struct{} // closed by Close
@@ -285,6 +286,10 @@ func (s *Store) open(o Options) error {
 		{s.wdb, &s.claimAllStmt, claimAllSQL},
 		{s.wdb, &s.takeStmt, takeSQL},
 		{s.wdb, &s.heartbeatStmt, heartbeatSQL},
+		{s.wdb, &s.queueCountStmt, queueCountSQL},
+		{s.wdb, &s.queueHeadStmt, queueHeadSQL},
+		{s.wdb, &s.queueStartStmt, queueStartSQL},
+		{s.wdb, &s.queueMessageStmt, queueMessageSQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("preparing %q: %w", p.sql, err)
@@ -341,7 +346,8 @@ func (s *Store) closeDBs() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
 		s.wGetStmt, s.wByKeyStmt, s.wCountActiveStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
-		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt} {
+		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt,
+		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -531,18 +537,24 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	if t == nil {
 		return errors.New("sqlite store: Create of a nil task")
 	}
-	return s.create(ctx, t, opts.MaxActive)
+	if opts.MaxConcurrent > 0 && t.Queue == "" {
+		return errors.New("sqlite store: Create with MaxConcurrent of a task without a Queue")
+	}
+	return s.create(ctx, t, opts)
 }
 
-// create is Create with the quota maxActive (none if <= 0): in one write
-// transaction, the idempotency key, then the quota, then the insert.
-func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
+// create is Create with opts: in one write transaction, the idempotency
+// key, then the quota, then the queue's count, then the insert.
+func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
+	maxActive := opts.MaxActive
 	// Encode in the caller's goroutine: the writer only binds.
 	r, err := encodeTask(t)
 	if err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	var queued *row // what the insert wrote, when the task waits
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		queued = nil
 		if r.idempotencyKey != "" {
 			// The write transaction holds the database's write lock, so
 			// no other writer, in this process or another, can insert
@@ -565,7 +577,20 @@ func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
 				return store.ErrTooManyActive
 			}
 		}
-		res, err := tx.Stmt(s.insertStmt).Exec(r.insertArgs()...)
+		ins := r
+		if opts.MaxConcurrent > 0 {
+			running, waiting, err := s.queueCounts(tx, r.queue)
+			if err != nil {
+				return fmt.Errorf("sqlite store: insert task %s: counting queue %q: %w", r.id, r.queue, err)
+			}
+			if waiting > 0 || running >= int64(opts.MaxConcurrent) {
+				w := *r
+				w.queued, w.runner, w.leaseMS, w.attempts = true, "", 0, 0
+				w.statusMessage = task.QueuedMessage(waiting)
+				ins, queued = &w, &w
+			}
+		}
+		res, err := tx.Stmt(s.insertStmt).Exec(ins.insertArgs()...)
 		if err != nil {
 			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
 		}
@@ -578,6 +603,11 @@ func (s *Store) create(ctx context.Context, t *task.Task, maxActive int) error {
 		}
 		return nil
 	})
+	if err == nil && queued != nil {
+		t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
+		t.StatusMessage = queued.statusMessage
+	}
+	return err
 }
 
 // Get returns the task with the given ID, or [store.ErrNotFound].

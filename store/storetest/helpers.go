@@ -58,6 +58,8 @@ func fullTask() *task.Task {
 		Runner:         "engine-7f3a",
 		Attempts:       2,
 		LeaseExpiresAt: base.Add(45*time.Second + 999_999*time.Nanosecond),
+		Queue:          "deploys/prod — «eu»",
+		ExternalRef:    `{"upstream":"ci","taskId":"786512e5-2c8b"}`,
 		IdempotencyKey: "retry-key: «é» \"quoted\" 🙂",
 	}
 }
@@ -161,6 +163,15 @@ func diff(got, want *task.Task) string {
 	}
 	if got.IdempotencyKey != want.IdempotencyKey {
 		add("IdempotencyKey", fmt.Sprintf("%q", got.IdempotencyKey), fmt.Sprintf("%q", want.IdempotencyKey))
+	}
+	if got.Queue != want.Queue {
+		add("Queue", got.Queue, want.Queue)
+	}
+	if got.Queued != want.Queued {
+		add("Queued", got.Queued, want.Queued)
+	}
+	if got.ExternalRef != want.ExternalRef {
+		add("ExternalRef", got.ExternalRef, want.ExternalRef)
 	}
 	return strings.Join(d, "\n")
 }

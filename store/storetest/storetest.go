@@ -18,7 +18,8 @@
 //	}
 //
 // The suite has one sub-suite per area of the contract, each in a file of
-// its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Claim,
+// its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Queue
+// ([store.Queuer]), Claim,
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
@@ -71,6 +72,7 @@ func Run(t *testing.T, b Backend) {
 		{"Expiry", s.runExpiry},
 		{"Idempotency", s.runIdempotency},
 		{"Quota", s.runQuota},
+		{"Queue", s.runQueue},
 		{"Claim", s.runClaim},
 		{"Heartbeat", s.runHeartbeat},
 		{"ChangeFeed", s.runChangeFeed},

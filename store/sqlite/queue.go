@@ -1,0 +1,102 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// The statements of the concurrency queues. Their conditions are those of
+// the partial index tasks_queue, so each reads one range of it.
+const (
+	// queueCountSQL counts the running (?) and waiting tasks of a queue.
+	queueCountSQL = `SELECT
+		(SELECT count(*) FROM tasks WHERE queue = ?1 AND queued = 0 AND queue <> '' AND status IN ('working', 'input_required')),
+		(SELECT count(*) FROM tasks WHERE queue = ?1 AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required'))`
+	// queueHeadSQL reads the first waiting tasks of a queue (?), up to ?.
+	queueHeadSQL = `SELECT ` + taskColumns + ` FROM tasks
+		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required')
+		ORDER BY created_at_ms, id LIMIT ?`
+	// queueStartSQL starts a waiting task for a runner.
+	queueStartSQL = `UPDATE tasks SET queued = 0, runner = ?, lease_expires_at_ms = ?, attempts = attempts + 1,
+		status_message = '', updated_at_ms = ? WHERE id = ? AND queued = 1`
+	// queueMessageSQL sets the status message of a waiting task.
+	queueMessageSQL = `UPDATE tasks SET status_message = ? WHERE id = ? AND status_message <> ?`
+)
+
+// queueCounts returns how many tasks of queue run and wait, inside tx.
+func (s *Store) queueCounts(tx *sql.Tx, queue string) (running, waiting int64, err error) {
+	err = tx.Stmt(s.queueCountStmt).QueryRow(queue).Scan(&running, &waiting)
+	return running, waiting, err
+}
+
+// StartQueued starts the oldest waiting tasks of req.Queue while fewer than
+// req.Max of its tasks run; see [store.Queuer]. It runs in one write
+// transaction, which holds the database's write lock: no Create or other
+// StartQueued, in this process or another sharing the file, counts the
+// queue in between.
+func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*task.Task, error) {
+	switch {
+	case req.Runner == "":
+		return nil, errors.New("sqlite store: StartQueued without a Runner")
+	case req.Queue == "":
+		return nil, errors.New("sqlite store: StartQueued without a Queue")
+	case req.Lease <= 0:
+		return nil, fmt.Errorf("sqlite store: StartQueued with a non-positive Lease %v", req.Lease)
+	case req.Now.IsZero():
+		return nil, errors.New("sqlite store: StartQueued without a Now")
+	}
+	until := leaseMS(req.Now.Add(req.Lease))
+	nowMS := req.Now.UnixMilli()
+	var started []*task.Task
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
+		started = nil
+		running, waiting, err := s.queueCounts(tx, req.Queue)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: counting queue %q: %w", req.Queue, err)
+		}
+		free := int64(req.Max) - running
+		if waiting == 0 || free <= 0 {
+			return nil, nil
+		}
+		rows, err := tx.Stmt(s.queueHeadStmt).Query(req.Queue, free+store.MaxQueueMessages)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err)
+		}
+		head, err := scanAll(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err)
+		}
+		var ids []task.ID
+		start := tx.Stmt(s.queueStartStmt)
+		for i, t := range head {
+			if int64(i) < free {
+				if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
+					return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
+				}
+				t.Queued = false
+				t.Runner = req.Runner
+				t.LeaseExpiresAt = leaseTime(until)
+				t.Attempts++
+				t.StatusMessage = ""
+				t.LastUpdatedAt = msTime(nowMS)
+				started = append(started, t)
+				ids = append(ids, t.ID)
+				continue
+			}
+			msg := task.QueuedMessage(int64(i) - int64(len(started)))
+			if _, err := tx.Stmt(s.queueMessageStmt).Exec(msg, string(t.ID), msg); err != nil {
+				return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
+			}
+		}
+		return ids, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return started, nil
+}
