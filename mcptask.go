@@ -72,6 +72,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -143,6 +145,9 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
+	if err := eng.SetWorkOf(s.core.WorkOf); err != nil {
+		return nil, fmt.Errorf("mcptask: %w", err)
+	}
 	s.w26 = wire2026.New(s.core)
 	s.w25 = wire2025.New(s.core)
 	if err := s.addMethods(); err != nil {
@@ -170,7 +175,29 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.New("mcptask: Server.Start called twice")
 	}
 	s.started = true
+	caps := map[string]int{}
+	var err error
+	for _, name := range slices.Sorted(maps.Keys(s.tools)) {
+		o := s.tools[name]
+		q := o.queue(name)
+		if q == "" {
+			continue
+		}
+		if c, ok := caps[q]; ok && c != o.MaxConcurrent {
+			err = fmt.Errorf("mcptask: the tools of queue %q give it different caps (%d and %d)", q, c, o.MaxConcurrent)
+			break
+		}
+		caps[q] = o.MaxConcurrent
+	}
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for q, c := range caps {
+		if err := s.eng.SetQueue(q, c); err != nil {
+			return fmt.Errorf("mcptask: %w", err)
+		}
+	}
 	return s.eng.Run(ctx)
 }
 

@@ -41,6 +41,32 @@ type ToolOptions struct {
 	// multi round-trip round in which the handler gathers input before the
 	// long work starts as a task on a later round.
 	Synchronous func(req *mcp.CallToolRequest) bool
+	// MaxConcurrent, if positive, caps how many tasks of the tool run at
+	// once, across every server sharing the task store: a task beyond the
+	// cap is created and acknowledged at once, shows working with a status
+	// message such as "queued: 3 ahead", and starts in creation order when
+	// a slot frees; the queue survives restarts. A task that started from
+	// the queue runs from its stored call, as a re-run does (its handler's
+	// request carries the call's arguments and _meta, not the values of
+	// the original HTTP request). Calls answered synchronously do not
+	// count. Zero means no cap.
+	MaxConcurrent int
+	// Queue names the queue that MaxConcurrent caps, to share one cap
+	// among several tools (e.g. every tool of one upstream server);
+	// empty means a queue of the tool's own, named after it. Tools
+	// sharing a queue must give it the same MaxConcurrent.
+	Queue string
+}
+
+// queue returns the name of the tool's queue, "" when it has no cap.
+func (o ToolOptions) queue(tool string) string {
+	switch {
+	case o.MaxConcurrent <= 0:
+		return ""
+	case o.Queue != "":
+		return o.Queue
+	}
+	return tool
 }
 
 // AddTool adds a typed tool to the server, as mcp.AddTool does, and sets
@@ -194,7 +220,7 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	if !ok {
 		o.Support = Forbidden
 	}
-	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous}
+	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous, Queue: o.queue(name)}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
 	}

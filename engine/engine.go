@@ -97,6 +97,20 @@ type Options struct {
 	// process) fails once it has started this many times, instead of
 	// crash-looping the server. Zero means DefaultMaxAttempts (3).
 	MaxAttempts int64
+	// WorkOf returns the work of a stored task whose work starts after
+	// the request that created it has ended: a task that waited in its
+	// concurrency queue (see [Engine.SetQueue]), started by whichever
+	// engine sharing the store finds a free slot. It returns nil when it
+	// cannot (the task then fails, saying so).
+	WorkOf func(ctx context.Context, t *task.Task) Work
+	// QueueInterval is how often the engine looks for waiting tasks that
+	// can start, besides at once when a task of a queue ends here or a
+	// change is announced by the store's change feed. Zero means
+	// DefaultQueueInterval.
+	QueueInterval time.Duration
+	// QueueTimeout bounds each round of the queue service. Zero means
+	// DefaultQueueTimeout.
+	QueueTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -168,6 +182,8 @@ type Engine struct {
 	bg           sync.WaitGroup // background services and their goroutines
 	bgStopped    bool           // Shutdown is waiting for bg: no more Add
 	started      bool
+	queues       map[string]int // declared concurrency queues and their caps
+	queueKick    chan struct{}  // asks the queue service for a round
 }
 
 // run is the in-process state of one task's running work.
@@ -216,6 +232,8 @@ func New(opts Options) (*Engine, error) {
 		id:     opts.InstanceID,
 		policy: opts.Policy,
 		runs:   map[task.ID]*run{},
+
+		queueKick: make(chan struct{}, 1),
 	}
 	if e.log == nil {
 		e.log = slog.Default()
@@ -253,6 +271,8 @@ func New(opts Options) (*Engine, error) {
 		{&o.SweepTimeout, DefaultSweepTimeout},
 		{&o.FeedRetryInterval, DefaultFeedRetryInterval},
 		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
+		{&o.QueueInterval, DefaultQueueInterval},
+		{&o.QueueTimeout, DefaultQueueTimeout},
 	} {
 		if *d.opt <= 0 {
 			*d.opt = d.def
@@ -349,6 +369,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			step:     func(ctx context.Context) { e.Sweep(ctx) },
 		})
 	}
+	if e.hasQueues() {
+		// Tasks left waiting by earlier processes start now, if there
+		// is room.
+		e.kickQueues()
+		e.goBackground(e.queueService)
+	}
 	if feed, ok := e.store.(store.ChangeFeed); ok {
 		// Wait (a little) for the feed to be in effect, so that changes
 		// other engines make once Run has returned are announced, not
@@ -386,6 +412,11 @@ type StartSpec struct {
 	// tasks in the store, counted atomically with the creation, across
 	// every engine sharing the store.
 	MaxActive int
+	// Queue, if set, names the concurrency queue the task runs in,
+	// declared with [Engine.SetQueue]: when the queue is full, the task is
+	// created waiting and its work starts later, built by Options.WorkOf
+	// (the work given to Start is then not used).
+	Queue string
 }
 
 // ErrIdempotencyConflict is returned by Start when an idempotency key is
@@ -428,7 +459,16 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if err := e.store.Create(parent, t, store.CreateOptions{MaxActive: spec.MaxActive}); err != nil {
+	opts := store.CreateOptions{MaxActive: spec.MaxActive}
+	if spec.Queue != "" {
+		max, ok := e.queueCap(spec.Queue)
+		if !ok {
+			e.wg.Done()
+			return nil, fmt.Errorf("%w: %q", ErrNoQueue, spec.Queue)
+		}
+		t.Queue, opts.MaxConcurrent = spec.Queue, max
+	}
+	if err := e.store.Create(parent, t, opts); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -442,6 +482,11 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
+	if t.Queued {
+		e.wg.Done()
+		e.log.Info("task waits in its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue, "status", t.StatusMessage)
+		return t.Clone(), nil
+	}
 	e.launch(context.WithoutCancel(parent), t, work)
 	return t.Clone(), nil
 }

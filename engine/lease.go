@@ -127,8 +127,14 @@ func (e *Engine) remoteChange(id task.ID) {
 	e.wakeWatchers(id)
 	e.mu.Lock()
 	r := e.runs[id]
+	queues := len(e.queues) > 0
 	e.mu.Unlock()
 	if r == nil {
+		if queues {
+			// Perhaps a task of a queue that ended elsewhere: a slot
+			// may have freed.
+			e.kickQueues()
+		}
 		return
 	}
 	r.signal() // input may have arrived

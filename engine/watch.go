@@ -55,6 +55,9 @@ func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) erro
 	})
 	if err == nil {
 		e.changed(t)
+		if t.Queue != "" && t.Status.Terminal() && !from.Terminal() {
+			e.kickQueues() // a slot may have freed
+		}
 		if t.Status != from {
 			var code int64
 			if t.Error != nil {

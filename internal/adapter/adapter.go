@@ -132,6 +132,9 @@ type ToolPolicy struct {
 	// tool's input schema before a task is created for it (see
 	// [Core.RejectedArguments]).
 	CheckArguments func(args json.RawMessage) error
+	// Queue names the concurrency queue of the tool's tasks, "" for none
+	// (see engine.Engine.SetQueue).
+	Queue string
 }
 
 // Config configures a [Core].

@@ -22,6 +22,16 @@ func (c *Core) Recover(_ context.Context, t *task.Task) engine.Work {
 	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }
 }
 
+// WorkOf is the engine's way to start a task that waited in its
+// concurrency queue: the task's stored call, made through the server's
+// full path as a re-run is.
+func (c *Core) WorkOf(_ context.Context, t *task.Task) engine.Work {
+	if len(t.Request) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }
+}
+
 // rerun calls the task's tool again through an in-memory client session, so
 // the call takes the server's full path (argument validation, typed
 // handlers, middleware) and the handler runs attached to the existing task

@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Defaults of the queue service.
+const (
+	// DefaultQueueInterval is the default of Options.QueueInterval: how
+	// often the engine looks, besides when it is told of a change, for
+	// waiting tasks that can start.
+	DefaultQueueInterval = time.Second
+	// DefaultQueueTimeout bounds each round of the queue service (one
+	// StartQueued per queue, and the launch of what it started).
+	DefaultQueueTimeout = 10 * time.Second
+)
+
+// ErrNoQueue is returned by Start for a StartSpec.Queue that was not
+// declared with [Engine.SetQueue].
+var ErrNoQueue = errors.New("engine: unknown queue (declare it with SetQueue)")
+
+// SetQueue declares the concurrency queue name with a cap of max running
+// tasks (max > 0), across every engine sharing the store; each engine
+// declares the queues whose tasks it may start, with the same cap. A task
+// started with StartSpec.Queue = name beyond the cap is created at once,
+// waiting (working, with a status message saying how many tasks are ahead
+// of it), and starts in creation order when a slot frees, on whichever
+// engine sharing the store sees it first. The engine builds the work of a
+// waiting task from its stored call (see Options.WorkOf). SetQueue must be
+// called before Run, on a store that is a [store.Queuer].
+func (e *Engine) SetQueue(name string, max int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.started:
+		return errors.New("engine: SetQueue after Run")
+	case name == "":
+		return errors.New("engine: SetQueue with an empty name")
+	case max <= 0:
+		return fmt.Errorf("engine: queue %q: the cap must be positive, not %d", name, max)
+	}
+	if _, ok := e.store.(store.Queuer); !ok {
+		return fmt.Errorf("engine: queue %q: the store keeps no concurrency queues (it is not a store.Queuer)", name)
+	}
+	if e.queues == nil {
+		e.queues = map[string]int{}
+	}
+	e.queues[name] = max
+	return nil
+}
+
+// SetWorkOf sets the WorkOf option (see [Options]) of an engine created
+// without one, before Run, as SetRecover does for Recover.
+func (e *Engine) SetWorkOf(fn func(ctx context.Context, t *task.Task) Work) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.started:
+		return errors.New("engine: SetWorkOf after Run")
+	case e.opts.WorkOf != nil:
+		return errors.New("engine: the engine already has a WorkOf")
+	case fn == nil:
+		return errors.New("engine: SetWorkOf(nil)")
+	}
+	e.opts.WorkOf = fn
+	return nil
+}
+
+// queueCap returns the cap of a declared queue.
+func (e *Engine) queueCap(name string) (int, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	max, ok := e.queues[name]
+	return max, ok
+}
+
+// hasQueues reports whether any queue is declared.
+func (e *Engine) hasQueues() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.queues) > 0
+}
+
+// kickQueues asks the queue service for a round now: a slot may have
+// freed. Kicks coalesce.
+func (e *Engine) kickQueues() {
+	select {
+	case e.queueKick <- struct{}{}:
+	default:
+	}
+}
+
+// queueService is the queue service: a round every QueueInterval, and
+// one whenever kicked, until shutdown.
+func (e *Engine) queueService() {
+	tick := time.NewTicker(e.opts.QueueInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.base.Done():
+			return
+		case <-tick.C:
+		case <-e.queueKick:
+		}
+		ctx, cancel := context.WithTimeout(e.base, e.opts.QueueTimeout)
+		e.startWaiting(ctx)
+		cancel()
+	}
+}
+
+// startWaiting starts, in every declared queue, the waiting tasks that
+// fit under its cap, and runs their work here.
+func (e *Engine) startWaiting(ctx context.Context) {
+	q, ok := e.store.(store.Queuer)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	queues := maps.Clone(e.queues)
+	e.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(queues)) {
+		if e.isClosed() || ctx.Err() != nil {
+			return
+		}
+		started, err := q.StartQueued(ctx, store.QueueRequest{
+			Runner: e.id, Queue: name, Max: queues[name], Now: e.now(), Lease: e.opts.Lease,
+		})
+		if err != nil {
+			if e.base.Err() == nil {
+				e.log.Warn("starting waiting tasks", "queue", name, "err", err)
+			}
+			continue
+		}
+		for _, t := range started {
+			e.launchWaiting(ctx, t)
+		}
+	}
+}
+
+// launchWaiting runs the work of a task that StartQueued just started
+// for this engine.
+func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
+	e.changed(t)
+	var work Work
+	if e.opts.WorkOf != nil {
+		work = e.opts.WorkOf(ctx, t)
+	}
+	if work == nil {
+		e.failUnknown(ctx, t.ID, "The task waited in its queue, but the server cannot start its work (its tool is gone, or its call cannot be read back).")
+		return
+	}
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		e.wg.Add(1)
+	}
+	e.mu.Unlock()
+	if closed {
+		// Started as Shutdown began: back to the head of the queue, for
+		// the next engine.
+		e.requeue(ctx, t.ID)
+		return
+	}
+	e.log.Info("task started from its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue,
+		"waited", t.LastUpdatedAt.Sub(t.CreatedAt).Round(time.Millisecond))
+	e.launch(context.Background(), t, work)
+}
+
+// requeue puts a task this engine started from its queue, but did not
+// run, back to waiting: its place is its creation time, so it is first
+// again.
+func (e *Engine) requeue(ctx context.Context, id task.ID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ClaimTimeout)
+	defer cancel()
+	_, err := e.write(ctx, id, func(t *task.Task) error {
+		if t.Status.Terminal() || t.Runner != e.id {
+			return errLost
+		}
+		t.Queued, t.Runner, t.LeaseExpiresAt = true, "", time.Time{}
+		t.Attempts = max(t.Attempts-1, 0)
+		t.StatusMessage = task.QueuedMessage(0)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errLost) {
+		e.log.Error("putting a task back in its queue at shutdown", "task", id, "err", err)
+	}
+}
