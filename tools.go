@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/internal/adapter"
@@ -56,6 +57,10 @@ type ToolOptions struct {
 	// empty means a queue of the tool's own, named after it. Tools
 	// sharing a queue must give it the same MaxConcurrent.
 	Queue string
+	// MaxTTL, if positive, caps the retention of the tool's tasks below
+	// the server's maximum (e.g. a tool whose results hold sensitive
+	// data): a client asking for more gets MaxTTL.
+	MaxTTL time.Duration
 }
 
 // queue returns the name of the tool's queue, "" when it has no cap.
@@ -220,7 +225,7 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	if !ok {
 		o.Support = Forbidden
 	}
-	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous, Queue: o.queue(name)}
+	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
 	}

@@ -402,6 +402,9 @@ type StartSpec struct {
 	Wire string
 	// TTL is the requested retention; nil asks for the default.
 	TTL *time.Duration
+	// MaxTTL, if positive, caps the retention of this task below the
+	// policy's (e.g. a tool whose results hold sensitive data).
+	MaxTTL time.Duration
 	// Request is the creating call's params, kept for re-runs.
 	Request json.RawMessage
 	// IdempotencyKey, if set, makes Start return the requester's existing
@@ -445,6 +448,9 @@ func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
 func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task.Task, error) {
 	t := task.New(e.policy, spec.Owner, spec.Tool, spec.TTL, e.now())
 	t.Wire = spec.Wire
+	if spec.MaxTTL > 0 && t.TTL > spec.MaxTTL {
+		t.TTL = spec.MaxTTL
+	}
 	t.Request = spec.Request
 	t.Runner = e.id
 	t.LeaseExpiresAt = t.CreatedAt.Add(e.opts.Lease)

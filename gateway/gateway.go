@@ -83,9 +83,16 @@ type Upstream struct {
 	ProtocolVersion string
 
 	// MaxSessions bounds the sessions (stdio: processes) open at once to
-	// the upstream, and so the calls in flight; a call beyond it waits for
-	// one to free. Zero means DefaultMaxSessions.
+	// the upstream, and so the calls in flight from this process; a call
+	// beyond it waits for one to free. Zero means DefaultMaxSessions.
 	MaxSessions int
+
+	// MaxConcurrent, if positive, caps the tasks of all the upstream's
+	// tools together (one durable queue, named "upstream:" + Name, shared
+	// by every instance on the task store): the backpressure on the
+	// system behind the upstream. A tool with a cap of its own
+	// (ToolPolicy.MaxConcurrent) has its own queue instead.
+	MaxConcurrent int
 }
 
 // Defaults of an Upstream.
@@ -107,6 +114,13 @@ type ToolPolicy struct {
 	// Timeout, if positive, bounds each upstream call; the task then fails
 	// saying so.
 	Timeout time.Duration
+	// MaxConcurrent, if positive, caps the tool's tasks running at once,
+	// across every instance sharing the task store; the others wait in a
+	// durable queue (see mcptask.ToolOptions.MaxConcurrent). It overrides
+	// the upstream's cap (Upstream.MaxConcurrent) for this tool.
+	MaxConcurrent int
+	// MaxTTL, if positive, caps the retention of the tool's tasks.
+	MaxTTL time.Duration
 }
 
 // Gateway holds the upstream connections of a server.
@@ -155,6 +169,8 @@ func validate(u Upstream) error {
 		return fmt.Errorf("gateway: upstream %q: set command (stdio) or url (HTTP), not both", u.Name)
 	case u.MaxSessions < 0:
 		return fmt.Errorf("gateway: upstream %q: negative maxSessions", u.Name)
+	case u.MaxConcurrent < 0:
+		return fmt.Errorf("gateway: upstream %q: negative maxConcurrent", u.Name)
 	}
 	for name, p := range u.Policies {
 		if err := checkSupport(p.Support); err != nil {
@@ -257,8 +273,16 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 		if exported.InputSchema == nil {
 			exported.InputSchema = map[string]any{"type": "object"}
 		}
-		ts.AddRawTool(&exported, u.handler(t.Name, p), mcptask.ToolOptions{Support: p.Support, Rerunnable: p.Rerunnable})
-		u.log.Info("re-exported an upstream tool", "tool", t.Name, "as", name, "task", p.Support, "rerunnable", p.Rerunnable)
+		opts := mcptask.ToolOptions{Support: p.Support, Rerunnable: p.Rerunnable, MaxTTL: p.MaxTTL}
+		switch {
+		case p.MaxConcurrent > 0:
+			opts.MaxConcurrent = p.MaxConcurrent // a queue of the tool's own
+		case u.cfg.MaxConcurrent > 0:
+			opts.MaxConcurrent, opts.Queue = u.cfg.MaxConcurrent, "upstream:"+u.cfg.Name
+		}
+		ts.AddRawTool(&exported, u.handler(t.Name, p), opts)
+		u.log.Info("re-exported an upstream tool", "tool", t.Name, "as", name, "task", p.Support, "rerunnable", p.Rerunnable,
+			"maxConcurrent", opts.MaxConcurrent, "queue", opts.Queue)
 	}
 	return nil
 }

@@ -35,14 +35,18 @@ import (
 //	    task: optional                  # task support of its tools
 //	    rerunnable: false               # may a call be made again after a crash
 //	    timeout: 30m                    # each call's limit
+//	    maxTtl: 2h                      # cap on the retention of its tasks
+//	    maxConcurrent: 8                # its tasks running at once, all tools
+//	                                    # together; the others wait, queued
 //	    toolOptions:
-//	      longRunningOperation: {task: required, timeout: 10m}
+//	      longRunningOperation: {task: required, timeout: 10m, maxConcurrent: 2}
 //	  remote:
 //	    url: https://mcp.example.com/mcp
 //	    headers: {Authorization: "Bearer ${REMOTE_TOKEN}"}
 //
 // Values of env and headers may name environment variables as ${NAME}
-// (an unset one is an error), so that secrets stay out of the file; they
+// (an unset one is an error) or files as ${file:PATH} (the file's content,
+// without a final newline), so that secrets stay out of the file; they
 // are never logged.
 type FileConfig struct {
 	Demo *bool `yaml:"demo"`
@@ -85,6 +89,11 @@ type ToolConfig struct {
 	Task       string   `yaml:"task"`
 	Rerunnable *bool    `yaml:"rerunnable"`
 	Timeout    Duration `yaml:"timeout"`
+	MaxTTL     Duration `yaml:"maxTtl"`
+	// MaxConcurrent caps the tasks running at once: on a server's entry,
+	// of all its tools together (one queue); in toolOptions, of that tool
+	// alone (a queue of its own).
+	MaxConcurrent int `yaml:"maxConcurrent"`
 }
 
 // Duration is a time.Duration written as "30s", "10m".
@@ -185,7 +194,7 @@ func child(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var envRef = regexp.MustCompile(`\$\{(?:file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*))\}`)
 
 // validate checks the configuration and expands ${NAME} references.
 func (fc *FileConfig) validate(getenv func(string) string) error {
@@ -227,16 +236,32 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 		if err := checkTask(s.Task); err != nil {
 			bad(".task", "%v", err)
 		}
+		if s.MaxConcurrent < 0 {
+			bad(".maxConcurrent", "must not be negative")
+		}
 		for tool, tc := range s.ToolOptions {
+			l := fc.toolNodes[name][tool]
 			if err := checkTask(tc.Task); err != nil {
-				l := fc.toolNodes[name][tool]
 				errs = append(errs, fmt.Errorf("%d: mcpServers.%s.toolOptions.%s.task: %v", l, name, tool, err))
+			}
+			if tc.MaxConcurrent < 0 {
+				errs = append(errs, fmt.Errorf("%d: mcpServers.%s.toolOptions.%s.maxConcurrent: must not be negative", l, name, tool))
 			}
 		}
 		for _, m := range []map[string]string{s.Env, s.Headers} {
 			for k, v := range m {
 				m[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
-					key := envRef.FindStringSubmatch(ref)[1]
+					sm := envRef.FindStringSubmatch(ref)
+					if file := sm[1]; file != "" {
+						b, err := os.ReadFile(file)
+						if err != nil {
+							// The error names the file, never its content.
+							bad("", "%s names the file %s: %v", k, file, errors.Unwrap(err))
+							return ""
+						}
+						return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+					}
+					key := sm[2]
 					val := getenv(key)
 					if val == "" {
 						bad("", "%s names the environment variable %s, which is not set", k, key)
@@ -277,8 +302,11 @@ func (fc *FileConfig) upstreams() []gateway.Upstream {
 			Name: name, Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Cwd,
 			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Prefix: s.Prefix,
 			MaxSessions: s.MaxSessions, ProtocolVersion: s.ProtocolVersion,
-			Default: s.ToolConfig.policy(gateway.ToolPolicy{}),
+			MaxConcurrent: s.MaxConcurrent,
+			Default:       s.ToolConfig.policy(gateway.ToolPolicy{}),
 		}
+		// The server's maxConcurrent caps its tools together, not each.
+		u.Default.MaxConcurrent = 0
 		for tool, tc := range s.ToolOptions {
 			if u.Policies == nil {
 				u.Policies = map[string]gateway.ToolPolicy{}
@@ -302,5 +330,9 @@ func (tc ToolConfig) policy(def gateway.ToolPolicy) gateway.ToolPolicy {
 	if tc.Timeout > 0 {
 		p.Timeout = time.Duration(tc.Timeout)
 	}
+	if tc.MaxTTL > 0 {
+		p.MaxTTL = time.Duration(tc.MaxTTL)
+	}
+	p.MaxConcurrent = tc.MaxConcurrent // never inherited: a tool's own cap
 	return p
 }

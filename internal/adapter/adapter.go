@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
@@ -135,6 +136,8 @@ type ToolPolicy struct {
 	// Queue names the concurrency queue of the tool's tasks, "" for none
 	// (see engine.Engine.SetQueue).
 	Queue string
+	// MaxTTL, if positive, caps the retention of the tool's tasks.
+	MaxTTL time.Duration
 }
 
 // Config configures a [Core].
