@@ -57,7 +57,7 @@ mcpServers:
 		if err != nil || tk.Status != "working" || tk.StatusMessage != want {
 			t.Errorf("task beyond the cap: %+v, %v; want working, %q", tk, err, want)
 		}
-		if tk.TTLMs == nil || *tk.TTLMs != (10 * time.Minute).Milliseconds() {
+		if tk.TTLMs == nil || *tk.TTLMs != (10*time.Minute).Milliseconds() {
 			t.Errorf("task of a tool with maxTtl 10m has ttlMs %v", tk.TTLMs)
 		}
 	}
