@@ -184,7 +184,17 @@ type Engine struct {
 	started      bool
 	queues       map[string]int // declared concurrency queues and their caps
 	queueKick    chan struct{}  // asks the queue service for a round
+	// waitingWork holds the work given to Start for the tasks that this
+	// engine created waiting in their queue, to run it if this engine
+	// starts them (any other engine builds it with WorkOf). Bounded by
+	// maxWaitingWork; an entry goes when its task starts, or changes
+	// elsewhere (started or ended by another engine).
+	waitingWork map[task.ID]Work
 }
+
+// maxWaitingWork bounds Engine.waitingWork: beyond it, a waiting task's
+// work is built by WorkOf when it starts, as on any other engine.
+const maxWaitingWork = 10000
 
 // run is the in-process state of one task's running work.
 type run struct {
@@ -489,6 +499,14 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
 	if t.Queued {
+		e.mu.Lock()
+		if len(e.waitingWork) < maxWaitingWork {
+			if e.waitingWork == nil {
+				e.waitingWork = map[task.ID]Work{}
+			}
+			e.waitingWork[t.ID] = work
+		}
+		e.mu.Unlock()
 		e.wg.Done()
 		e.log.Info("task waits in its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue, "status", t.StatusMessage)
 		return t.Clone(), nil
@@ -673,6 +691,7 @@ func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*tas
 	}
 	e.mu.Lock()
 	r := e.runs[id]
+	delete(e.waitingWork, id)
 	e.mu.Unlock()
 	if r != nil {
 		r.cancel(context.Canceled)

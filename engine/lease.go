@@ -128,7 +128,22 @@ func (e *Engine) remoteChange(id task.ID) {
 	e.mu.Lock()
 	r := e.runs[id]
 	queues := len(e.queues) > 0
+	_, waitingHere := e.waitingWork[id]
 	e.mu.Unlock()
+	if r == nil && waitingHere {
+		// A task created waiting here changed: if another engine started
+		// or ended it, its work will never run here.
+		e.goBackground(func() {
+			ctx, cancel := context.WithTimeout(e.base, e.opts.FeedCheckTimeout)
+			defer cancel()
+			if t, err := e.store.Get(ctx, id); errors.Is(err, store.ErrNotFound) ||
+				err == nil && (t.Status.Terminal() || !t.Queued && t.Runner != e.id) {
+				e.mu.Lock()
+				delete(e.waitingWork, id)
+				e.mu.Unlock()
+			}
+		})
+	}
 	if r == nil {
 		if queues {
 			// Perhaps a task of a queue that ended elsewhere: a slot

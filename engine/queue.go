@@ -149,8 +149,11 @@ func (e *Engine) startWaiting(ctx context.Context) {
 // for this engine.
 func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	e.changed(t)
-	var work Work
-	if e.opts.WorkOf != nil {
+	e.mu.Lock()
+	work, local := e.waitingWork[t.ID]
+	delete(e.waitingWork, t.ID)
+	e.mu.Unlock()
+	if !local && e.opts.WorkOf != nil {
 		work = e.opts.WorkOf(ctx, t)
 	}
 	if work == nil {

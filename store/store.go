@@ -134,7 +134,7 @@ type Queuer interface {
 // status message ("queued: N ahead") refreshed when tasks leave it: the
 // head of a long queue is kept exact, a task further back shows the count
 // it was last given, which only ever overstates its wait.
-const MaxQueueMessages = 100
+const MaxQueueMessages = 20
 
 // QueueRequest says which tasks StartQueued starts.
 type QueueRequest struct {

@@ -63,7 +63,7 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 		if waiting == 0 || free <= 0 {
 			return nil, nil
 		}
-		rows, err := tx.Stmt(s.queueHeadStmt).Query(req.Queue, free+store.MaxQueueMessages)
+		rows, err := tx.Stmt(s.queueHeadStmt).Query(req.Queue, min(free, waiting)+store.MaxQueueMessages)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err)
 		}

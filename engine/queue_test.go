@@ -1,0 +1,97 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
+)
+
+// queuedEngine runs an engine on a new SQLite file with the queue "q"
+// capped at 1, whose WorkOf builds work that reports "rebuilt".
+func queuedEngine(t *testing.T, ran func(string)) *engine.Engine {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "engine.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Exclusive: true,
+		WorkOf: func(context.Context, *task.Task) engine.Work {
+			return func(context.Context) (json.RawMessage, error) { ran("rebuilt"); return json.RawMessage(`{}`), nil }
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetQueue("q", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	return e
+}
+
+// TestQueuedWorkRunsLocally: a task created waiting runs, once a slot
+// frees, the very work given to Start on the engine that created it (with
+// its request's values), not work rebuilt from the stored call; a task
+// cancelled while it waits never runs.
+func TestQueuedWorkRunsLocally(t *testing.T) {
+	var mu sync.Mutex
+	var runs []string
+	ran := func(s string) { mu.Lock(); runs = append(runs, s); mu.Unlock() }
+	e := queuedEngine(t, ran)
+	ctx := context.Background()
+	release := make(chan struct{})
+	first, err := e.Start(ctx, engine.StartSpec{Tool: "t", Queue: "q", Request: json.RawMessage(`{}`)}, func(context.Context) (json.RawMessage, error) {
+		<-release
+		ran("first")
+		return json.RawMessage(`{}`), nil
+	})
+	if err != nil || first.Queued {
+		t.Fatalf("first task: %+v, %v; want it running", first, err)
+	}
+	start := func(name string) *task.Task {
+		tk, err := e.Start(ctx, engine.StartSpec{Tool: "t", Queue: "q", Request: json.RawMessage(`{}`)}, func(context.Context) (json.RawMessage, error) {
+			ran(name)
+			return json.RawMessage(`{}`), nil
+		})
+		if err != nil || !tk.Queued || tk.Status != task.Working {
+			t.Fatalf("task %s beyond the cap: %+v, %v; want working, waiting", name, tk, err)
+		}
+		return tk
+	}
+	second, third := start("second"), start("third")
+	if third.StatusMessage != "queued: 1 ahead" {
+		t.Errorf("third task: %q", third.StatusMessage)
+	}
+	if _, err := e.Cancel(ctx, "", second.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	for _, tk := range []*task.Task{first, third} {
+		if got := waitTerminal(t, e, tk.ID); got.Status != task.Completed {
+			t.Errorf("task: %+v", got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runs) != 2 || runs[0] != "first" || runs[1] != "third" {
+		t.Errorf("runs %v, want [first third]: the waiting task's own work, the cancelled one never", runs)
+	}
+	if _, err := e.Start(ctx, engine.StartSpec{Tool: "t", Queue: "nope"}, nil); !errors.Is(err, engine.ErrNoQueue) {
+		t.Errorf("Start in an undeclared queue: %v, want ErrNoQueue", err)
+	}
+	if err := e.SetQueue("late", 1); err == nil {
+		t.Error("SetQueue after Run succeeded")
+	}
+}

@@ -1,0 +1,110 @@
+package mcptask_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// BenchmarkQueueThroughput measures tasks finished per second by a tool
+// whose work takes work (0: none), with and without a cap of 4 running
+// tasks, on SQLite (FULL) over loopback HTTP: 16 clients create b.N tasks
+// at once, and the clock stops when the last one has finished. With a
+// cap the tasks beyond it wait in the durable queue and start as slots
+// free (one store write more per task, the start); the ideal at the cap
+// is 4 ÷ work. Compare the variants of one run.
+func BenchmarkQueueThroughput(b *testing.B) {
+	for _, work := range []time.Duration{0, 10 * time.Millisecond} {
+		for _, capN := range []int{0, 4} {
+			b.Run(fmt.Sprintf("work=%v/cap=%d", work, capN), func(b *testing.B) {
+				benchQueue(b, work, capN)
+			})
+		}
+	}
+}
+
+func benchQueue(b *testing.B, work time.Duration, capN int) {
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: true, SweepInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{Logger: logger})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var finished atomic.Int64
+	done := make(chan struct{})
+	var target atomic.Int64
+	var running, most atomic.Int64
+	mcptask.AddTool(ts, &mcp.Tool{Name: "job"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if work > 0 {
+			time.Sleep(work) // the work this task stands for
+		}
+		running.Add(-1)
+		if finished.Add(1) == target.Load() {
+			close(done)
+		}
+		return text("ok"), nil, nil
+	}, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: capN})
+	if err := ts.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
+	b.Cleanup(func() {
+		hs.Close()
+		_ = ts.Close(context.Background())
+		_ = st.Close()
+	})
+	c := &wiretest.Client{URL: hs.URL, Tasks: true, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+	target.Store(int64(b.N))
+	next := atomic.Int64{}
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if _, err := c.CallTool(context.Background(), "job", map[string]any{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d tasks finished", finished.Load(), b.N)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "tasks/s")
+	b.ReportMetric(float64(most.Load()), "max-running")
+	if capN > 0 && most.Load() > int64(capN) {
+		b.Errorf("%d ran at once under a cap of %d", most.Load(), capN)
+	}
+}
