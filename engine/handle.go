@@ -64,6 +64,9 @@ func (h *Handle) SetExternalRef(ctx context.Context, ref string) error {
 		return nil
 	})
 	h.stopIfLost(err)
+	if err == nil {
+		h.run.refSettled()
+	}
 	return err
 }
 
