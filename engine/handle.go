@@ -81,6 +81,16 @@ func (h *Handle) ExternalRef(ctx context.Context) (string, error) {
 	return t.ExternalRef, nil
 }
 
+// Cancelled reports whether the work's context was cancelled because the
+// task was cancelled (by its requester, through this engine or another),
+// as opposed to a shutdown or a takeover by another engine. Work that
+// started something elsewhere (an upstream task, a job) cancels it then,
+// and only then: after a shutdown or a takeover the next run re-attaches
+// to it.
+func (h *Handle) Cancelled() bool {
+	return h.run.ctx.Err() != nil && context.Cause(h.run.ctx) == context.Canceled
+}
+
 // stopIfLost stops the work at once when a write found that another
 // engine holds the task: nothing it does from now on counts.
 func (h *Handle) stopIfLost(err error) {
