@@ -404,11 +404,9 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 		// The upstream call gets the call's cancellation, not its values:
 		// those of the server's own request (its session, say) are not
 		// the upstream session's business.
-		cctx, cancel := context.WithCancelCause(context.Background())
-		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		cctx, cancel := detach(ctx)
 		res, err := s.cs.CallTool(cctx, params)
-		stop()
-		cancel(nil)
+		cancel()
 		s.end()
 		u.release(s, err)
 		if err != nil {
@@ -419,6 +417,15 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 }
 
 var errTimeout = errors.New("the upstream call timed out")
+
+// detach returns a context with ctx's cancellation (and its cause) but
+// none of its values: those of the server's own request (its session,
+// its protocol version) are not an upstream request's business.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return dctx, func() { stop(); cancel(nil) }
+}
 
 // callError is the error of a failed upstream call: the upstream's own
 // JSON-RPC error as it is, else an internal error that names the
@@ -470,8 +477,12 @@ func (u *upstream) acquire(ctx context.Context, waiting func()) (*session, error
 			err := u.mayDial()
 			var s *session
 			if err == nil {
-				dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+				// Not the call's values: the go-sdk reads the server
+				// request's protocol version from them.
+				dctx, cancel := detach(ctx)
+				dctx, cancelT := context.WithTimeout(dctx, dialTimeout)
 				s, err = u.dial(dctx)
+				cancelT()
 				cancel()
 				u.mu.Lock()
 				if ctx.Err() == nil {

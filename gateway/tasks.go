@@ -219,7 +219,11 @@ func (u *upstream) taskHandler(name string, p ToolPolicy, plain mcp.ToolHandler)
 
 func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tc := u.tasks
-	c, err := tc.get(ctx)
+	// The upstream requests get the work's cancellation, not its values
+	// (see detach); our task's own calls keep ctx.
+	uctx, cancel := detach(ctx)
+	defer cancel()
+	c, err := tc.get(uctx)
 	if err != nil {
 		return nil, u.callError(ctx, name, err)
 	}
@@ -243,7 +247,7 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 		if req.Params != nil && len(req.Params.Arguments) > 0 {
 			args = req.Params.Arguments
 		}
-		call, err := c.CallTool(ctx, name, args)
+		call, err := c.CallTool(uctx, name, args)
 		if err != nil {
 			if !rpcAnswered(err) {
 				tc.broken(c)
@@ -275,7 +279,7 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	}()
 
 	last := ""
-	res, err := c.Wait(ctx, id, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
+	res, err := c.Wait(uctx, id, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
 		if st.StatusMessage != "" && st.StatusMessage != last {
 			last = st.StatusMessage
 			_ = tk.SetStatusMessage(ctx, st.StatusMessage)

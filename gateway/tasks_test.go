@@ -122,7 +122,6 @@ func (u *taskUpstream) restart(t *testing.T) {
 	})
 }
 
-
 // gatewayOn is an mcptask server on the SQLite file db whose tools are the
 // upstreams', served on loopback HTTP; stop shuts it down with the grace
 // of ctx (an expired ctx stops the running work at once, as a restart
