@@ -50,6 +50,14 @@ func (t *Task) ExternalRef(ctx context.Context) (string, error) {
 	return t.h.ExternalRef(ctx)
 }
 
+// Cancelled reports whether the handler's context was cancelled because
+// the task was cancelled (by its requester), as opposed to a shutdown of
+// the server or a takeover by another instance: a handler that started
+// work elsewhere (an upstream task, a job) cancels that work only then,
+// and leaves it running otherwise for the next run to re-attach to (see
+// ToolOptions.Reattach).
+func (t *Task) Cancelled() bool { return t.h.Cancelled() }
+
 // Elicit asks the client for input and waits for the answer. The task shows
 // input_required with the request until the client answers.
 func (t *Task) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {

@@ -37,6 +37,23 @@ type ToolOptions struct {
 	// Otherwise such a task fails with an "outcome unknown" error; a tool
 	// with side effects is never silently run twice.
 	Rerunnable bool
+	// Reattach declares that the handler can resume its work from the
+	// external reference it recorded ([Task.SetExternalRef]) instead of
+	// doing it again: a task of the tool left unfinished by a crash,
+	// shutdown or takeover, with an external reference recorded, is run
+	// again (as a Rerunnable one is), and the handler, finding the
+	// reference with [Task.ExternalRef], re-attaches to the work it
+	// started elsewhere (an upstream task, a job). A task without a
+	// reference (the crash came before the other system answered) is
+	// resolved as the tool's other options say.
+	Reattach bool
+	// AwaitExternalRef, if positive, delays the answer to a call that
+	// creates a task until the handler has recorded its external
+	// reference, or returned, or this long has passed: the client is
+	// acknowledged only once the work started elsewhere can be found
+	// again after a crash. The task itself is created, and the handler
+	// started, at once.
+	AwaitExternalRef time.Duration
 	// Synchronous, if set, reports whether this call must be answered
 	// synchronously even though the client declared task support: e.g. a
 	// multi round-trip round in which the handler gathers input before the
@@ -225,7 +242,8 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	if !ok {
 		o.Support = Forbidden
 	}
-	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL}
+	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
+		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
 	}

@@ -214,7 +214,17 @@ type run struct {
 	// to stop (its outcome is being recorded, and the write itself sees
 	// whether the task ended elsewhere meanwhile).
 	returned atomic.Bool
+
+	// refOnce closes refDone once the work recorded its external
+	// reference (Handle.SetExternalRef) or returned: what a Start with
+	// StartSpec.AwaitExternalRef waits for.
+	refOnce sync.Once
+	refDone chan struct{}
 }
+
+// refSettled notes that the work recorded its external reference, or
+// returned without one.
+func (r *run) refSettled() { r.refOnce.Do(func() { close(r.refDone) }) }
 
 func (r *run) waitChan() <-chan struct{} {
 	r.mu.Lock()
@@ -430,6 +440,15 @@ type StartSpec struct {
 	// created waiting and its work starts later, built by Options.WorkOf
 	// (the work given to Start is then not used).
 	Queue string
+	// AwaitExternalRef, if positive, makes Start return only once the
+	// work has recorded its external reference ([Handle.SetExternalRef]),
+	// or returned, or this long has passed, or parent is done: the
+	// requester's acknowledgement of the task then comes after the
+	// reference to the work started elsewhere (an upstream task, a job)
+	// is durable, so that a crash after the acknowledgement can always
+	// re-attach to it. The task is created (and the work started) as
+	// without it; only the answer waits.
+	AwaitExternalRef time.Duration
 }
 
 // ErrIdempotencyConflict is returned by Start when an idempotency key is
@@ -511,15 +530,31 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		e.log.Info("task waits in its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue, "status", t.StatusMessage)
 		return t.Clone(), nil
 	}
-	e.launch(context.WithoutCancel(parent), t, work)
+	r := e.launch(context.WithoutCancel(parent), t, work)
+	if spec.AwaitExternalRef > 0 {
+		e.awaitRef(parent, r, spec.AwaitExternalRef)
+	}
 	return t.Clone(), nil
 }
 
-// launch runs work for t in a new goroutine. The caller has already counted
-// it in e.wg.
-func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
+// awaitRef waits until r's work recorded its external reference or
+// returned, at most d, and not past parent's end.
+func (e *Engine) awaitRef(parent context.Context, r *run, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-r.refDone:
+	case <-timer.C:
+		e.log.Warn("the task is acknowledged before its work recorded its external reference", "task", r.id, "tool", r.tool, "waited", d)
+	case <-parent.Done():
+	}
+}
+
+// launch runs work for t in a new goroutine and returns its run. The
+// caller has already counted it in e.wg.
+func (e *Engine) launch(parent context.Context, t *task.Task, work Work) *run {
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{})}
+	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{})}
 	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	e.mu.Lock()
 	e.runs[t.ID] = r
@@ -531,6 +566,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
 		r.returned.Store(true)
+		r.refSettled()
 		// Decide at once whether shutdown cut the work short, before a
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.
@@ -543,6 +579,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) {
 		delete(e.runs, t.ID)
 		e.mu.Unlock()
 	}()
+	return r
 }
 
 var errShutdown = errors.New("engine shut down")

@@ -64,6 +64,9 @@ func (h *Handle) SetExternalRef(ctx context.Context, ref string) error {
 		return nil
 	})
 	h.stopIfLost(err)
+	if err == nil {
+		h.run.refSettled()
+	}
 	return err
 }
 
@@ -76,6 +79,16 @@ func (h *Handle) ExternalRef(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return t.ExternalRef, nil
+}
+
+// Cancelled reports whether the work's context was cancelled because the
+// task was cancelled (by its requester, through this engine or another),
+// as opposed to a shutdown or a takeover by another engine. Work that
+// started something elsewhere (an upstream task, a job) cancels it then,
+// and only then: after a shutdown or a takeover the next run re-attaches
+// to it.
+func (h *Handle) Cancelled() bool {
+	return h.run.ctx.Err() != nil && context.Cause(h.run.ctx) == context.Canceled
 }
 
 // stopIfLost stops the work at once when a write found that another

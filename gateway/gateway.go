@@ -218,6 +218,81 @@ type upstream struct {
 	freed   chan struct{} // closed and replaced when a session frees
 	lastErr error
 	closed  bool
+	// failures counts the dial failures and session deaths since the
+	// upstream last worked; no dial is tried before retryAt.
+	failures int
+	retryAt  time.Time
+
+	// tasks, set when the upstream speaks tasks itself, carries the
+	// calls of its task-capable tools as upstream tasks.
+	tasks *taskConn
+}
+
+// Restarting an upstream that keeps failing (a stdio process that dies, an
+// HTTP server that refuses): the first failure is retried at once, then
+// the pause doubles from backoffMin up to backoffMax. A call that finds
+// the upstream in a pause of at most maxDialWait waits it out; a longer
+// pause fails the call at once, saying the upstream is down.
+const (
+	backoffMin  = 250 * time.Millisecond
+	backoffMax  = 30 * time.Second
+	maxDialWait = time.Second
+)
+
+// backoff is the pause before the next dial after n failures in a row.
+func backoff(n int) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	d := backoffMin
+	for i := 2; i < n && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, backoffMax)
+}
+
+// mayDial returns nil when a dial may be tried now, after waiting out a
+// short pause; an error that says the upstream is down otherwise.
+func (u *upstream) mayDial() error {
+	u.mu.Lock()
+	wait := time.Until(u.retryAt)
+	last := u.lastErr
+	u.mu.Unlock()
+	switch {
+	case wait <= 0:
+		return nil
+	case wait <= maxDialWait:
+		time.Sleep(wait) // the upstream's restart pause: at most maxDialWait
+		return nil
+	}
+	return fmt.Errorf("down after %d failures in a row, next attempt in %v (last: %v)", u.failureCount(), wait.Round(time.Millisecond), last)
+}
+
+func (u *upstream) failureCount() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.failures
+}
+
+// dialed records the outcome of a dial (or the death of a session:
+// err not nil) for the restart backoff and /healthz.
+func (u *upstream) dialed(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.failedLocked(err)
+}
+
+func (u *upstream) failedLocked(err error) {
+	if err == nil {
+		u.failures, u.retryAt, u.lastErr = 0, time.Time{}, nil
+		return
+	}
+	u.failures++
+	u.lastErr = err
+	if d := backoff(u.failures); d > 0 {
+		u.retryAt = time.Now().Add(d)
+		u.log.Warn("upstream failing; pausing before the next attempt", "failures", u.failures, "pause", d, "err", err)
+	}
 }
 
 func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
@@ -243,6 +318,17 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 			return fmt.Errorf("gateway: upstream %q: listing its tools: %w", u.cfg.Name, err)
 		}
 		tools = append(tools, t)
+	}
+	// Does the upstream speak tasks itself? Asked with the client that
+	// speaks them (the go-sdk's does not); kept open if it does.
+	tc := newTaskConn(u)
+	support, speaksTasks, err := tc.probe(ctx)
+	if err != nil {
+		return fmt.Errorf("gateway: upstream %q: asking whether it speaks tasks: %w", u.cfg.Name, err)
+	}
+	if speaksTasks {
+		u.tasks = tc
+		u.log.Info("the upstream speaks tasks: its task-capable tools run as upstream tasks, re-attached after a crash")
 	}
 	for _, want := range u.cfg.Tools {
 		if !slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == want }) {
@@ -273,6 +359,7 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 		if exported.InputSchema == nil {
 			exported.InputSchema = map[string]any{"type": "object"}
 		}
+		h := u.handler(t.Name, p)
 		opts := mcptask.ToolOptions{Support: p.Support, Rerunnable: p.Rerunnable, MaxTTL: p.MaxTTL}
 		switch {
 		case p.MaxConcurrent > 0:
@@ -280,8 +367,25 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 		case u.cfg.MaxConcurrent > 0:
 			opts.MaxConcurrent, opts.Queue = u.cfg.MaxConcurrent, "upstream:"+u.cfg.Name
 		}
-		ts.AddRawTool(&exported, u.handler(t.Name, p), opts)
-		u.log.Info("re-exported an upstream tool", "tool", t.Name, "as", name, "task", p.Support, "rerunnable", p.Rerunnable,
+		upstreamTasks := false
+		if s := support[t.Name]; speaksTasks && (s == "optional" || s == "required") {
+			// The upstream task's ID is durable before our client is
+			// told of the task, and a crash re-attaches to it.
+			upstreamTasks = true
+			h = u.taskHandler(t.Name, p, h)
+			opts.Reattach = true
+			opts.AwaitExternalRef = DefaultAwaitExternalRef
+			if p.Timeout > 0 {
+				opts.AwaitExternalRef = min(p.Timeout, DefaultAwaitExternalRef)
+			}
+			if s == "required" && p.Support == mcptask.Optional {
+				// A plain call of ours would be a plain call upstream,
+				// which it refuses.
+				opts.Support = mcptask.Required
+			}
+		}
+		ts.AddRawTool(&exported, h, opts)
+		u.log.Info("re-exported an upstream tool", "tool", t.Name, "as", name, "task", opts.Support, "rerunnable", p.Rerunnable, "upstreamTasks", upstreamTasks,
 			"maxConcurrent", opts.MaxConcurrent, "queue", opts.Queue)
 	}
 	return nil
@@ -323,11 +427,9 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 		// The upstream call gets the call's cancellation, not its values:
 		// those of the server's own request (its session, say) are not
 		// the upstream session's business.
-		cctx, cancel := context.WithCancelCause(context.Background())
-		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		cctx, cancel := detach(ctx)
 		res, err := s.cs.CallTool(cctx, params)
-		stop()
-		cancel(nil)
+		cancel()
 		s.end()
 		u.release(s, err)
 		if err != nil {
@@ -338,6 +440,15 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 }
 
 var errTimeout = errors.New("the upstream call timed out")
+
+// detach returns a context with ctx's cancellation (and its cause) but
+// none of its values: those of the server's own request (its session,
+// its protocol version) are not an upstream request's business.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	dctx, cancel := context.WithCancelCause(context.Background())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return dctx, func() { stop(); cancel(nil) }
+}
 
 // callError is the error of a failed upstream call: the upstream's own
 // JSON-RPC error as it is, else an internal error that names the
@@ -355,6 +466,10 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 	}
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
 }
+
+// dialTimeout bounds the opening of one upstream session (a process that
+// starts but never answers initialize, an HTTP upstream that hangs).
+const dialTimeout = 30 * time.Second
 
 // cancelGrace is how long the session of a cancelled upstream call stays
 // open for the cancellation to reach the upstream.
@@ -382,14 +497,26 @@ func (u *upstream) acquire(ctx context.Context, waiting func()) (*session, error
 		if u.open < u.cfg.MaxSessions {
 			u.open++
 			u.mu.Unlock()
-			s, err := u.dial(ctx)
-			u.mu.Lock()
+			err := u.mayDial()
+			var s *session
+			if err == nil {
+				// Not the call's values: the go-sdk reads the server
+				// request's protocol version from them.
+				dctx, cancel := detach(ctx)
+				dctx, cancelT := context.WithTimeout(dctx, dialTimeout)
+				s, err = u.dial(dctx)
+				cancelT()
+				cancel()
+				u.mu.Lock()
+				if ctx.Err() == nil {
+					u.failedLocked(err)
+				}
+			} else {
+				u.mu.Lock()
+			}
 			if err != nil {
 				u.open--
-				u.lastErr = err
 				u.signalLocked()
-			} else {
-				u.lastErr = nil
 			}
 			u.mu.Unlock()
 			return s, err
@@ -418,10 +545,15 @@ func (u *upstream) release(s *session, err error) {
 	var je *jsonrpc.Error
 	answered := err == nil || (errors.As(err, &je) && je.Code != codeRejected)
 	u.mu.Lock()
+	if answered {
+		u.failedLocked(nil)
+	}
 	if !answered || u.closed {
 		u.open--
 		if !answered && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			u.lastErr = err
+			// The session died mid-call (a stdio upstream's process
+			// exited): a failure, for the restart backoff.
+			u.failedLocked(err)
 		}
 		u.signalLocked()
 		u.mu.Unlock()
@@ -459,6 +591,9 @@ func (u *upstream) close() error {
 	var errs []error
 	for _, s := range idle {
 		errs = append(errs, s.cs.Close())
+	}
+	if u.tasks != nil {
+		errs = append(errs, u.tasks.close())
 	}
 	return errors.Join(errs...)
 }

@@ -126,6 +126,13 @@ type ToolPolicy struct {
 	Support Support
 	// Rerunnable says a task of the tool found unfinished is run again.
 	Rerunnable bool
+	// Reattach says a task of the tool found unfinished with an external
+	// reference is run again, for its handler to re-attach to its work.
+	Reattach bool
+	// AwaitExternalRef, if positive, bounds how long the creation of a
+	// task waits for its work to record its external reference (see
+	// engine.StartSpec.AwaitExternalRef).
+	AwaitExternalRef time.Duration
 	// Synchronous, if set, says a call must be answered synchronously
 	// although the client accepts a task.
 	Synchronous func(*mcp.CallToolRequest) bool

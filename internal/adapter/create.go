@@ -46,6 +46,9 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 		MaxActive:      c.limits.cfg.MaxActiveTasks,
 		Queue:          c.Tool(params.Name).Queue,
 		MaxTTL:         c.Tool(params.Name).MaxTTL,
+		// The tool's work may have to record where it runs elsewhere
+		// before the requester is told the task exists.
+		AwaitExternalRef: c.Tool(params.Name).AwaitExternalRef,
 	}, toolWork(r.Next, r.Method, r.Req))
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
 		return nil, InvalidParams(fmt.Sprintf("the idempotency key %q was already used for another call (another tool or other arguments): a retry must repeat the call exactly; a new call needs a new key", key))

@@ -14,9 +14,13 @@ import (
 )
 
 // Recover is the engine's recovery policy: a task of a tool declared
-// Rerunnable is run again; any other task is failed by the engine.
+// Rerunnable is run again, and so is a task of a tool declared Reattach
+// whose work recorded an external reference (its handler then re-attaches
+// to that work, see mcptask.ToolOptions.Reattach); any other task is
+// failed by the engine.
 func (c *Core) Recover(_ context.Context, t *task.Task) engine.Work {
-	if !c.Tool(t.Tool).Rerunnable || len(t.Request) == 0 {
+	p := c.Tool(t.Tool)
+	if len(t.Request) == 0 || !(p.Rerunnable || (p.Reattach && t.ExternalRef != "")) {
 		return nil
 	}
 	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }

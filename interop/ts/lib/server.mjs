@@ -63,13 +63,13 @@ const commonFlags = ['-shutdown-grace', '2s', '-log-level', 'info', '-create-rat
 
 /**
  * startHttpServer starts mcptaskd on 127.0.0.1 port 0 with a temporary
- * database (and extraArgs, e.g. a -config) and resolves once it printed
- * "listening on URL".
+ * database (or the one in dir, to restart a server on its tasks), and
+ * extraArgs (e.g. a -config), and resolves once it printed "listening on
+ * URL". kill ends it with SIGKILL (a crash) and resolves once it exited.
  *
- * @returns {Promise<{url: string, stop: () => Promise<{code: number|null, signal: string|null, stderr: string}>, stderr: () => string}>}
+ * @returns {Promise<{url: string, stop: () => Promise<{code: number|null, signal: string|null, stderr: string}>, kill: () => Promise<void>, stderr: () => string}>}
  */
-export async function startHttpServer({ timeoutMs = 20_000, extraArgs = [] } = {}) {
-  const dir = tempDir();
+export async function startHttpServer({ timeoutMs = 20_000, extraArgs = [], dir = tempDir() } = {}) {
   const child = spawn(mcptaskdPath(), ['-addr', '127.0.0.1:0', '-db', join(dir, 'tasks.db'), ...commonFlags, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -110,7 +110,14 @@ export async function startHttpServer({ timeoutMs = 20_000, extraArgs = [] } = {
     children.delete(child);
     return { code: child.exitCode, signal: child.signalCode, stderr };
   };
-  return { url, stop, stderr: () => stderr };
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+    children.delete(child);
+  };
+  return { url, stop, kill, stderr: () => stderr };
 }
 
 /**

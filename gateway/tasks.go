@@ -1,0 +1,341 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// An upstream that speaks tasks itself (the 2025-11-25 tasks capability
+// with tools/call, and the tool's execution.taskSupport; or, asked for
+// with ProtocolVersion 2026-07-28, the io.modelcontextprotocol/tasks
+// extension) gets the call as a task of its own: the gateway's work
+// creates the task upstream, records its ID on our task
+// (mcptask.Task.SetExternalRef) before the client's create is answered
+// (mcptask.ToolOptions.AwaitExternalRef), and then watches it: the
+// upstream's status message is ours, its input requests are our task's
+// (answered by our client and sent back), our tasks/cancel is its
+// tasks/cancel, its result is ours. After a crash or a takeover the
+// recovery policy runs the work again (mcptask.ToolOptions.Reattach); it
+// finds the recorded ID and watches the same upstream task instead of
+// calling the tool again.
+//
+// The go-sdk's client speaks no tasks; the gateway talks to such an
+// upstream with this module's own client (package client), which speaks
+// both task wires, polls with the server's interval, routes each input
+// request to its task's handler by task ID, and rides out short outages.
+// One client connection per upstream carries every task (the upstream
+// names the task of each input request), unlike plain calls, which need a
+// session each.
+
+// DefaultAwaitExternalRef bounds how long the create of a task of a
+// task-capable upstream tool waits for the upstream to answer with its
+// task before our client is acknowledged all the same.
+const DefaultAwaitExternalRef = 30 * time.Second
+
+// externalRef is what the gateway records on a task whose work is an
+// upstream task.
+type externalRef struct {
+	Upstream string `json:"upstream"`
+	TaskID   string `json:"taskId"`
+}
+
+// taskConn is the connection to an upstream that speaks tasks: one
+// client/ connection, opened on first use and replaced once it failed.
+type taskConn struct {
+	u *upstream
+
+	mu sync.Mutex
+	c  *client.Client
+
+	// calls routes the upstream's input requests to the task waiting on
+	// them: upstream task ID → our task and its work's context.
+	cmu   sync.Mutex
+	calls map[string]taskCall
+}
+
+type taskCall struct {
+	ctx context.Context
+	tk  *mcptask.Task
+}
+
+func newTaskConn(u *upstream) *taskConn {
+	return &taskConn{u: u, calls: map[string]taskCall{}}
+}
+
+// probe connects with the task-speaking client and reports whether the
+// upstream offers tasks for tools/call; when it does, it keeps the
+// connection and returns each tool's task support.
+func (tc *taskConn) probe(ctx context.Context) (map[string]string, bool, error) {
+	c, err := tc.dial(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !c.TasksSupported() {
+		c.Close()
+		return nil, false, nil
+	}
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		c.Close()
+		return nil, false, fmt.Errorf("listing its tools: %w", err)
+	}
+	support := map[string]string{}
+	for _, t := range tools {
+		support[t.Name] = t.TaskSupport
+	}
+	tc.mu.Lock()
+	tc.c = c
+	tc.mu.Unlock()
+	return support, true, nil
+}
+
+// dial opens a client connection to the upstream.
+func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
+	u := tc.u
+	opts := &client.Options{
+		ClientInfo:      &mcp.Implementation{Name: "mcptask-gateway", Version: "1"},
+		ProtocolVersion: u.cfg.ProtocolVersion,
+		Elicit:          tc.elicit,
+		Sample:          tc.sample,
+		Logger:          u.log,
+	}
+	if u.cfg.URL != "" {
+		opts.HTTPClient = &http.Client{Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers}}
+		return client.Dial(ctx, u.cfg.URL, opts)
+	}
+	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
+	cmd.Dir = u.cfg.Dir
+	cmd.Env = os.Environ()
+	for k, v := range u.cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = &logWriter{log: u.log}
+	dieWithParent(cmd)
+	return client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, "upstream "+u.cfg.Name, opts)
+}
+
+// get returns the connection, opening one if there is none.
+func (tc *taskConn) get(ctx context.Context) (*client.Client, error) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.c != nil {
+		return tc.c, nil
+	}
+	if err := tc.u.mayDial(); err != nil {
+		return nil, err
+	}
+	c, err := tc.dial(ctx)
+	tc.u.dialed(err)
+	if err != nil {
+		return nil, err
+	}
+	tc.c = c
+	return c, nil
+}
+
+// broken drops c, which failed, so that the next call opens another (a
+// stdio upstream's process died: its tasks with it; an HTTP client opens
+// new sessions by itself).
+func (tc *taskConn) broken(c *client.Client) {
+	if tc.u.cfg.URL != "" {
+		return
+	}
+	tc.mu.Lock()
+	if tc.c == c {
+		tc.c = nil
+	}
+	tc.mu.Unlock()
+	c.Close()
+}
+
+func (tc *taskConn) close() error {
+	tc.mu.Lock()
+	c := tc.c
+	tc.c = nil
+	tc.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Close()
+}
+
+func (tc *taskConn) route(id string) (taskCall, bool) {
+	tc.cmu.Lock()
+	defer tc.cmu.Unlock()
+	call, ok := tc.calls[id]
+	return call, ok
+}
+
+// elicit hands an upstream task's elicitation to our task.
+func (tc *taskConn) elicit(_ context.Context, id string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	call, ok := tc.route(id)
+	if !ok {
+		return nil, fmt.Errorf("the upstream asked for input for a task the gateway does not watch (%q)", id)
+	}
+	q := *p
+	q.Meta = nil // the upstream's related-task _meta is not ours
+	return call.tk.Elicit(call.ctx, &q)
+}
+
+// sample hands an upstream task's sampling request to our task.
+func (tc *taskConn) sample(_ context.Context, id string, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	call, ok := tc.route(id)
+	if !ok {
+		return nil, fmt.Errorf("the upstream asked for input for a task the gateway does not watch (%q)", id)
+	}
+	q := *p
+	q.Meta = nil
+	return call.tk.CreateMessage(call.ctx, &q)
+}
+
+// taskHandler is the work of a tool of an upstream that speaks tasks.
+// A call that does not run as a task is a plain upstream call (plain).
+func (u *upstream) taskHandler(name string, p ToolPolicy, plain mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		tk := mcptask.FromContext(ctx)
+		if tk == nil {
+			return plain(ctx, req)
+		}
+		if p.Timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, errTimeout)
+			defer cancel()
+		}
+		return u.runUpstreamTask(ctx, tk, name, req)
+	}
+}
+
+func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tc := u.tasks
+	// The upstream requests get the work's cancellation, not its values
+	// (see detach); our task's own calls keep ctx.
+	uctx, cancel := detach(ctx)
+	defer cancel()
+	c, err := tc.get(uctx)
+	if err != nil {
+		return nil, u.callError(ctx, name, err)
+	}
+	raw, err := tk.ExternalRef(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var id string
+	if raw != "" {
+		// A re-run after a crash or a takeover: the upstream task was
+		// created by an earlier run; watch it again.
+		var ref externalRef
+		if err := json.Unmarshal([]byte(raw), &ref); err != nil || ref.TaskID == "" || ref.Upstream != u.cfg.Name {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the task's recorded upstream task %q is not one of upstream %s; its outcome is unknown", raw, u.cfg.Name)}
+		}
+		id = ref.TaskID
+		u.log.Info("re-attaching to an upstream task", "task", tk.ID(), "upstreamTask", id)
+		_ = tk.SetStatusMessage(ctx, fmt.Sprintf("re-attached to the task %s of upstream %s", id, u.cfg.Name))
+	} else {
+		var args any
+		if req.Params != nil && len(req.Params.Arguments) > 0 {
+			args = req.Params.Arguments
+		}
+		call, err := c.CallTool(uctx, name, args)
+		if err != nil {
+			if !rpcAnswered(err) {
+				tc.broken(c)
+			}
+			return nil, u.callError(ctx, name, err)
+		}
+		if call.Task == nil {
+			// The upstream ran the call at once.
+			return call.Result, nil
+		}
+		id = call.Task.ID
+		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: id})
+		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
+			// The upstream task runs, but a crash now could not find it:
+			// say so, and stop it rather than leave it unwatched.
+			u.cancelUpstream(c, id)
+			return nil, fmt.Errorf("recording the upstream task %s: %w", id, err)
+		}
+		u.log.Debug("upstream task created", "task", tk.ID(), "upstreamTask", id)
+	}
+
+	tc.cmu.Lock()
+	tc.calls[id] = taskCall{ctx: ctx, tk: tk}
+	tc.cmu.Unlock()
+	defer func() {
+		tc.cmu.Lock()
+		delete(tc.calls, id)
+		tc.cmu.Unlock()
+	}()
+
+	last := ""
+	res, err := c.Wait(uctx, id, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
+		if st.StatusMessage != "" && st.StatusMessage != last {
+			last = st.StatusMessage
+			_ = tk.SetStatusMessage(ctx, st.StatusMessage)
+		}
+	}})
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		// Our task was cancelled (here or through another instance), or
+		// its call timed out: the upstream task is cancelled too. A
+		// shutdown or a takeover leaves it running: the next run
+		// re-attaches to it.
+		if tk.Cancelled() || errors.Is(context.Cause(ctx), errTimeout) {
+			u.cancelUpstream(c, id)
+		}
+		return nil, u.callError(ctx, name, err)
+	}
+	var te *client.TaskError
+	var ue *client.UnreachableError
+	switch {
+	case errors.As(err, &te):
+		return nil, &jsonrpc.Error{Code: te.Code, Message: te.Message, Data: te.Data}
+	case errors.Is(err, client.ErrTaskNotFound):
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"upstream %s no longer knows its task %s (it restarted, or expired the task): the outcome of %s is unknown", u.cfg.Name, id, name)}
+	case errors.Is(err, client.ErrCancelled):
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s cancelled its task %s", u.cfg.Name, id)}
+	case errors.As(err, &ue):
+		tc.broken(c)
+		u.dialed(err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
+	}
+	if !rpcAnswered(err) {
+		tc.broken(c)
+	}
+	return nil, u.callError(ctx, name, err)
+}
+
+// cancelUpstream sends tasks/cancel for the upstream task id, bounded.
+func (u *upstream) cancelUpstream(c *client.Client, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if _, err := c.Cancel(ctx, id); err != nil {
+		u.log.Warn("cancelling the upstream task", "upstreamTask", id, "err", err)
+		return
+	}
+	u.log.Debug("upstream task cancelled", "upstreamTask", id)
+}
+
+// cancelTimeout bounds the tasks/cancel the gateway sends upstream.
+const cancelTimeout = 10 * time.Second
+
+// rpcAnswered reports whether err carries a JSON-RPC error the upstream
+// answered with (its connection works).
+func rpcAnswered(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code != codeRejected
+}

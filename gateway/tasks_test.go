@@ -1,0 +1,326 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// taskUpstream is an upstream that speaks tasks itself: an mcptask server
+// on its own SQLite file, on loopback HTTP. Its handler can be replaced
+// (restart), and it counts the runs of its tools.
+type taskUpstream struct {
+	url     string
+	handler atomic.Pointer[http.Handler]
+	runs    atomic.Int64  // starts of the "work" tool
+	release chan struct{} // closing it lets "work" finish
+	// cancelled is closed when a "block" call's context is cancelled.
+	cancelled chan struct{}
+	once      sync.Once
+}
+
+type workArgs struct {
+	Label string `json:"label"`
+}
+
+func newTaskUpstream(t *testing.T) *taskUpstream {
+	t.Helper()
+	u := &taskUpstream{release: make(chan struct{}), cancelled: make(chan struct{})}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*u.handler.Load()).ServeHTTP(w, r)
+	}))
+	u.url = hs.URL
+	u.restart(t)
+	t.Cleanup(func() {
+		u.once.Do(func() { close(u.release) })
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return u
+}
+
+// restart replaces the upstream by a new one on a new, empty task store:
+// it forgets every task of the old one.
+func (u *taskUpstream) restart(t *testing.T) {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "upstream.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1,
+		Policy: task.Policy{PollInterval: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "task-upstream", Version: "1"}, &mcp.ServerOptions{Logger: log})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcptask.AddTool(ts, &mcp.Tool{Name: "work", Description: "runs until released"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in workArgs) (*mcp.CallToolResult, any, error) {
+			n := u.runs.Add(1)
+			if tk := mcptask.FromContext(ctx); tk != nil {
+				_ = tk.SetStatusMessage(ctx, "upstream working on "+in.Label)
+			}
+			select {
+			case <-u.release:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Label + " done, run " + strconv.FormatInt(n, 10)}}}, nil, nil
+		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "ask", Description: "asks the user"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
+			tk := mcptask.FromContext(ctx)
+			if tk == nil {
+				return nil, nil, errors.New("ask runs as a task only")
+			}
+			res, err := tk.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
+			if err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + ": " + res.Content["answer"].(string)}}}, nil, nil
+		}, mcptask.ToolOptions{Support: mcptask.Required})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "block", Description: "waits until cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			<-ctx.Done()
+			if tk := mcptask.FromContext(ctx); tk != nil && tk.Cancelled() {
+				close(u.cancelled)
+			}
+			return nil, nil, ctx.Err()
+		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = ts.Handler(nil)
+	u.handler.Store(&h)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ts.Close(ctx)
+		_ = st.Close()
+	})
+}
+
+// gatewayOn is an mcptask server on the SQLite file db whose tools are the
+// upstreams', served on loopback HTTP; stop shuts it down with the grace
+// of ctx (an expired ctx stops the running work at once, as a restart
+// does).
+func gatewayOn(t *testing.T, db string, ups ...gateway.Upstream) (url string, stop func(ctx context.Context)) {
+	t.Helper()
+	st, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1,
+		Policy: task.Policy{PollInterval: 20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gw", Version: "1"}, &mcp.ServerOptions{Logger: log})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.Start(t.Context(), ts, ups, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ts.Handler(nil))
+	var once sync.Once
+	stop = func(ctx context.Context) {
+		once.Do(func() {
+			hs.CloseClientConnections()
+			hs.Close()
+			_ = ts.Close(ctx)
+			_ = gw.Close()
+			_ = st.Close()
+		})
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stop(ctx)
+	})
+	return hs.URL + "/mcp", stop
+}
+
+// waitStatus polls our task until cond holds.
+func waitStatus(t *testing.T, c *client.Client, id string, what string, cond func(*client.TaskStatus) bool) *client.TaskStatus {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := c.Get(t.Context(), id)
+		if err == nil && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: never %s (last %+v, %v)", id, what, st, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the task, not timing the test
+	}
+}
+
+// TestTaskUpstream: an upstream that speaks tasks gets each call as a task
+// of its own, on both of our wires: the upstream task's ID is recorded
+// before our create is answered, its status message is ours, its input
+// request is our task's (the answer goes back upstream), our cancel
+// cancels it, and an upstream that forgot the task fails ours clearly.
+func TestTaskUpstream(t *testing.T) {
+	up := newTaskUpstream(t)
+	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+		t.Run(wire, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "gw.db")
+			url, _ := gatewayOn(t, db, gateway.Upstream{Name: "up", URL: up.url})
+			ctx := t.Context()
+			c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire,
+				Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes to " + p.Message}}, nil
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+
+			// The tool's task support is the upstream's.
+			tools, err := c.Tools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tl := range tools {
+				if tl.Name == "ask" && wire == client.Wire20251125 && tl.TaskSupport != "required" {
+					t.Errorf("ask: task support %q, want required (the upstream's)", tl.TaskSupport)
+				}
+			}
+
+			// Input relayed both ways.
+			call, err := c.CallTool(ctx, "ask", map[string]any{"question": "deploy?"})
+			if err != nil || call.Task == nil {
+				t.Fatalf("ask: %+v, %v; want a task", call, err)
+			}
+			ref := externalRefOf(t, db, call.Task.ID)
+			if !strings.Contains(ref, `"upstream":"up"`) || !strings.Contains(ref, `"taskId":"`) {
+				t.Errorf("the external ref when the create was answered: %q; want the upstream task", ref)
+			}
+			res, err := c.Wait(ctx, call.Task.ID, nil)
+			if err != nil || text(res) != "accept: yes to deploy?" {
+				t.Fatalf("ask: %q, %v", text(res), err)
+			}
+
+			// Cancel relayed.
+			call, err = c.CallTool(ctx, "block", map[string]any{})
+			if err != nil || call.Task == nil {
+				t.Fatalf("block: %+v, %v; want a task", call, err)
+			}
+			if _, err := c.Cancel(ctx, call.Task.ID); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-up.cancelled:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the upstream task was never cancelled")
+			}
+			up.cancelled = make(chan struct{})
+		})
+	}
+}
+
+// externalRefOf reads a task's external reference from the gateway's
+// SQLite file (another connection: the file is shared in WAL mode).
+func externalRefOf(t *testing.T, db, id string) string {
+	t.Helper()
+	st, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tk, err := st.Get(t.Context(), task.ID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.ExternalRef
+}
+
+// TestReattach: the gateway stops (its running work cut short, as a
+// restart does) while an upstream task runs; the next gateway on the same
+// task file re-attaches to the upstream task instead of calling the tool
+// again: the tool ran once, and our task ends with its result. An
+// upstream that forgot the task (it restarted on an empty store) fails
+// ours, saying so.
+func TestReattach(t *testing.T) {
+	up := newTaskUpstream(t)
+	db := filepath.Join(t.TempDir(), "gw.db")
+	ups := gateway.Upstream{Name: "up", URL: up.url}
+	url, stop := gatewayOn(t, db, ups)
+	ctx := t.Context()
+	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20251125})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := c.CallTool(ctx, "work", map[string]any{"label": "build"})
+	if err != nil || call.Task == nil {
+		t.Fatalf("work: %+v, %v; want a task", call, err)
+	}
+	id := call.Task.ID
+	waitStatus(t, c, id, "relaying the upstream's status", func(st *client.TaskStatus) bool {
+		return st.StatusMessage == "upstream working on build"
+	})
+	c.Close()
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	stop(expired) // no grace: the work is stopped, the task handed back
+
+	url, _ = gatewayOn(t, db, ups)
+	c, err = client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20251125})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitStatus(t, c, id, "re-attached", func(st *client.TaskStatus) bool {
+		return strings.HasPrefix(st.StatusMessage, "re-attached to the task") || st.StatusMessage == "upstream working on build"
+	})
+	up.once.Do(func() { close(up.release) })
+	res, err := c.Wait(ctx, id, nil)
+	if err != nil || text(res) != "build done, run 1" {
+		t.Fatalf("after re-attaching: %q, %v; want the first run's result", text(res), err)
+	}
+	if n := up.runs.Load(); n != 1 {
+		t.Errorf("the upstream tool ran %d times, want once", n)
+	}
+
+	// The upstream forgets its tasks: a task re-attached to it fails.
+	call, err = c.CallTool(ctx, "block", map[string]any{})
+	if err != nil || call.Task == nil {
+		t.Fatalf("block: %+v, %v; want a task", call, err)
+	}
+	up.restart(t)
+	_, err = c.Wait(ctx, call.Task.ID, nil)
+	var te *client.TaskError
+	if !errors.As(err, &te) || !strings.Contains(te.Message, "upstream up no longer knows its task") {
+		t.Errorf("a task the upstream forgot: %v; want a failure saying the upstream no longer knows it", err)
+	}
+}
