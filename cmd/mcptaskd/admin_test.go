@@ -330,3 +330,64 @@ func TestAdminDrainSIGHUP(t *testing.T) {
 		t.Fatalf("GET after the changed file: %+v", r.state)
 	}
 }
+
+// TestDrainFallbackSync: with drain fallback sync, a task-augmented call
+// of a drained tool whose task support is optional is answered
+// synchronously on both wires (2026-07-28 and 2025-11-25), while a
+// required tool is still refused; the admin endpoint switches the
+// fallback back to refuse.
+func TestDrainFallbackSync(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "mcptaskd.yaml")
+	if err := os.WriteFile(config, []byte("demo: true\ndrain: {all: true, fallback: sync}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "drain-sync", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
+	args := map[string]any{"n": 1000, "steps": 2, "step_delay_ms": 0}
+	const primes = "There are 168 primes up to 1000"
+
+	t.Run("2026-07-28", func(t *testing.T) {
+		c := d.client(true)
+		r, err := c.Call(context.Background(), "tools/call", map[string]any{"name": "long_computation", "arguments": args, "_meta": c.Meta()}, nil)
+		if err != nil || r.Error != nil {
+			t.Fatalf("tools/call: %+v %v", r, err)
+		}
+		var res struct {
+			ResultType string `json:"resultType"`
+			TaskID     string `json:"taskId"`
+		}
+		if err := json.Unmarshal(r.Result, &res); err != nil || res.ResultType == "task" || res.TaskID != "" || !strings.Contains(string(r.Result), primes) {
+			t.Fatalf("want a synchronous result, got %s", r.Result)
+		}
+		if !drainRefused(t, c, "deploy_with_confirmation", map[string]any{"service": "api"}) {
+			t.Fatal("a required tool was not refused while drained")
+		}
+	})
+	t.Run("2025-11-25", func(t *testing.T) {
+		p := &secPrincipal{srv: &secServer{url: d.URL, logs: &lockedBuffer{}, bodies: map[string][]string{}}, principal: "anonymous", token: "unused"}
+		s := p.open25(t)
+		r := s.call(t, "tools/call", map[string]any{"name": "long_computation", "arguments": args, "task": map[string]any{"ttl": 60000}})
+		var res struct {
+			Task    json.RawMessage `json:"task"`
+			Content []any           `json:"content"`
+		}
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || res.Task != nil || !strings.Contains(string(r.Result), primes) {
+			t.Fatalf("want a synchronous CallToolResult, got HTTP %d %s", r.HTTPStatus, r.Body)
+		}
+		r = s.call(t, "tools/call", map[string]any{"name": "deploy_with_confirmation", "arguments": map[string]any{"service": "api"}, "task": map[string]any{"ttl": 60000}})
+		if r.Error == nil || r.Error.Code != -32010 || !strings.Contains(string(r.Error.Data), "draining") {
+			t.Fatalf("a required tool while drained: want -32010 draining, got HTTP %d %s", r.HTTPStatus, r.Body)
+		}
+	})
+	t.Run("admin sets refuse", func(t *testing.T) {
+		r := adminDo(t, d.Base, http.MethodGet, "", nil, nil)
+		if r.state.Fallback != "sync" || !r.state.All || r.state.Source != "config" {
+			t.Fatalf("GET: %+v", r.state)
+		}
+		r = adminDo(t, d.Base, http.MethodPut, "", map[string]any{"all": true, "fallback": "refuse"}, nil)
+		wantAdmin(t, "PUT fallback refuse", r, http.StatusOK, `"fallback":"refuse"`)
+		if !drainRefused(t, d.client(true), "long_computation", args) {
+			t.Fatal("long_computation answered with the fallback refuse")
+		}
+	})
+}
