@@ -147,6 +147,20 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		}
 	}
 
+	if fc != nil && fc.JobTools.Enabled {
+		prefix := fc.JobTools.prefix()
+		for _, name := range mcptask.JobToolNames(prefix) {
+			if ts.HasTool(name) {
+				if gw != nil {
+					gw.Close()
+				}
+				st.Close()
+				return nil, fmt.Errorf("jobTools: the job tool %s would replace a tool of that name: choose another jobTools.prefix", name)
+			}
+		}
+		ts.AddJobTools(prefix)
+		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
+	}
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
 		adminToken: adminToken}
 	a.drain.file = fc.drainState()
