@@ -391,3 +391,25 @@ func TestDrainFallbackSync(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainAndJobConfigErrors: a bad drain.fallback or jobTools.prefix is
+// an error naming its line and field.
+func TestDrainAndJobConfigErrors(t *testing.T) {
+	t.Parallel()
+	_, err := parseFileConfig([]byte("demo: true\ndrain:\n  all: true\n  fallback: later\njobTools:\n  enabled: true\n  prefix: \"job start \"\n"), func(string) string { return "" })
+	if err == nil {
+		t.Fatal("a bad drain.fallback and jobTools.prefix were accepted")
+	}
+	for _, want := range []string{`4: drain.fallback: "later": want refuse or sync`, `7: jobTools.prefix: "job start "`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the errors lack %q:\n%v", want, err)
+		}
+	}
+	fc, err := parseFileConfig([]byte("drain: {tools: [a], fallback: sync}\njobTools: {enabled: true, prefix: \"\"}\n"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fc.drainState(); st.Fallback != "sync" || !st.Active() || fc.JobTools.prefix() != "" {
+		t.Fatalf("parsed: %+v, prefix %q", st, fc.JobTools.prefix())
+	}
+}
