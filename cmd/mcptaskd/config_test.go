@@ -21,7 +21,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
 		SweepInterval: time.Minute, BodyTimeout: 30 * time.Second, MaxConns: 512, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
 		AdminScope: "mcptask:admin",
-		Limits: mcptask.DefaultLimits,
+		Limits:     mcptask.DefaultLimits,
 	}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
