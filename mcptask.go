@@ -113,6 +113,7 @@ type Server struct {
 	tools   map[string]ToolOptions
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
 	started bool
+	drain   DrainState // as last set, for Draining
 
 	closeOnce sync.Once
 	closeErr  error

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -136,14 +138,86 @@ func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 // (-32010, data.reason "draining"), while existing tasks stay readable,
 // answerable and cancellable. Drain(false) with no tools lifts it. It may
 // be called at any time; the audit trail records each change (by says
-// who made it).
+// who made it). It is [Server.SetDrain] with the fallback DrainRefuse.
 func (s *Server) Drain(ctx context.Context, all bool, tools []string, by string) {
-	if !all && len(tools) == 0 {
-		s.core.SetDrain(nil)
-	} else {
-		s.core.SetDrain(&adapter.Drain{All: all, Tools: slices.Clone(tools)})
+	_ = s.SetDrain(ctx, DrainState{All: all, Tools: tools}, by, "")
+}
+
+// DrainFallback is what a drained tool's task-augmented calls get.
+type DrainFallback string
+
+// The drain fallbacks.
+const (
+	// DrainRefuse refuses them (-32010, data.reason "draining"): the
+	// default.
+	DrainRefuse DrainFallback = "refuse"
+	// DrainSync answers them synchronously, as plain calls, when the
+	// tool's task support is Optional; a Required tool's are refused.
+	DrainSync DrainFallback = "sync"
+)
+
+// DrainState is a server's drain switch.
+type DrainState struct {
+	// All drains every tool.
+	All bool `json:"all"`
+	// Tools are the tools drained when All is false.
+	Tools []string `json:"tools"`
+	// Fallback is what a drained tool's task-augmented calls get; empty
+	// means DrainRefuse.
+	Fallback DrainFallback `json:"fallback"`
+}
+
+// Active reports whether the switch drains any tool.
+func (d DrainState) Active() bool { return d.All || len(d.Tools) > 0 }
+
+// Equal reports whether d and o are the same switch (tools in any
+// order, an empty fallback as DrainRefuse).
+func (d DrainState) Equal(o DrainState) bool {
+	a, b := slices.Clone(d.Tools), slices.Clone(o.Tools)
+	slices.Sort(a)
+	slices.Sort(b)
+	return d.All == o.All && slices.Equal(slices.Compact(a), slices.Compact(b)) && d.fallback() == o.fallback()
+}
+
+func (d DrainState) fallback() DrainFallback {
+	if d.Fallback == "" {
+		return DrainRefuse
 	}
-	s.eng.Audit().Drain(ctx, all, tools, by)
+	return d.Fallback
+}
+
+// SetDrain sets the server's drain switch to st (see [Server.Drain]); with
+// the fallback DrainSync, a drained tool of Optional task support answers
+// task-augmented calls synchronously instead of refusing them. The audit
+// trail records the change with by (what made it, e.g. "admin") and
+// requester (who, if known; "" for none). An unknown fallback is an error
+// and changes nothing.
+func (s *Server) SetDrain(ctx context.Context, st DrainState, by string, requester task.Owner) error {
+	fb := st.fallback()
+	if fb != DrainRefuse && fb != DrainSync {
+		return fmt.Errorf("mcptask: unknown drain fallback %q: want %q or %q", st.Fallback, DrainRefuse, DrainSync)
+	}
+	tools := slices.Clone(st.Tools)
+	s.mu.Lock()
+	s.drain = DrainState{All: st.All, Tools: tools, Fallback: fb}
+	if st.Active() {
+		s.core.SetDrain(&adapter.Drain{All: st.All, Tools: tools, Sync: fb == DrainSync})
+	} else {
+		s.core.SetDrain(nil)
+	}
+	s.mu.Unlock()
+	s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: tools, Fallback: string(fb), By: by, Requester: requester})
+	return nil
+}
+
+// Draining returns the drain switch now (Fallback set, Tools a copy).
+func (s *Server) Draining() DrainState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.drain
+	d.Tools = slices.Clone(d.Tools)
+	d.Fallback = d.fallback()
+	return d
 }
 
 // HasTool reports whether a tool of that name was added with AddTool,

@@ -52,7 +52,8 @@ const (
 	// stands for.
 	EventLimited = "request.limited"
 	// EventDrainChanged: the operator changed the drain switch (attributes
-	// all, tools, and by: what made the change, e.g. SIGHUP).
+	// all, tools, fallback, and by: what made the change, e.g. SIGHUP or
+	// admin, with the principal and tenant of whoever made it when known).
 	EventDrainChanged = "server.drain_changed"
 	// EventLateResultDropped: a task's work ended after another engine
 	// had taken the task over (or ended it there, e.g. failed it "outcome
@@ -137,7 +138,36 @@ func (a *Logger) write(ctx context.Context, event string, attrs ...slog.Attr) {
 // are refused for every tool (all), or for the tools listed; by whom
 // (e.g. "SIGHUP").
 func (a *Logger) Drain(ctx context.Context, all bool, tools []string, by string) {
-	a.write(ctx, EventDrainChanged, slog.Bool("all", all), slog.Any("tools", tools), slog.String("by", by))
+	a.DrainChanged(ctx, DrainChange{All: all, Tools: tools, By: by})
+}
+
+// DrainChange is one change of the drain switch, as [Logger.DrainChanged]
+// records it.
+type DrainChange struct {
+	// All and Tools are the new switch: every tool, or the tools listed.
+	All   bool
+	Tools []string
+	// Fallback is what a drained tool's task-augmented calls get
+	// ("refuse" or "sync"); empty is not recorded.
+	Fallback string
+	// By is what made the change: "config", "SIGHUP", "admin".
+	By string
+	// Requester, if set, is who made it (e.g. the admin endpoint's
+	// authenticated principal).
+	Requester task.Owner
+}
+
+// DrainChanged records a change of the server's drain switch.
+func (a *Logger) DrainChanged(ctx context.Context, c DrainChange) {
+	attrs := []slog.Attr{slog.Bool("all", c.All), slog.Any("tools", c.Tools)}
+	if c.Fallback != "" {
+		attrs = append(attrs, slog.String("fallback", c.Fallback))
+	}
+	attrs = append(attrs, slog.String("by", c.By))
+	if c.Requester != "" {
+		attrs = append(attrs, who("", c.Requester)...)
+	}
+	a.write(ctx, EventDrainChanged, attrs...)
 }
 
 func (t Task) attrs() []slog.Attr {

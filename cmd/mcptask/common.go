@@ -15,6 +15,7 @@ type commandState struct {
 	call    callFlags
 	list    listFlags
 	answers answerFlags
+	admin   adminFlags
 }
 
 // startView creates the status display for the waits of this command.

@@ -32,6 +32,8 @@ type Config struct {
 	SweepInterval  time.Duration // how often expired tasks are deleted
 	BodyTimeout    time.Duration // how long a client may take to send a request body; 0: no limit
 	RequiredScope  string        // scopes (comma-separated) every token must carry; "" for none
+	AdminScope     string        // scope a token needs for the admin endpoint (/admin/drain)
+	AdminTokenFile string        // file holding the admin endpoint's own bearer token; "" for none
 	MaxConns       int           // most HTTP connections served at once; 0: no limit
 	ConfigFile     string        // the configuration file of the served tools (-config); "" for the demo tools only
 	CheckConfig    string        // validate this configuration file and exit (-check-config)
@@ -87,6 +89,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "required \"aud\" of JWTs (unchecked if empty)")
 	fs.StringVar(&c.JWTTenantClaim, "jwt-tenant-claim", "tenant", "JWT `claim` holding the tenant (the principal is \"sub\")")
 	fs.StringVar(&c.RequiredScope, "required-scope", "", "with authentication: the `scope` (or comma-separated scopes) every token must carry to use /mcp; a valid token without it gets 403 insufficient_scope (empty: any valid token)")
+	fs.StringVar(&c.AdminScope, "admin-scope", "mcptask:admin", "with authentication: the `scope` a token must carry to use the admin endpoint /admin/drain (a valid token without it gets 403)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`file` holding a bearer token (16+ characters) for the admin endpoint /admin/drain, accepted besides admin-scoped tokens; without authentication it is required to reach the endpoint on a non-loopback -addr")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
@@ -208,6 +212,9 @@ func (c *Config) validate() error {
 	}
 	if c.JWTKey == "" && c.JWKS == "" && (c.JWTIssuer != "" || c.JWTAudience != "") {
 		errs = append(errs, errors.New("-jwt-issuer and -jwt-audience need -jwt-key or -jwks"))
+	}
+	if c.AuthEnabled() && strings.TrimSpace(c.AdminScope) == "" {
+		errs = append(errs, errors.New("-admin-scope must name a scope: the admin endpoint is never open to every token"))
 	}
 	if c.JWTTenantClaim == "" {
 		errs = append(errs, errors.New("-jwt-tenant-claim must name a claim"))

@@ -23,6 +23,10 @@ import (
 //	drain:                # refuse new tasks (SIGHUP re-reads this)
 //	  all: false
 //	  tools: [deploy_with_confirmation]
+//	  fallback: refuse    # or sync: answer optional tools synchronously
+//	jobTools:             # job_start, job_status... for hosts without tasks
+//	  enabled: false
+//	  prefix: job_
 //	mcpServers:           # as in a host's configuration
 //	  everything:
 //	    command: npx
@@ -52,9 +56,13 @@ type FileConfig struct {
 	Demo *bool `yaml:"demo"`
 	// Drain stops new tasks, of every tool or of some, while existing
 	// tasks go on; SIGHUP re-reads it without a restart.
-	Drain      DrainConfig               `yaml:"drain"`
+	Drain DrainConfig `yaml:"drain"`
+	// JobTools adds the job API: ordinary tools that start and follow
+	// tasks, for hosts that declare no task support.
+	JobTools   JobToolsConfig            `yaml:"jobTools"`
 	MCPServers map[string]ServerConfig   `yaml:"mcpServers"`
 	nodes      map[string]*yaml.Node     // where each server's block is, for errors
+	lines      map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
 	toolNodes  map[string]map[string]int // line of each toolOptions entry
 }
 
@@ -62,7 +70,37 @@ type FileConfig struct {
 type DrainConfig struct {
 	All   bool     `yaml:"all"`
 	Tools []string `yaml:"tools"`
+	// Fallback is what a drained tool's task-augmented calls get: refuse
+	// (the default) or sync (optional tools answer as plain calls).
+	Fallback string `yaml:"fallback"`
 }
+
+// state returns the drain switch dc sets.
+func (dc DrainConfig) state() mcptask.DrainState {
+	fb := mcptask.DrainFallback(dc.Fallback)
+	if fb == "" {
+		fb = mcptask.DrainRefuse
+	}
+	return mcptask.DrainState{All: dc.All, Tools: slices.Clone(dc.Tools), Fallback: fb}
+}
+
+// JobToolsConfig is the job API of the configuration file.
+type JobToolsConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Prefix is prepended to start, status, result, cancel and answer
+	// (default "job_").
+	Prefix *string `yaml:"prefix"`
+}
+
+// prefix returns the job tools' prefix.
+func (jc JobToolsConfig) prefix() string {
+	if jc.Prefix == nil {
+		return mcptask.DefaultJobPrefix
+	}
+	return *jc.Prefix
+}
+
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 
 // ServerConfig is one entry of mcpServers.
 type ServerConfig struct {
@@ -157,6 +195,12 @@ func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, erro
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
 	fc.nodes, fc.toolNodes = map[string]*yaml.Node{}, map[string]map[string]int{}
+	fc.lines = map[string]int{}
+	for _, f := range [][2]string{{"drain", "fallback"}, {"jobTools", "prefix"}} {
+		if n := child(child(docOf(&root), f[0]), f[1]); n != nil {
+			fc.lines[f[0]+"."+f[1]] = n.Line
+		}
+	}
 	if servers := child(docOf(&root), "mcpServers"); servers != nil && servers.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(servers.Content); i += 2 {
 			name := servers.Content[i].Value
@@ -199,6 +243,14 @@ var envRef = regexp.MustCompile(`\$\{(?:file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*))\}
 // validate checks the configuration and expands ${NAME} references.
 func (fc *FileConfig) validate(getenv func(string) string) error {
 	var errs []error
+	switch fc.Drain.Fallback {
+	case "", "refuse", "sync":
+	default:
+		errs = append(errs, fmt.Errorf("%d: drain.fallback: %q: want refuse or sync", fc.lines["drain.fallback"], fc.Drain.Fallback))
+	}
+	if p := fc.JobTools.prefix(); !toolNamePattern.MatchString(p) || len(p) > 64 {
+		errs = append(errs, fmt.Errorf("%d: jobTools.prefix: %q: want at most 64 letters, digits, '_', '-' or '.'", fc.lines["jobTools.prefix"], p))
+	}
 	names := make([]string, 0, len(fc.MCPServers))
 	for name := range fc.MCPServers {
 		names = append(names, name)
@@ -280,6 +332,14 @@ func checkTask(s string) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want optional, required or forbidden", s)
+}
+
+// drainState returns the file's drain switch (none without a file).
+func (fc *FileConfig) drainState() mcptask.DrainState {
+	if fc == nil {
+		return DrainConfig{}.state()
+	}
+	return fc.Drain.state()
 }
 
 // demoEnabled reports whether the demo tools are served.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,9 @@ type App struct {
 	unlock   func()
 	stopping atomic.Bool
 	gw       *gateway.Gateway // nil without upstream servers
+
+	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
+	drain      drainSwitch
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -63,6 +67,12 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			TenantClaim: cfg.JWTTenantClaim,
 		})
 		if err != nil {
+			return nil, err
+		}
+	}
+	var adminToken *[sha256.Size]byte
+	if cfg.AdminTokenFile != "" {
+		if adminToken, err = loadAdminToken(cfg.AdminTokenFile); err != nil {
 			return nil, err
 		}
 	}
@@ -137,10 +147,31 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		}
 	}
 
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw}
-	if fc != nil && (fc.Drain.All || len(fc.Drain.Tools) > 0) {
-		ts.Drain(context.Background(), fc.Drain.All, fc.Drain.Tools, "config")
-		logger.Warn("draining: new tasks are refused", "all", fc.Drain.All, "tools", fc.Drain.Tools)
+	if fc != nil && fc.JobTools.Enabled {
+		prefix := fc.JobTools.prefix()
+		for _, name := range mcptask.JobToolNames(prefix) {
+			if ts.HasTool(name) {
+				if gw != nil {
+					gw.Close()
+				}
+				st.Close()
+				return nil, fmt.Errorf("jobTools: the job tool %s would replace a tool of that name: choose another jobTools.prefix", name)
+			}
+		}
+		ts.AddJobTools(prefix)
+		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
+	}
+	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
+		adminToken: adminToken}
+	a.drain.file = fc.drainState()
+	a.drain.hasConfig = fc != nil
+	if d := a.drain.file; d.Active() {
+		if err := ts.SetDrain(context.Background(), d, "config", ""); err != nil {
+			st.Close()
+			return nil, err
+		}
+		a.drain.source = "config"
+		logger.Warn("draining: new tasks are refused", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
 	}
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
@@ -168,6 +199,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// browser send no Origin or Sec-Fetch-Site headers.
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
 	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
+	mux.Handle(adminDrainPath, a.adminHandler())
 	a.handler = bodyDeadline(mux, cfg.BodyTimeout)
 	return a, nil
 }
@@ -203,6 +235,11 @@ func (a *App) Close(ctx context.Context) error {
 // Reload re-reads the configuration file (SIGHUP) and applies its drain
 // switch; a file that does not validate changes nothing. Changes to the
 // served tools take a restart.
+//
+// A switch set through the admin endpoint since the file was last applied
+// stands while the file's drain section is unchanged (a SIGHUP for
+// another reason does not undo it; the log says it is kept); once the
+// section changes, the file's switch replaces it, and the log says so.
 func (a *App) Reload(ctx context.Context) error {
 	if a.cfg.ConfigFile == "" {
 		return errors.New("no -config file to re-read")
@@ -211,8 +248,27 @@ func (a *App) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.tasks.Drain(ctx, fc.Drain.All, fc.Drain.Tools, "SIGHUP")
-	a.log.Info("configuration re-read: drain switch applied (changes to the served tools take a restart)", "all", fc.Drain.All, "tools", fc.Drain.Tools)
+	st := fc.drainState()
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	prev := a.drain.file
+	a.drain.file = st
+	if a.drain.adminSet {
+		cur := a.tasks.Draining()
+		if st.Equal(prev) {
+			a.log.Warn("configuration re-read: the drain switch set through the admin endpoint stays, the file's drain section being unchanged "+
+				"(change that section, or use the admin endpoint, to replace it)", "all", cur.All, "tools", cur.Tools, "fallback", cur.Fallback)
+			return nil
+		}
+		a.log.Warn("configuration re-read: the file's changed drain section replaces the drain switch set through the admin endpoint",
+			"adminAll", cur.All, "adminTools", cur.Tools, "adminFallback", cur.Fallback)
+		a.drain.adminSet = false
+	}
+	if err := a.tasks.SetDrain(ctx, st, "SIGHUP", ""); err != nil {
+		return err
+	}
+	a.drain.source, a.drain.by = "SIGHUP", ""
+	a.log.Info("configuration re-read: drain switch applied (changes to the served tools take a restart)", "all", st.All, "tools", st.Tools, "fallback", st.Fallback)
 	return nil
 }
 

@@ -180,13 +180,33 @@ type Core struct {
 // tools listed are refused; existing tasks stay readable, answerable and
 // cancellable.
 type Drain struct {
-	All   bool
+	// All drains every tool.
+	All bool
+	// Tools are the tools drained when All is false.
 	Tools []string
+	// Sync answers a drained tool's task-augmented calls synchronously
+	// (the tool runs as a plain call) when its task support is Optional,
+	// instead of refusing them; a Required tool is refused all the same.
+	Sync bool
 }
 
 // Refuses reports whether a new task of tool is refused.
 func (d *Drain) Refuses(tool string) bool {
 	return d != nil && (d.All || slices.Contains(d.Tools, tool))
+}
+
+// SyncFallback reports whether a task-augmented call of the tool name,
+// whose policy is p, is answered synchronously instead of as a task: the
+// drain switch refuses new tasks of the tool, the operator chose the
+// synchronous fallback, and the tool may run without a task (Optional).
+// Both wires ask it at the one point where they would create a task.
+func (c *Core) SyncFallback(name string, p ToolPolicy) bool {
+	d := c.Draining()
+	if d == nil || !d.Sync || p.Support != Optional || !d.Refuses(name) {
+		return false
+	}
+	c.log.Debug("drained tool called as a task: answered synchronously (drain fallback sync)", "tool", name)
+	return true
 }
 
 // SetDrain sets the drain switch (nil or an empty Drain: no new task is

@@ -29,39 +29,46 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if err != nil {
 		return nil, err
 	}
-	if c.Draining().Refuses(params.Name) {
-		return nil, Draining(params.Name)
-	}
 	owner := c.Requester(ctx, r.Req)
-	if err := c.allowCreate(ctx, owner, params.Name); err != nil {
+	return c.create(ctx, owner, params.Name, raw, version, ttl, key, toolWork(r.Next, r.Method, r.Req))
+}
+
+// create creates a task of tool for owner and starts work, under the drain
+// switch, the creation rate, the cap on unfinished tasks and the
+// idempotency key: every task is created here, whatever asked for it.
+func (c *Core) create(ctx context.Context, owner task.Owner, tool string, request json.RawMessage, version string, ttl *time.Duration, key string, work engine.Work) (*task.Task, error) {
+	if c.Draining().Refuses(tool) {
+		return nil, Draining(tool)
+	}
+	if err := c.allowCreate(ctx, owner, tool); err != nil {
 		return nil, err
 	}
 	t, err := c.eng.Start(ctx, engine.StartSpec{
 		Owner:          owner,
-		Tool:           params.Name,
+		Tool:           tool,
 		Wire:           version,
 		TTL:            ttl,
-		Request:        raw,
+		Request:        request,
 		IdempotencyKey: key,
 		MaxActive:      c.limits.cfg.MaxActiveTasks,
-		Queue:          c.Tool(params.Name).Queue,
-		MaxTTL:         c.Tool(params.Name).MaxTTL,
+		Queue:          c.Tool(tool).Queue,
+		MaxTTL:         c.Tool(tool).MaxTTL,
 		// The tool's work may have to record where it runs elsewhere
 		// before the requester is told the task exists.
-		AwaitExternalRef: c.Tool(params.Name).AwaitExternalRef,
-	}, toolWork(r.Next, r.Method, r.Req))
+		AwaitExternalRef: c.Tool(tool).AwaitExternalRef,
+	}, work)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
 		return nil, InvalidParams(fmt.Sprintf("the idempotency key %q was already used for another call (another tool or other arguments): a retry must repeat the call exactly; a new call needs a new key", key))
 	}
 	if errors.Is(err, engine.ErrTooManyActive) {
-		return nil, c.tooManyActive(ctx, owner, params.Name)
+		return nil, c.tooManyActive(ctx, owner, tool)
 	}
 	if err != nil && c.eng.Transient(err) {
-		c.log.Warn("creating task: the task store is briefly unavailable", "tool", params.Name, "err", err)
+		c.log.Warn("creating task: the task store is briefly unavailable", "tool", tool, "err", err)
 		return nil, StoreUnavailable()
 	}
 	if err != nil {
-		c.log.Error("creating task", "tool", params.Name, "err", err)
+		c.log.Error("creating task", "tool", tool, "err", err)
 		return nil, InternalError("the server could not create the task: " + err.Error())
 	}
 	return t, nil

@@ -83,6 +83,11 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, adapter.InvalidParams(err.Error())
 	}
+	if w.c.SyncFallback(params.Name, tool) {
+		// Drained, with the synchronous fallback: a plain call, as for a
+		// receiver that ignores params.task.
+		return r.Next(ctx, r.Method, r.Req)
+	}
 	t, err := w.c.StartTask(ctx, r, w.Version(), ttl)
 	if err != nil {
 		return nil, err

@@ -69,6 +69,10 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 			return r.Next(ctx, r.Method, r.Req)
 		}
 	}
+	if w.c.SyncFallback(params.Name, tool) {
+		// Drained, with the synchronous fallback: a plain call.
+		return r.Next(ctx, r.Method, r.Req)
+	}
 	if res := w.c.RejectedArguments(params); res != nil {
 		// Answered at once, as the server may answer any call: a task
 		// could only end with this tool error.

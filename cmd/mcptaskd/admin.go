@@ -1,0 +1,263 @@
+package main
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/task"
+)
+
+// The admin endpoint of the drain switch.
+const (
+	// adminDrainPath serves GET (the switch now) and PUT/POST (set it).
+	adminDrainPath = "/admin/drain"
+	// maxAdminBody bounds a request body of the admin endpoint.
+	maxAdminBody = 64 << 10
+	// maxAdminTools bounds the tools of one drain request.
+	maxAdminTools = 1000
+	// adminRealm is the realm of the admin endpoint's challenges.
+	adminRealm = "mcptaskd-admin"
+	// adminTokenPrincipal is the principal the audit trail names for a
+	// request authenticated with the -admin-token-file token.
+	adminTokenPrincipal = "admin-token"
+	// minAdminToken is the shortest token -admin-token-file may hold.
+	minAdminToken = 16
+)
+
+// drainSwitch is mcptaskd's view of the drain switch: what the
+// configuration file last said, and whether the admin endpoint changed it
+// since (the admin change then stands until the file's drain section
+// itself changes; see [App.Reload]).
+type drainSwitch struct {
+	mu        sync.Mutex
+	file      mcptask.DrainState // the file's drain section, as last read
+	source    string             // what set the switch now: "", "config", "SIGHUP", "admin"
+	by        task.Owner         // who, for "admin"
+	adminSet  bool               // the admin endpoint set it after the file was last applied
+	hasConfig bool               // there is a -config file
+}
+
+// drainStatus is the JSON of GET /admin/drain and of a successful PUT.
+type drainStatus struct {
+	All      bool     `json:"all"`
+	Tools    []string `json:"tools"`
+	Fallback string   `json:"fallback"`
+	// Source is what set the switch: "config" (the file at start-up),
+	// "SIGHUP", "admin", or "" when nothing has set it.
+	Source string `json:"source"`
+	// ChangedBy is the principal (TENANT/PRINCIPAL) of the admin change.
+	ChangedBy string `json:"changedBy,omitempty"`
+	// OverridesConfig says that an admin change stands over the config
+	// file's drain section until that section changes.
+	OverridesConfig bool `json:"overridesConfig,omitempty"`
+}
+
+// drainRequest is the body of PUT or POST /admin/drain.
+type drainRequest struct {
+	All      bool     `json:"all"`
+	Tools    []string `json:"tools"`
+	Fallback *string  `json:"fallback"`
+}
+
+// loadAdminToken reads the admin token of -admin-token-file and returns
+// its SHA-256 (the token itself is not kept).
+func loadAdminToken(path string) (*[sha256.Size]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-admin-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case len(tok) < minAdminToken:
+		return nil, fmt.Errorf("-admin-token-file %s: the token must have %d characters or more", path, minAdminToken)
+	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return nil, fmt.Errorf("-admin-token-file %s: the token must be one line without spaces or control characters", path)
+	}
+	h := sha256.Sum256([]byte(tok))
+	return &h, nil
+}
+
+// adminHandler returns the handler of /admin/drain: DNS-rebinding
+// protection on a loopback listener (as /mcp), cross-origin browser
+// requests refused, then authorization.
+func (a *App) adminHandler() http.Handler {
+	var h http.Handler = http.HandlerFunc(a.serveAdminDrain)
+	if isLoopbackAddr(a.cfg.Addr) {
+		h = httpguard.LoopbackOnly(h)
+	}
+	return http.NewCrossOriginProtection().Handler(h)
+}
+
+// serveAdminDrain answers /admin/drain.
+func (a *App) serveAdminDrain(w http.ResponseWriter, r *http.Request) {
+	who, ok := a.authorizeAdmin(w, r)
+	if !ok {
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		writeAdminJSON(w, http.StatusOK, a.drainStatus())
+	case http.MethodPut, http.MethodPost:
+		a.setDrain(w, r, who)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, POST")
+		adminError(w, http.StatusMethodNotAllowed, r.Method+" is not allowed: GET reads the drain switch, PUT or POST sets it")
+	}
+}
+
+// authorizeAdmin admits an admin request and returns who made it; when ok
+// is false the refusal has been written. With authentication (or an admin
+// token file), the request needs a bearer token: the admin token, or a
+// token the verifier accepts that carries -admin-scope. Without either,
+// the endpoint answers on a loopback listener only.
+func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Owner, ok bool) {
+	if a.verifier == nil && a.adminToken == nil {
+		if !isLoopbackAddr(a.cfg.Addr) {
+			adminError(w, http.StatusForbidden, "the admin endpoint is served on a loopback listener only when mcptaskd has no authentication: "+
+				"enable authentication (-tokens, -jwt-key or -jwks, and a token with the -admin-scope scope) or give -admin-token-file")
+			return "", false
+		}
+		return task.AnonymousOwner(""), true
+	}
+	token, found := bearerToken(r)
+	if !found {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+adminRealm+`"`)
+		adminError(w, http.StatusUnauthorized, "the admin endpoint needs Authorization: Bearer TOKEN")
+		return "", false
+	}
+	if a.adminToken != nil {
+		h := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
+			return task.UserOwner("", adminTokenPrincipal), true
+		}
+	}
+	if a.verifier != nil {
+		info, err := a.verifier.Verify(r.Context(), token, r)
+		if err == nil {
+			if !slices.Contains(info.Scopes, a.cfg.AdminScope) {
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error="insufficient_scope", scope=%q`, adminRealm, a.cfg.AdminScope))
+				adminError(w, http.StatusForbidden, fmt.Sprintf("the token lacks the scope %q the admin endpoint needs", a.cfg.AdminScope))
+				a.log.Warn("admin endpoint: a token without the admin scope was refused", "user", info.UserID, "remote", r.RemoteAddr)
+				return "", false
+			}
+			return task.TokenOwner(info.UserID), true
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="`+adminRealm+`", error="invalid_token"`)
+	adminError(w, http.StatusUnauthorized, "the bearer token was refused")
+	a.log.Warn("admin endpoint: a bearer token was refused", "remote", r.RemoteAddr)
+	return "", false
+}
+
+// bearerToken returns the token of an Authorization: Bearer header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	tok = strings.TrimSpace(tok)
+	return tok, ok && strings.EqualFold(scheme, "bearer") && tok != ""
+}
+
+// setDrain answers PUT or POST /admin/drain: it sets the switch from the
+// body and answers with the switch now.
+func (a *App) setDrain(w http.ResponseWriter, r *http.Request, who task.Owner) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		adminError(w, http.StatusUnsupportedMediaType, "send the drain switch as Content-Type: application/json")
+		return
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	var req drainRequest
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			adminError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxAdminBody))
+			return
+		}
+		adminError(w, http.StatusBadRequest, `invalid body: `+err.Error()+`; want {"all": bool, "tools": [NAME, ...], "fallback": "refuse"|"sync"}`)
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		adminError(w, http.StatusBadRequest, "invalid body: one JSON object only")
+		return
+	}
+	if len(req.Tools) > maxAdminTools {
+		adminError(w, http.StatusBadRequest, fmt.Sprintf("at most %d tools", maxAdminTools))
+		return
+	}
+	var unknown []string
+	for _, t := range req.Tools {
+		if !a.tasks.HasTool(t) {
+			unknown = append(unknown, t)
+		}
+	}
+	if len(unknown) > 0 {
+		adminError(w, http.StatusBadRequest, fmt.Sprintf("no such tool: %q (this server serves no tool of that name; nothing changed)", unknown))
+		return
+	}
+	a.drain.mu.Lock()
+	st := mcptask.DrainState{All: req.All, Tools: slices.Compact(slices.Sorted(slices.Values(req.Tools)))}
+	st.Fallback = a.drain.file.Fallback // omitted: the configuration file's choice
+	if req.Fallback != nil {
+		st.Fallback = mcptask.DrainFallback(*req.Fallback)
+	}
+	if err := a.tasks.SetDrain(r.Context(), st, "admin", who); err != nil {
+		a.drain.mu.Unlock()
+		adminError(w, http.StatusBadRequest, `invalid fallback: want "refuse" or "sync"`)
+		return
+	}
+	a.drain.source, a.drain.by, a.drain.adminSet = "admin", who, true
+	a.drain.mu.Unlock()
+	p, t, _ := who.Identity()
+	a.log.Warn("drain switch set through the admin endpoint", "all", st.All, "tools", st.Tools, "fallback", st.Fallback,
+		"principal", p, "tenant", t, "remote", r.RemoteAddr)
+	if a.drain.hasConfig {
+		a.log.Info("the admin change stands until the configuration file's drain section changes (SIGHUP with an unchanged section keeps it) or mcptaskd restarts")
+	}
+	writeAdminJSON(w, http.StatusOK, a.drainStatus())
+}
+
+// drainStatus returns the switch now.
+func (a *App) drainStatus() drainStatus {
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	d := a.tasks.Draining()
+	s := drainStatus{All: d.All, Tools: d.Tools, Fallback: string(d.Fallback), Source: a.drain.source,
+		OverridesConfig: a.drain.adminSet && a.drain.hasConfig}
+	if s.Tools == nil {
+		s.Tools = []string{}
+	}
+	if !d.Active() {
+		s.Fallback = string(a.drain.file.Fallback) // what a drain set without one would get
+	}
+	if a.drain.source == "admin" {
+		if p, t, _ := a.drain.by.Identity(); p != "" {
+			s.ChangedBy = t + "/" + p
+		}
+	}
+	return s
+}
+
+// writeAdminJSON writes v as the JSON answer.
+func writeAdminJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// adminError writes {"error": msg} with the HTTP status code.
+func adminError(w http.ResponseWriter, code int, msg string) {
+	writeAdminJSON(w, code, map[string]string{"error": msg})
+}
