@@ -149,6 +149,9 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := eng.SetWorkOf(s.core.WorkOf); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
+	if err := eng.SetHold(s.queueHeld); err != nil {
+		return nil, fmt.Errorf("mcptask: %w", err)
+	}
 	s.w26 = wire2026.New(s.core)
 	s.w25 = wire2025.New(s.core)
 	if err := s.addMethods(); err != nil {

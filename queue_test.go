@@ -332,3 +332,79 @@ func TestQueueSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainHoldsQueue: while the drain switch refuses new tasks of a
+// capped tool, its waiting tasks do not start either (they keep their
+// place); once the switch is lifted they start. A queue of a tool that is
+// not drained keeps going meanwhile, which is also how the test knows the
+// held queue was looked at.
+func TestDrainHoldsQueue(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: true, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "drain-queue", Version: "1"}, &mcp.ServerOptions{Logger: logger})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newTracker()
+	for _, name := range []string{"deploy", "report"} {
+		mcptask.AddTool(ts, &mcp.Tool{Name: name}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: 1})
+	}
+	if err := ts.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
+	t.Cleanup(func() {
+		hs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_ = ts.Close(ctx)
+		_ = st.Close()
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	c := &wiretest.Client{URL: hs.URL, Tasks: true}
+	call := func(tool, label string) string {
+		h, err := c.CallTool(ctx, tool, map[string]any{"millis": -1, "label": label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.TaskID
+	}
+	d0 := call("deploy", "d0")
+	r0 := call("report", "r0")
+	k.waitRunning(t, ctx, []string{"d0", "r0"})
+	d1, r1 := call("deploy", "d1"), call("report", "r1")
+	if err := ts.SetDrain(ctx, mcptask.DrainState{Tools: []string{"deploy"}}, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	close(k.g.get("d0"))
+	if got, err := c.WaitFor(ctx, d0, wiretest.Terminal); err != nil || got.Status != "completed" {
+		t.Fatalf("d0: %+v, %v", got, err)
+	}
+	// The report queue's next task starts in a round that came after d0
+	// ended, and that round held the deploy queue.
+	close(k.g.get("r0"))
+	k.waitRunning(t, ctx, []string{"r1"})
+	if got, err := c.Get(ctx, d1); err != nil || got.Status != "working" || !strings.HasPrefix(got.StatusMessage, "queued") {
+		t.Errorf("waiting task of a drained tool: %+v, %v; want it still queued", got, err)
+	}
+	if err := ts.SetDrain(ctx, mcptask.DrainState{}, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	k.waitRunning(t, ctx, []string{"d1", "r1"})
+	close(k.g.get("d1"))
+	close(k.g.get("r1"))
+	for _, id := range []string{r0, d1, r1} {
+		if got, err := c.WaitFor(ctx, id, wiretest.Terminal); err != nil || got.Status != "completed" {
+			t.Errorf("task %s: %+v, %v", id, got, err)
+		}
+	}
+}

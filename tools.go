@@ -206,8 +206,37 @@ func (s *Server) SetDrain(ctx context.Context, st DrainState, by string, request
 		s.core.SetDrain(nil)
 	}
 	s.mu.Unlock()
+	s.eng.KickQueues() // a queue the old switch held may start now
 	s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: tools, Fallback: string(fb), By: by, Requester: requester})
 	return nil
+}
+
+// queueHeld reports whether the drain switch holds the waiting tasks of
+// queue q: when it refuses new tasks of every tool of that queue, their
+// waiting tasks do not start either (the switch stops new work reaching
+// the system behind them); they keep their place and start once it is
+// lifted. A queue shared with a tool still open is not held.
+func (s *Server) queueHeld(q string) bool {
+	d := s.core.Draining()
+	if d == nil {
+		return false
+	}
+	if d.All {
+		return true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	held := false
+	for name, o := range s.tools {
+		if o.queue(name) != q {
+			continue
+		}
+		if !d.Refuses(name) {
+			return false
+		}
+		held = true
+	}
+	return held
 }
 
 // Draining returns the drain switch now (Fallback set, Tools a copy).

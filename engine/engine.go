@@ -111,6 +111,11 @@ type Options struct {
 	// QueueTimeout bounds each round of the queue service. Zero means
 	// DefaultQueueTimeout.
 	QueueTimeout time.Duration
+	// Hold, if set, reports whether the waiting tasks of a queue must not
+	// start on this engine now (e.g. the operator drained its tools):
+	// they stay waiting, in order, until Hold says otherwise (call
+	// [Engine.KickQueues] then) or another engine starts them.
+	Hold func(queue string) bool
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }

@@ -74,6 +74,25 @@ func (e *Engine) SetWorkOf(fn func(ctx context.Context, t *task.Task) Work) erro
 	return nil
 }
 
+// SetHold sets the Hold option (see [Options]) of an engine created
+// without one, before Run.
+func (e *Engine) SetHold(fn func(queue string) bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.started:
+		return errors.New("engine: SetHold after Run")
+	case e.opts.Hold != nil:
+		return errors.New("engine: the engine already has a Hold")
+	}
+	e.opts.Hold = fn
+	return nil
+}
+
+// KickQueues asks the engine to look now for waiting tasks that can
+// start, e.g. once Options.Hold no longer holds a queue.
+func (e *Engine) KickQueues() { e.kickQueues() }
+
 // queueCap returns the cap of a declared queue.
 func (e *Engine) queueCap(name string) (int, bool) {
 	e.mu.Lock()
@@ -129,6 +148,9 @@ func (e *Engine) startWaiting(ctx context.Context) {
 	for _, name := range slices.Sorted(maps.Keys(queues)) {
 		if e.isClosed() || ctx.Err() != nil {
 			return
+		}
+		if e.opts.Hold != nil && e.opts.Hold(name) {
+			continue
 		}
 		started, err := q.StartQueued(ctx, store.QueueRequest{
 			Runner: e.id, Queue: name, Max: queues[name], Now: e.now(), Lease: e.opts.Lease,
