@@ -408,35 +408,73 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 			defer cancel()
 		}
 		tk := mcptask.FromContext(ctx)
-		s, err := u.acquire(ctx, func() {
-			// Only when the call has to wait: a status message is a
-			// durable write.
-			if tk != nil {
-				_ = tk.SetStatusMessage(ctx, "waiting for a free session of "+u.cfg.Name)
+		for attempt := 1; ; attempt++ {
+			res, err, died := u.call(ctx, tk, name, req)
+			switch {
+			case !died:
+				return res, err
+			case !p.Rerunnable:
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+					"upstream %s died during the call of %s (its process exited or its connection broke: %v); the outcome is unknown, and %s is not declared rerunnable, so it was not called again",
+					u.cfg.Name, name, err, name)}
+			case attempt >= maxCallAttempts:
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+					"upstream %s died during each of %d calls of %s (last: %v)", u.cfg.Name, attempt, name, err)}
 			}
-		})
-		if err != nil {
-			return nil, u.callError(ctx, name, err)
+			u.log.Warn("the upstream died during a call of a rerunnable tool; calling again", "tool", name, "attempt", attempt+1, "err", err)
+			if tk != nil {
+				_ = tk.SetStatusMessage(ctx, fmt.Sprintf("upstream %s died during the call; calling %s again (attempt %d of %d)", u.cfg.Name, name, attempt+1, maxCallAttempts))
+			}
 		}
-		s.begin(ctx, tk)
-		params := &mcp.CallToolParams{Name: name}
-		if req.Params != nil && len(req.Params.Arguments) > 0 {
-			params.Arguments = req.Params.Arguments
-		}
-		params.SetProgressToken(s.token())
-		// The upstream call gets the call's cancellation, not its values:
-		// those of the server's own request (its session, say) are not
-		// the upstream session's business.
-		cctx, cancel := detach(ctx)
-		res, err := s.cs.CallTool(cctx, params)
-		cancel()
-		s.end()
-		u.release(s, err)
-		if err != nil {
-			return nil, u.callError(ctx, name, err)
-		}
-		return res, nil
 	}
+}
+
+// maxCallAttempts bounds the calls of a rerunnable tool whose upstream
+// dies during them.
+const maxCallAttempts = 3
+
+// call makes one upstream call of the tool name. died reports that the
+// call reached the upstream and ended without its answer and without the
+// call's own cancellation or timeout: the upstream process exited or the
+// connection broke, and what the upstream did of the call is unknown.
+func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error, died bool) {
+	s, err := u.acquire(ctx, func() {
+		// Only when the call has to wait: a status message is a
+		// durable write.
+		if tk != nil {
+			_ = tk.SetStatusMessage(ctx, "waiting for a free session of "+u.cfg.Name)
+		}
+	})
+	if err != nil {
+		return nil, u.callError(ctx, name, err), false
+	}
+	s.begin(ctx, tk)
+	params := &mcp.CallToolParams{Name: name}
+	if req.Params != nil && len(req.Params.Arguments) > 0 {
+		params.Arguments = req.Params.Arguments
+	}
+	params.SetProgressToken(s.token())
+	// The upstream call gets the call's cancellation, not its values:
+	// those of the server's own request (its session, say) are not
+	// the upstream session's business.
+	cctx, cancel := detach(ctx)
+	res, err := s.cs.CallTool(cctx, params)
+	cancel()
+	s.end()
+	u.release(s, err)
+	if err == nil {
+		return res, nil, false
+	}
+	// A JSON-RPC error is an answer (the upstream's own), or, with the
+	// go-sdk's transport code, a request its transport could not send
+	// (an HTTP upstream that refused the POST): the upstream is
+	// unavailable, the call never ran. Anything else (EOF, a closed
+	// connection) cut a call in flight.
+	var je *jsonrpc.Error
+	if ctx.Err() == nil && !errors.As(err, &je) {
+		return nil, err, true
+	}
+	return nil, u.callError(ctx, name, err), false
 }
 
 var errTimeout = errors.New("the upstream call timed out")

@@ -87,6 +87,14 @@ func upstreamServer(stdio bool) *mcp.Server {
 			}
 			return nil, nil, fmt.Errorf("crash only crashes a stdio upstream")
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash_once", Description: "the upstream process dies during the first call"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in blockArgs) (*mcp.CallToolResult, any, error) {
+			if _, err := os.Stat(in.Marker); err != nil && stdio {
+				_ = os.WriteFile(in.Marker, []byte("crashed once"), 0o600)
+				os.Exit(3)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "survived"}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "never answers"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			<-ctx.Done()
@@ -161,7 +169,9 @@ func stdioUpstream() gateway.Upstream {
 		Env:     map[string]string{"GATEWAY_TEST_UPSTREAM": "1"},
 		Default: gateway.ToolPolicy{Support: mcptask.Optional},
 		// A call of hang times out.
-		Policies: map[string]gateway.ToolPolicy{"hang": {Support: mcptask.Optional, Timeout: 300 * time.Millisecond}},
+		Policies: map[string]gateway.ToolPolicy{"hang": {Support: mcptask.Optional, Timeout: 300 * time.Millisecond},
+			// A call whose upstream died may be made again.
+			"crash_once": {Support: mcptask.Optional, Rerunnable: true}},
 	}
 }
 
@@ -248,8 +258,14 @@ func TestUpstreamFaults(t *testing.T) {
 				return c.Wait(ctx, call.Task.ID, nil)
 			}
 			var te *client.TaskError
-			if _, err := wait("crash", map[string]any{}); !errors.As(err, &te) || !strings.Contains(te.Message, "upstream up unavailable") {
-				t.Errorf("a call whose upstream died: %v; want a failed task saying the upstream is unavailable", err)
+			if _, err := wait("crash", map[string]any{}); !errors.As(err, &te) || !strings.Contains(te.Message, "upstream up died during the call of crash") ||
+				!strings.Contains(te.Message, "not declared rerunnable") {
+				t.Errorf("a call whose upstream died: %v; want a failed task saying the upstream died and the tool was not called again", err)
+			}
+			// A rerunnable tool is called again on a new process.
+			marker := filepath.Join(t.TempDir(), "crashed")
+			if res, err := wait("crash_once", map[string]any{"marker": marker}); err != nil || text(res) != "survived" {
+				t.Errorf("a rerunnable call whose upstream died once: %q, %v; want it called again and answered", text(res), err)
 			}
 			if res, err := wait("slow", map[string]any{"steps": 2}); err != nil || text(res) != "did 2 steps" {
 				t.Errorf("the call after the crash: %q, %v; want it served by a new upstream process", text(res), err)
