@@ -64,8 +64,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -109,7 +112,33 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 		if u.Command != "" {
 			where = "stdio: " + u.Command
 		}
+		var notes []string
+		if u.MaxConcurrent > 0 {
+			notes = append(notes, fmt.Sprintf("at most %d tasks at once", u.MaxConcurrent))
+		}
+		for _, tool := range slices.Sorted(maps.Keys(u.Policies)) {
+			if n := u.Policies[tool].MaxConcurrent; n > 0 {
+				notes = append(notes, fmt.Sprintf("%s: at most %d at once", tool, n))
+			}
+		}
+		if len(notes) > 0 {
+			where += "; " + strings.Join(notes, ", ")
+		}
 		fmt.Fprintf(stdout, "  %s (%s)\n", u.Name, where)
+	}
+	if d := fc.Drain; d.All || len(d.Tools) > 0 {
+		what := "all tools"
+		if !d.All {
+			what = strings.Join(d.Tools, ", ")
+		}
+		fb := d.Fallback
+		if fb == "" {
+			fb = "refuse"
+		}
+		fmt.Fprintf(stdout, "  drain: %s (fallback %s)\n", what, fb)
+	}
+	if fc.JobTools.Enabled {
+		fmt.Fprintf(stdout, "  job tools: on (prefix %q)\n", fc.JobTools.prefix())
 	}
 	return 0
 }

@@ -108,3 +108,26 @@ func TestConfigQueueErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigSummary: -check-config sums up the caps, the drain
+// switch and the job tools a valid file declares.
+func TestCheckConfigSummary(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcptaskd.yaml")
+	body := "drain: {tools: [echo], fallback: sync}\njobTools: {enabled: true}\nmcpServers:\n  ci:\n    url: http://127.0.0.1:1/mcp\n    maxConcurrent: 4\n    toolOptions:\n      deploy: {maxConcurrent: 1}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(daemonBin, "-check-config", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("-check-config: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"ci (http://127.0.0.1:1/mcp; at most 4 tasks at once, deploy: at most 1 at once)",
+		"drain: echo (fallback sync)",
+		`job tools: on (prefix "job_")`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-check-config output lacks %q:\n%s", want, out)
+		}
+	}
+}
