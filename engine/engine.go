@@ -371,6 +371,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.claimOrphans(ctx, true); err != nil {
 		return err
 	}
+	e.startUndeclared(ctx)
 	e.startService(service{
 		interval: e.opts.HeartbeatInterval,
 		timeout:  e.opts.HeartbeatTimeout,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -159,6 +160,37 @@ func (e *Engine) startWaiting(ctx context.Context) {
 			if e.base.Err() == nil {
 				e.log.Warn("starting waiting tasks", "queue", name, "err", err)
 			}
+			continue
+		}
+		for _, t := range started {
+			e.launchWaiting(ctx, t)
+		}
+	}
+}
+
+// startUndeclared starts, at Run, the waiting tasks of queues this engine
+// does not declare: their cap was removed from the configuration (a
+// queue's cap must be the same on every engine sharing the store), so
+// nothing holds them back any more, and without this they would wait for
+// ever.
+func (e *Engine) startUndeclared(ctx context.Context) {
+	q, ok := e.store.(store.Queuer)
+	if !ok {
+		return
+	}
+	waiting, err := q.WaitingQueues(ctx)
+	if err != nil {
+		e.log.Warn("looking for tasks waiting in queues", "err", err)
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(waiting)) {
+		if _, declared := e.queueCap(name); declared {
+			continue
+		}
+		e.log.Warn("tasks wait in a queue that is no longer declared (its cap was removed): they start now", "queue", name, "waiting", waiting[name])
+		started, err := q.StartQueued(ctx, store.QueueRequest{Runner: e.id, Queue: name, Max: math.MaxInt32, Now: e.now(), Lease: e.opts.Lease})
+		if err != nil {
+			e.log.Error("starting the tasks of an undeclared queue", "queue", name, "err", err)
 			continue
 		}
 		for _, t := range started {

@@ -95,3 +95,63 @@ func TestQueuedWorkRunsLocally(t *testing.T) {
 		t.Error("SetQueue after Run succeeded")
 	}
 }
+
+// TestUndeclaredQueueStarts: tasks left waiting in a queue that the
+// restarted engine no longer declares (its cap was removed) start at Run,
+// instead of waiting for ever.
+func TestUndeclaredQueueStarts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "engine.db")
+	open := func() *sqlite.Store {
+		st, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st := open()
+	e, err := engine.New(engine.Options{Store: st, Logger: logger, SweepInterval: -1, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetQueue("q", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	block := func(ctx context.Context) (json.RawMessage, error) { <-ctx.Done(); return nil, ctx.Err() }
+	if _, err := e.Start(ctx, engine.StartSpec{Tool: "t", Queue: "q", Request: json.RawMessage(`{}`)}, block); err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := e.Start(ctx, engine.StartSpec{Tool: "t", Queue: "q", Request: json.RawMessage(`{}`)}, block)
+	if err != nil || !waiting.Queued {
+		t.Fatalf("second task: %+v, %v; want it waiting", waiting, err)
+	}
+	stop, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = e.Shutdown(stop)
+	st.Close()
+
+	ran := make(chan string, 1)
+	st = open()
+	t.Cleanup(func() { st.Close() })
+	e2, err := engine.New(engine.Options{Store: st, Logger: logger, SweepInterval: -1, Exclusive: true,
+		WorkOf: func(_ context.Context, tk *task.Task) engine.Work {
+			return func(context.Context) (json.RawMessage, error) { ran <- string(tk.ID); return json.RawMessage(`{}`), nil }
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e2.Shutdown(context.Background()) })
+	if id := <-ran; id != string(waiting.ID) {
+		t.Errorf("ran %s, want the waiting task %s", id, waiting.ID)
+	}
+	if got := waitTerminal(t, e2, waiting.ID); got.Status != task.Completed {
+		t.Errorf("the waiting task: %+v", got)
+	}
+}

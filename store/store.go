@@ -128,6 +128,10 @@ type Queuer interface {
 	// atomic with respect to Create with MaxConcurrent and every other
 	// StartQueued of the queue, in every process sharing the store.
 	StartQueued(ctx context.Context, req QueueRequest) ([]*task.Task, error)
+
+	// WaitingQueues returns the names of the queues that have waiting
+	// tasks, and how many wait in each.
+	WaitingQueues(ctx context.Context) (map[string]int, error)
 }
 
 // MaxQueueMessages bounds how many waiting tasks of a queue have their

@@ -101,7 +101,7 @@ type Store struct {
 	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL, countActiveSQL string
 	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
 	claimSQL, heartbeatSQL                                                     string
-	queueCountSQL, queueStartSQL, queueMessagesSQL                             string
+	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
 	cancel context.CancelFunc
@@ -249,6 +249,8 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	s.queueCountSQL = q(queueCountSQL)
 	s.queueStartSQL = q(queueStartSQL)
 	s.queueMessagesSQL = q(queueMessagesSQL)
+	s.waitingQueuesSQL = q(`SELECT queue, count(*) FROM %[1]s.tasks
+		WHERE queued AND queue <> '' AND status IN ('working', 'input_required') GROUP BY queue`)
 	return nil
 }
 

@@ -70,6 +70,29 @@ var queueMessages = func() []string {
 	return m
 }()
 
+// WaitingQueues returns the queues that have waiting tasks, and how many
+// wait in each; see [store.Queuer].
+func (s *Store) WaitingQueues(ctx context.Context) (map[string]int, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.waitingQueuesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: waiting queues: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var q string
+		var n int
+		if err := rows.Scan(&q, &n); err != nil {
+			return nil, fmt.Errorf("postgres store: waiting queues: %w", err)
+		}
+		out[q] = n
+	}
+	return out, rows.Err()
+}
+
 // StartQueued starts the oldest waiting tasks of req.Queue while fewer than
 // req.Max of its tasks run; see [store.Queuer]. It runs in one READ
 // COMMITTED transaction under the queue's advisory lock (see

@@ -28,6 +28,30 @@ const (
 	queueMessageSQL = `UPDATE tasks SET status_message = ? WHERE id = ? AND status_message <> ?`
 )
 
+// WaitingQueues returns the queues that have waiting tasks, and how many
+// wait in each; see [store.Queuer].
+func (s *Store) WaitingQueues(ctx context.Context) (map[string]int, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT queue, count(*) FROM tasks
+		WHERE queued = 1 AND queue <> '' AND status IN ('working', 'input_required') GROUP BY queue`)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: waiting queues: %w", err))
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var q string
+		var n int
+		if err := rows.Scan(&q, &n); err != nil {
+			return nil, fmt.Errorf("sqlite store: waiting queues: %w", err)
+		}
+		out[q] = n
+	}
+	return out, rows.Err()
+}
+
 // queueCounts returns how many tasks of queue run and wait, inside tx.
 func (s *Store) queueCounts(tx *sql.Tx, queue string) (running, waiting int64, err error) {
 	err = tx.Stmt(s.queueCountStmt).QueryRow(queue).Scan(&running, &waiting)

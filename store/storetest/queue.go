@@ -166,8 +166,14 @@ func (s *suite) queueStart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if got, err := qr.WaitingQueues(ctx); err != nil || len(got) != 1 || got["deploys"] != 2 {
+		t.Errorf("WaitingQueues with two waiting tasks of deploys: %v, %v", got, err)
+	}
 	start(q[3], q[4])
 	start()
+	if got, err := qr.WaitingQueues(ctx); err != nil || len(got) != 0 {
+		t.Errorf("WaitingQueues with none waiting: %v, %v", got, err)
+	}
 	// A raised cap starts more at once; a queue with nothing waiting
 	// starts nothing.
 	req.Queue = "empty"
