@@ -139,7 +139,10 @@ func TestUndeclaredQueueStarts(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	e2, err := engine.New(engine.Options{Store: st, Logger: logger, SweepInterval: -1, Exclusive: true,
 		WorkOf: func(_ context.Context, tk *task.Task) engine.Work {
-			return func(context.Context) (json.RawMessage, error) { ran <- string(tk.ID); return json.RawMessage(`{}`), nil }
+			return func(context.Context) (json.RawMessage, error) {
+				ran <- string(tk.ID)
+				return json.RawMessage(`{}`), nil
+			}
 		}})
 	if err != nil {
 		t.Fatal(err)
