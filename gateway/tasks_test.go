@@ -199,8 +199,10 @@ func TestReattach(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The status message says the task was re-attached, and keeps saying
+	// so while it relays the upstream's.
 	waitStatus(t, c, id, "re-attached", func(st *client.TaskStatus) bool {
-		return strings.HasPrefix(st.StatusMessage, "re-attached to the task") || st.StatusMessage == "upstream working on build"
+		return strings.HasPrefix(st.StatusMessage, "re-attached to the task") && strings.HasSuffix(st.StatusMessage, " of upstream up: upstream working on build")
 	})
 	up.Release()
 	res, err := c.Wait(ctx, id, nil)
