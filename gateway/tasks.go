@@ -232,6 +232,9 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 		return nil, err
 	}
 	var id string
+	// relayPrefix starts the first upstream status message relayed after
+	// a re-attachment, so that our status message keeps saying so.
+	relayPrefix := ""
 	if raw != "" {
 		// A re-run after a crash or a takeover: the upstream task was
 		// created by an earlier run; watch it again.
@@ -241,7 +244,9 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 		}
 		id = ref.TaskID
 		u.log.Info("re-attaching to an upstream task", "task", tk.ID(), "upstreamTask", id)
-		_ = tk.SetStatusMessage(ctx, fmt.Sprintf("re-attached to the task %s of upstream %s", id, u.cfg.Name))
+		note := fmt.Sprintf("re-attached to the task %s of upstream %s", id, u.cfg.Name)
+		_ = tk.SetStatusMessage(ctx, note)
+		relayPrefix = note + ": "
 	} else {
 		var args any
 		if req.Params != nil && len(req.Params.Arguments) > 0 {
@@ -282,7 +287,8 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	res, err := c.Wait(uctx, id, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
 		if st.StatusMessage != "" && st.StatusMessage != last {
 			last = st.StatusMessage
-			_ = tk.SetStatusMessage(ctx, st.StatusMessage)
+			_ = tk.SetStatusMessage(ctx, relayPrefix+st.StatusMessage)
+			relayPrefix = ""
 		}
 	}})
 	if err == nil {

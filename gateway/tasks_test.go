@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,109 +15,11 @@ import (
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/internal/upstreamtest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// taskUpstream is an upstream that speaks tasks itself: an mcptask server
-// on its own SQLite file, on loopback HTTP. Its handler can be replaced
-// (restart), and it counts the runs of its tools.
-type taskUpstream struct {
-	url     string
-	handler atomic.Pointer[http.Handler]
-	runs    atomic.Int64  // starts of the "work" tool
-	release chan struct{} // closing it lets "work" finish
-	// cancelled is closed when a "block" call's context is cancelled.
-	cancelled chan struct{}
-	once      sync.Once
-}
-
-type workArgs struct {
-	Label string `json:"label"`
-}
-
-func newTaskUpstream(t *testing.T) *taskUpstream {
-	t.Helper()
-	u := &taskUpstream{release: make(chan struct{}), cancelled: make(chan struct{})}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		(*u.handler.Load()).ServeHTTP(w, r)
-	}))
-	u.url = hs.URL
-	u.restart(t)
-	t.Cleanup(func() {
-		u.once.Do(func() { close(u.release) })
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return u
-}
-
-// restart replaces the upstream by a new one on a new, empty task store:
-// it forgets every task of the old one.
-func (u *taskUpstream) restart(t *testing.T) {
-	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "upstream.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1,
-		Policy: task.Policy{PollInterval: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "task-upstream", Version: "1"}, &mcp.ServerOptions{Logger: log})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcptask.AddTool(ts, &mcp.Tool{Name: "work", Description: "runs until released"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in workArgs) (*mcp.CallToolResult, any, error) {
-			n := u.runs.Add(1)
-			if tk := mcptask.FromContext(ctx); tk != nil {
-				_ = tk.SetStatusMessage(ctx, "upstream working on "+in.Label)
-			}
-			select {
-			case <-u.release:
-			case <-ctx.Done():
-				return nil, nil, ctx.Err()
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Label + " done, run " + strconv.FormatInt(n, 10)}}}, nil, nil
-		}, mcptask.ToolOptions{Support: mcptask.Optional})
-	mcptask.AddTool(ts, &mcp.Tool{Name: "ask", Description: "asks the user"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
-			tk := mcptask.FromContext(ctx)
-			if tk == nil {
-				return nil, nil, errors.New("ask runs as a task only")
-			}
-			res, err := tk.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: map[string]any{
-				"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
-			if err != nil {
-				return nil, nil, err
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + ": " + res.Content["answer"].(string)}}}, nil, nil
-		}, mcptask.ToolOptions{Support: mcptask.Required})
-	mcptask.AddTool(ts, &mcp.Tool{Name: "block", Description: "waits until cancelled"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-			<-ctx.Done()
-			if tk := mcptask.FromContext(ctx); tk != nil && tk.Cancelled() {
-				close(u.cancelled)
-			}
-			return nil, nil, ctx.Err()
-		}, mcptask.ToolOptions{Support: mcptask.Optional})
-	if err := ts.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = ts.Handler(nil)
-	u.handler.Store(&h)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ts.Close(ctx)
-		_ = st.Close()
-	})
-}
 
 // gatewayOn is an mcptask server on the SQLite file db whose tools are the
 // upstreams', served on loopback HTTP; stop shuts it down with the grace
@@ -191,11 +90,11 @@ func waitStatus(t *testing.T, c *client.Client, id string, what string, cond fun
 // request is our task's (the answer goes back upstream), our cancel
 // cancels it, and an upstream that forgot the task fails ours clearly.
 func TestTaskUpstream(t *testing.T) {
-	up := newTaskUpstream(t)
+	up := upstreamtest.New(t)
 	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
 		t.Run(wire, func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "gw.db")
-			url, _ := gatewayOn(t, db, gateway.Upstream{Name: "up", URL: up.url})
+			url, _ := gatewayOn(t, db, gateway.Upstream{Name: "up", URL: up.URL})
 			ctx := t.Context()
 			c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire,
 				Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -240,11 +139,11 @@ func TestTaskUpstream(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case <-up.cancelled:
+			case <-up.Cancelled():
 			case <-time.After(30 * time.Second):
 				t.Fatal("the upstream task was never cancelled")
 			}
-			up.cancelled = make(chan struct{})
+			up.ResetCancelled()
 		})
 	}
 }
@@ -272,9 +171,9 @@ func externalRefOf(t *testing.T, db, id string) string {
 // upstream that forgot the task (it restarted on an empty store) fails
 // ours, saying so.
 func TestReattach(t *testing.T) {
-	up := newTaskUpstream(t)
+	up := upstreamtest.New(t)
 	db := filepath.Join(t.TempDir(), "gw.db")
-	ups := gateway.Upstream{Name: "up", URL: up.url}
+	ups := gateway.Upstream{Name: "up", URL: up.URL}
 	url, stop := gatewayOn(t, db, ups)
 	ctx := t.Context()
 	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20251125})
@@ -300,15 +199,17 @@ func TestReattach(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The status message says the task was re-attached, and keeps saying
+	// so while it relays the upstream's.
 	waitStatus(t, c, id, "re-attached", func(st *client.TaskStatus) bool {
-		return strings.HasPrefix(st.StatusMessage, "re-attached to the task") || st.StatusMessage == "upstream working on build"
+		return strings.HasPrefix(st.StatusMessage, "re-attached to the task") && strings.HasSuffix(st.StatusMessage, " of upstream up: upstream working on build")
 	})
-	up.once.Do(func() { close(up.release) })
+	up.Release()
 	res, err := c.Wait(ctx, id, nil)
 	if err != nil || text(res) != "build done, run 1" {
 		t.Fatalf("after re-attaching: %q, %v; want the first run's result", text(res), err)
 	}
-	if n := up.runs.Load(); n != 1 {
+	if n := up.Runs.Load(); n != 1 {
 		t.Errorf("the upstream tool ran %d times, want once", n)
 	}
 
@@ -317,7 +218,7 @@ func TestReattach(t *testing.T) {
 	if err != nil || call.Task == nil {
 		t.Fatalf("block: %+v, %v; want a task", call, err)
 	}
-	up.restart(t)
+	up.Restart(t)
 	_, err = c.Wait(ctx, call.Task.ID, nil)
 	var te *client.TaskError
 	if !errors.As(err, &te) || !strings.Contains(te.Message, "upstream up no longer knows its task") {
