@@ -22,7 +22,8 @@ import (
 
 // upstreamArg runs the test binary as that upstream; the argument after it
 // is a directory where the upstream records what its calls did (the file
-// calls.log) and where a test releases a gated call (the file gate.TAG).
+// calls.log) and every message it reads and writes (wire.PID.log, one per
+// process), and where a test releases a gated call (the file gate.TAG).
 const upstreamArg = "-mcptask-test-upstream"
 
 type buildArgs struct {
@@ -90,7 +91,12 @@ func upstream(dir string) int {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil, nil
 		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) {
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("wire.%d.log", os.Getpid()))); err == nil {
+		defer f.Close()
+		t = &mcp.LoggingTransport{Transport: t, Writer: f}
+	}
+	if err := s.Run(context.Background(), t); err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		return 1
 	}
@@ -157,6 +163,47 @@ func (u *upstreamDir) waitFor(tag, what string, d *daemon) {
 	}
 }
 
+// cancelNotified reports whether the upstream process that ran the call
+// tagged tag read a notifications/cancelled of that call's request.
+func (u *upstreamDir) cancelNotified(tag string) bool {
+	u.t.Helper()
+	logs, err := filepath.Glob(filepath.Join(u.dir, "wire.*.log"))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Arguments struct {
+				Tag string `json:"tag"`
+			} `json:"arguments"`
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	for _, name := range logs {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			u.t.Fatal(err)
+		}
+		var call string // the ID of the tools/call of tag, in this process
+		for _, l := range strings.Split(string(data), "\n") {
+			js, ok := strings.CutPrefix(l, "read: ")
+			var m message
+			if !ok || json.Unmarshal([]byte(js), &m) != nil {
+				continue
+			}
+			switch {
+			case m.Method == "tools/call" && m.Params.Arguments.Tag == tag:
+				call = string(m.ID)
+			case m.Method == "notifications/cancelled" && call != "" && string(m.Params.RequestID) == call:
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // open releases the gated call tagged tag.
 func (u *upstreamDir) open(tag string) {
 	u.t.Helper()
@@ -208,7 +255,8 @@ func TestGatewayCall(t *testing.T) {
 
 // TestGatewayCancel: 'mcptask call --detach' of the upstream's tool, then
 // 'mcptask cancel ID': the upstream call is cancelled (its context ends,
-// by notifications/cancelled) and the task ends cancelled; on both wires.
+// by the notifications/cancelled it read) and the task ends cancelled; on
+// both wires.
 func TestGatewayCancel(t *testing.T) {
 	t.Parallel()
 	d, up := gatewayDaemon(t)
@@ -225,6 +273,11 @@ func TestGatewayCancel(t *testing.T) {
 
 			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{"task " + id + ": cancelled"}, nil)
 			up.waitFor(tag, "cancelled", d)
+			// Its context ended by the cancellation, not by a closed
+			// connection: the upstream read it (before its handler saw it).
+			if !up.cancelNotified(tag) {
+				t.Errorf("the upstream call %s ended without a notifications/cancelled of its request", tag)
+			}
 			expect(t, c.run("--wire", wire, "wait", id), exitCancelled, nil, []string{"was cancelled"})
 			expect(t, c.run("--wire", wire, "status", id), exitOK, []string{"cancelled"}, nil)
 			if got := up.lines(tag); strings.Join(got, ",") != "start,cancelled" {
