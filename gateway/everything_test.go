@@ -18,9 +18,9 @@ import (
 // @modelcontextprotocol/server-everything (scripts/interop.sh installs the
 // pinned version and sets MCPTASK_TEST_SERVER_EVERYTHING to its entry
 // point, MCPTASK_TEST_NODE to Node), behind the gateway, driven by the Go
-// client on the 2026-07-28 wire: its long-running operation as a task with
-// its progress as the status message, and its elicitation answered through
-// the task.
+// client on the 2026-07-28 wire (and on 2025-11-25): its long-running
+// operation as a task with its progress as the status message, its
+// elicitation and its sampling request answered through the task.
 func TestServerEverything(t *testing.T) {
 	entry, node := os.Getenv("MCPTASK_TEST_SERVER_EVERYTHING"), os.Getenv("MCPTASK_TEST_NODE")
 	if entry == "" || node == "" {
@@ -28,12 +28,18 @@ func TestServerEverything(t *testing.T) {
 	}
 	url := gatewayServer(t, gateway.Upstream{Name: "everything", Command: node, Args: []string{entry, "stdio"},
 		Default: gateway.ToolPolicy{Support: mcptask.Optional}})
+	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+		t.Run(wire, func(t *testing.T) { everythingFlows(t, url, wire) })
+	}
+}
+
+func everythingFlows(t *testing.T, url, wire string) {
 	ctx := t.Context()
 	var asked []string
 	var mu sync.Mutex
 	var sampled []*mcp.CreateMessageParams
 	var sampledTask []string
-	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20260728,
+	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire,
 		Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			mu.Lock()
 			asked = append(asked, p.Message)
