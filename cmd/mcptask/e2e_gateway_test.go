@@ -323,3 +323,61 @@ func TestGatewayResume(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayEverything: the same through a real upstream no one here
+// wrote, @modelcontextprotocol/server-everything over stdio (scripts/interop.sh
+// installs the pinned version and sets MCPTASK_TEST_SERVER_EVERYTHING and
+// MCPTASK_TEST_NODE): its slow tool with its progress as status lines, its
+// elicitation answered with --answer, a detached call cancelled, a wait cut
+// short by --timeout finished by resume; on both wires.
+func TestGatewayEverything(t *testing.T) {
+	t.Parallel()
+	entry, node := os.Getenv("MCPTASK_TEST_SERVER_EVERYTHING"), os.Getenv("MCPTASK_TEST_NODE")
+	if entry == "" || node == "" {
+		t.Skip("SKIPPED: needs @modelcontextprotocol/server-everything: set MCPTASK_TEST_SERVER_EVERYTHING (its dist/index.js) and MCPTASK_TEST_NODE (node); scripts/interop.sh does")
+	}
+	// The block as a host's configuration holds it.
+	block := fmt.Sprintf(`{
+  "demo": false,
+  "mcpServers": {
+    "everything": {
+      "command": %q,
+      "args": [%q, "stdio"]
+    }
+  }
+}
+`, node, entry)
+	config := filepath.Join(t.TempDir(), "mcptaskd.json")
+	if err := os.WriteFile(config, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "-config", config)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			// Each step lasts a second: every progress shows as a status line.
+			r := c.run("--wire", wire, "call", "trigger-long-running-operation", "duration=3", "steps=3")
+			expect(t, r, exitOK, []string{"Long running operation completed. Duration: 3 seconds, Steps: 3."},
+				[]string{"started (trigger-long-running-operation)", "mcptask: working: 1 of 3", "mcptask: working: 2 of 3"})
+
+			r = c.run("--wire", wire, "call", "trigger-elicitation-request", "--answer", "name=Ada Lovelace", "--answer", "check=true")
+			expect(t, r, exitOK, []string{"User provided the requested information", "- Name: Ada Lovelace", "- Agreed to terms: true"},
+				[]string{"Please provide inputs for the following fields:", "answered from --answer"})
+
+			r = c.run("--wire", wire, "call", "--detach", "trigger-long-running-operation", "duration=600", "steps=600")
+			expect(t, r, exitOK, nil, []string{"wait for it with"})
+			id := strings.TrimSpace(r.stdout)
+			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{"task " + id + ": cancelled"}, nil)
+			expect(t, c.run("--wire", wire, "wait", id), exitCancelled, nil, []string{"was cancelled"})
+
+			// The operation lasts 6 s, the wait 2 s.
+			r = c.run("--wire", wire, "call", "--timeout", "2s", "trigger-long-running-operation", "duration=6", "steps=3")
+			expect(t, r, exitDeadline, nil, []string{"keeps running"})
+			id = strings.TrimSpace(r.stdout)
+			r = c.run("--wire", wire, "resume")
+			expect(t, r, exitOK, []string{"Long running operation completed. Duration: 6 seconds, Steps: 3."}, []string{"resuming 1 task(s)", id})
+			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})
+		})
+	}
+}
