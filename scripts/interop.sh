@@ -4,7 +4,9 @@
 # interop/ts/package.json and package-lock.json) against mcptaskd on the
 # 2025-11-25 tasks wire, over Streamable HTTP and over stdio; and mcptaskd's
 # gateway in front of @modelcontextprotocol/server-everything (pinned in the
-# same package.json), started over stdio from a -config file.
+# same package.json), started over stdio from a -config file; without FILE
+# arguments, then the Go tests that drive that gateway with the Go client
+# (TestServerEverything) and the mcptask CLI (TestGatewayEverything).
 #
 # Usage: scripts/interop.sh [FILE...]   (paths relative to interop/ts;
 #                                       default: test/*.test.mjs)
@@ -85,10 +87,14 @@ status=0
 log "interop tests finished in $(($(date +%s) - start)) s (exit $status)"
 [[ $status -eq 0 ]] || exit 1
 
-# The Go client on 2026-07-28 through the gateway before the same
-# server-everything (the Go test skips without these variables).
+# The Go client (both wires) and the mcptask CLI (both wires) through the
+# gateway before the same server-everything (the Go tests skip without
+# these variables).
 if [[ $# -eq 0 ]]; then
+	export MCPTASK_TEST_SERVER_EVERYTHING=$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+	export MCPTASK_TEST_NODE=$node
 	log "go test -race -run TestServerEverything ./gateway"
-	MCPTASK_TEST_SERVER_EVERYTHING=$dir/node_modules/@modelcontextprotocol/server-everything/dist/index.js \
-		MCPTASK_TEST_NODE=$node go test -race -count=1 -run '^TestServerEverything$' -v ./gateway || exit 1
+	go test -race -count=1 -run '^TestServerEverything$' -v ./gateway || exit 1
+	log "go test -race -run TestGatewayEverything ./cmd/mcptask"
+	go test -race -count=1 -run '^TestGatewayEverything$' -v ./cmd/mcptask || exit 1
 fi

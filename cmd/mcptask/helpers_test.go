@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) == 3 && os.Args[1] == silentServerArg {
 		os.Exit(silentServer(os.Args[2])) // a child of a connect test
 	}
+	if len(os.Args) == 3 && os.Args[1] == upstreamArg {
+		os.Exit(upstream(os.Args[2])) // the upstream of a gateway test
+	}
 	os.Exit(buildAndRun(m))
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { CallToolResultSchema, ElicitRequestSchema, McpError, TaskStatusNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, CreateMessageRequestSchema, ElicitRequestSchema, McpError, TaskStatusNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { stdioServerParams } from './server.mjs';
 
 export const CLIENT_INFO = { name: 'mcptask-interop-ts', version: '1.0.0' };
@@ -21,6 +21,8 @@ export const CLIENT_INFO = { name: 'mcptask-interop-ts', version: '1.0.0' };
  * @property {object[]} elicitations  the elicitation/create requests received
  * @property {object[]} statusNotes   the params of notifications/tasks/status received
  * @property {(req: object) => Promise<object>|object} answer  answers elicitation/create (settable)
+ * @property {object[]} samplings     the sampling/createMessage requests received (with `sampling: true`)
+ * @property {(req: object) => Promise<object>|object} sample  answers sampling/createMessage (settable)
  * @property {Error[]} errors         errors the client reported through onerror
  * @property {object[]} tools         the tools/list result (listTools is called on connect, as a host does)
  * @property {() => string} stderr    the server's stderr (stdio only; '' over HTTP)
@@ -29,15 +31,22 @@ export const CLIENT_INFO = { name: 'mcptask-interop-ts', version: '1.0.0' };
  * @property {() => Promise<void>} close
  */
 
-function newClient(conn) {
+function newClient(conn, { sampling = false } = {}) {
   const client = new Client(CLIENT_INFO, {
     // A host that can show forms to its user; needed for elicitation/create.
-    capabilities: { elicitation: { form: {} } },
+    // With sampling, a host with a model: needed for sampling/createMessage.
+    capabilities: { elicitation: { form: {} }, ...(sampling ? { sampling: {} } : {}) },
   });
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
     conn.elicitations.push(req);
     return conn.answer(req);
   });
+  if (sampling) {
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      conn.samplings.push(req);
+      return conn.sample(req);
+    });
+  }
   // A host that shows task progress listens for status notifications; the
   // SDK validates them with its schema (a mismatch reaches onerror).
   client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
@@ -47,18 +56,22 @@ function newClient(conn) {
   return client;
 }
 
-function baseConn(kind) {
+function baseConn(kind, opts) {
   const conn = {
     kind,
     elicitations: [],
+    samplings: [],
     statusNotes: [],
     errors: [],
     answer: () => {
       throw new McpError(-32603, 'this test did not expect an elicitation');
     },
+    sample: () => {
+      throw new McpError(-32603, 'this test did not expect a sampling request');
+    },
     stderr: () => '',
   };
-  conn.client = newClient(conn);
+  conn.client = newClient(conn, opts);
   return conn;
 }
 
@@ -83,9 +96,13 @@ function spyFetch(exchanges) {
   };
 }
 
-/** connectHttp opens a session on a Streamable HTTP server. @returns {Promise<Conn>} */
-export async function connectHttp(url) {
-  const conn = baseConn('http');
+/**
+ * connectHttp opens a session on a Streamable HTTP server; with
+ * `{ sampling: true }` the client also declares sampling and answers
+ * sampling/createMessage with conn.sample. @returns {Promise<Conn>}
+ */
+export async function connectHttp(url, opts = {}) {
+  const conn = baseConn('http', opts);
   conn.exchanges = [];
   conn.transport = new StreamableHTTPClientTransport(new URL(url), { fetch: spyFetch(conn.exchanges) });
   await conn.client.connect(conn.transport);

@@ -4,7 +4,7 @@
 // The TypeScript SDK client calls the upstream's slow tool as a task on
 // the 2025-11-25 wire (the upstream has no tasks of its own), sees its
 // progress as the task's status message, and answers the upstream's
-// elicitation through the task.
+// elicitation and sampling requests through the task.
 
 import { describe, before, after, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -72,6 +72,44 @@ describe('gateway in front of server-everything', () => {
       const result = await c.client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
       assert.equal(c.elicitations.length, 1, 'the client was asked once');
       assert.match(textOf(result), /decline/i);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("the upstream's sampling request is the task's input, answered by the client's model", { timeout: 120_000 }, async () => {
+    const c = await connectHttp(server.url, { sampling: true });
+    try {
+      // server-everything registers trigger-sampling-request only for a
+      // client that declares sampling: the gateway does, for its hosts.
+      assert.ok(c.tools.some((t) => t.name === 'trigger-sampling-request'), `tools: ${c.tools.map((t) => t.name).join(', ')}`);
+      c.sample = () => ({
+        model: 'interop-model-9',
+        role: 'assistant',
+        stopReason: 'endTurn',
+        content: { type: 'text', text: 'the sampled answer: 42' },
+      });
+      const created = await startTask(c.client, 'trigger-sampling-request', { prompt: 'what is six times seven?', maxTokens: 20 });
+      // The upstream asked at once: the task waits for its input.
+      const { task } = await pollTask(c.client, created.taskId, (t) => t.status === 'input_required' || TERMINAL.has(t.status));
+      assert.equal(task.status, 'input_required', `status ${task.status} (${task.statusMessage})`);
+      assert.equal(c.samplings.length, 0, 'asked before tasks/result');
+      // tasks/result delivers the question; the answer goes back upstream,
+      // whose result quotes it.
+      const result = await c.client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
+      assert.equal(c.samplings.length, 1, 'the client was asked once');
+      const req = c.samplings[0].params;
+      assert.equal(req.maxTokens, 20);
+      assert.equal(req.systemPrompt, 'You are a helpful test server.');
+      assert.match(req.messages[0].content.text, /what is six times seven\?/);
+      assert.equal(req._meta?.['io.modelcontextprotocol/related-task']?.taskId, created.taskId, `_meta: ${JSON.stringify(req._meta)}`);
+      assert.notEqual(result.isError, true, textOf(result));
+      assert.match(textOf(result), /LLM sampling result/);
+      assert.match(textOf(result), /the sampled answer: 42/);
+      assert.match(textOf(result), /interop-model-9/);
+      const done = await c.client.experimental.tasks.getTask(created.taskId);
+      assert.equal(done.status, 'completed');
+      assert.deepEqual(c.errors.map(String), []);
     } finally {
       await c.close();
     }
