@@ -3,20 +3,15 @@ package mcptask_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/wiretest"
-	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -38,25 +33,11 @@ func BenchmarkQueueThroughput(b *testing.B) {
 }
 
 func benchQueue(b *testing.B, work time.Duration, capN int) {
-	st, err := sqlite.Open(filepath.Join(b.TempDir(), "tasks.db"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: true, SweepInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "1"}, &mcp.ServerOptions{Logger: logger})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
 	var finished atomic.Int64
 	done := make(chan struct{})
 	var target atomic.Int64
 	var running, most atomic.Int64
-	mcptask.AddTool(ts, &mcp.Tool{Name: "job"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	job := func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		n := running.Add(1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
@@ -68,15 +49,14 @@ func benchQueue(b *testing.B, work time.Duration, capN int) {
 			close(done)
 		}
 		return text("ok"), nil, nil
-	}, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: capN})
-	if err := ts.Start(context.Background()); err != nil {
-		b.Fatal(err)
 	}
-	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
-	b.Cleanup(func() {
-		hs.Close()
-		_ = ts.Close(context.Background())
-		_ = st.Close()
+	hs := servertest.Start(b, servertest.Options{
+		HTTP:      &mcp.StreamableHTTPOptions{Stateless: true},
+		StopGrace: time.Minute,
+		Register: func(ts *mcptask.Server) (func(), error) {
+			mcptask.AddTool(ts, &mcp.Tool{Name: "job"}, job, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: capN})
+			return nil, nil
+		},
 	})
 	c := &wiretest.Client{URL: hs.URL, Tasks: true, HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 	target.Store(int64(b.N))

@@ -3,13 +3,8 @@ package mcptask_test
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
@@ -104,33 +100,16 @@ func queueServer(t *testing.T, st store.Store, exclusive bool, k *tracker, max i
 // stops the server (its work gets a moment to return) and closes st.
 func queueServerStop(t *testing.T, st store.Store, exclusive bool, k *tracker, max int) (string, func()) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: exclusive, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "queue-test", Version: "1"}, &mcp.ServerOptions{Logger: logger})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcptask.AddTool(ts, &mcp.Tool{Name: "capped"}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: max})
-	if err := ts.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			hs.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			_ = ts.Close(ctx)
-			_ = st.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return hs.URL, stop
+	s := servertest.Start(t, servertest.Options{
+		Store:  st,
+		Engine: engine.Options{Exclusive: exclusive},
+		HTTP:   &mcp.StreamableHTTPOptions{Stateless: true},
+		Register: func(ts *mcptask.Server) (func(), error) {
+			mcptask.AddTool(ts, &mcp.Tool{Name: "capped"}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: max})
+			return nil, nil
+		},
+	})
+	return s.URL, s.Stop
 }
 
 // runQueueScenario makes 50 racing task calls of the capped tool (cap 3)
@@ -252,22 +231,8 @@ func TestQueueSQLite(t *testing.T) {
 // start in creation order on whichever instance frees a slot or sees it
 // first.
 func TestQueuePostgresTwoInstances(t *testing.T) {
-	dsn := os.Getenv("MCPTASK_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		t.Skip("PostgreSQL only: set MCPTASK_TEST_POSTGRES_DSN (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-	}
-	schema := "queue_test_" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "queue_test_")
 	k := newTracker()
 	var urls []string
 	for range 2 {
@@ -339,35 +304,17 @@ func TestQueueSurvivesRestart(t *testing.T) {
 // not drained keeps going meanwhile, which is also how the test knows the
 // held queue was looked at.
 func TestDrainHoldsQueue(t *testing.T) {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.New(engine.Options{Store: st, Logger: logger, Exclusive: true, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "drain-queue", Version: "1"}, &mcp.ServerOptions{Logger: logger})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
 	k := newTracker()
-	for _, name := range []string{"deploy", "report"} {
-		mcptask.AddTool(ts, &mcp.Tool{Name: name}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: 1})
-	}
-	if err := ts.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ts.Handler(&mcp.StreamableHTTPOptions{Stateless: true, Logger: logger}))
-	t.Cleanup(func() {
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		_ = ts.Close(ctx)
-		_ = st.Close()
+	srv := servertest.Start(t, servertest.Options{
+		HTTP: &mcp.StreamableHTTPOptions{Stateless: true},
+		Register: func(ts *mcptask.Server) (func(), error) {
+			for _, name := range []string{"deploy", "report"} {
+				mcptask.AddTool(ts, &mcp.Tool{Name: name}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: 1})
+			}
+			return nil, nil
+		},
 	})
+	ts, hs := srv.Tasks, srv
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	c := &wiretest.Client{URL: hs.URL, Tasks: true}

@@ -2,20 +2,19 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"
@@ -45,18 +44,7 @@ func backends(t *testing.T) []backend {
 		t.Log("PostgreSQL variant skipped: set MCPTASK_TEST_POSTGRES_DSN (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable) to run it")
 		return bs
 	}
-	schema := "engine_test_" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
+	schema := pgtest.Schema(t, dsn, "engine_test_")
 	return append(bs, backend{"postgres", func(t *testing.T) store.Store {
 		st, err := postgres.Open(context.Background(), dsn, &postgres.Options{Schema: schema})
 		if err != nil {

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"net/url"
@@ -13,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"
@@ -64,19 +63,13 @@ func TestWorkRidesOutStoreOutage(t *testing.T) {
 	viaProxy := *u
 	viaProxy.Host = proxy.Addr
 
-	schema := "engine_outage_" + strings.ToLower(rand.Text()[:10])
+	schema := pgtest.Schema(t, dsn, "engine_outage_")
 	ctx := t.Context()
 	direct, err := postgres.Open(ctx, dsn, &postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		direct.Close()
-		if conn, err := pgx.Connect(context.Background(), dsn); err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			conn.Close(context.Background())
-		}
-	}()
+	defer direct.Close()
 	proxied, err := postgres.Open(ctx, viaProxy.String(), &postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,8 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/gateway"
-	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -107,38 +106,12 @@ func upstreamServer(stdio bool) *mcp.Server {
 // upstream's, through the gateway, served on loopback HTTP.
 func gatewayServer(t testing.TB, ups ...gateway.Upstream) string {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "gw", Version: "1"}, &mcp.ServerOptions{Logger: log})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.Start(t.Context(), ts, ups, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ts.Handler(nil))
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ts.Close(ctx)
-		_ = gw.Close()
-		_ = st.Close()
+	s := servertest.Start(t, servertest.Options{
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		StopGrace: 5 * time.Second,
+		Register:  startGateway(t, ups),
 	})
-	return hs.URL + "/mcp"
+	return s.URL + "/mcp"
 }
 
 // TestGateway: a plain upstream's tools, through the gateway, run as

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/upstreamtest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
@@ -27,45 +26,26 @@ import (
 // does).
 func gatewayOn(t *testing.T, db string, ups ...gateway.Upstream) (url string, stop func(ctx context.Context)) {
 	t.Helper()
-	st, err := sqlite.Open(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	eng, err := engine.New(engine.Options{Store: st, Logger: log, Exclusive: true, SweepInterval: -1,
-		Policy: task.Policy{PollInterval: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "gw", Version: "1"}, &mcp.ServerOptions{Logger: log})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.Start(t.Context(), ts, ups, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ts.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(ts.Handler(nil))
-	var once sync.Once
-	stop = func(ctx context.Context) {
-		once.Do(func() {
-			hs.CloseClientConnections()
-			hs.Close()
-			_ = ts.Close(ctx)
-			_ = gw.Close()
-			_ = st.Close()
-		})
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stop(ctx)
+	s := servertest.Start(t, servertest.Options{
+		DB:        db,
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Engine:    engine.Options{Policy: task.Policy{PollInterval: 20 * time.Millisecond}},
+		StopGrace: 5 * time.Second,
+		Register:  startGateway(t, ups),
 	})
-	return hs.URL + "/mcp", stop
+	return s.URL + "/mcp", s.Close
+}
+
+// startGateway is a servertest Register function that starts a gateway
+// of ups on the server.
+func startGateway(t testing.TB, ups []gateway.Upstream) func(*mcptask.Server) (func(), error) {
+	return func(ts *mcptask.Server) (func(), error) {
+		gw, err := gateway.Start(t.Context(), ts, ups, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = gw.Close() }, nil
+	}
 }
 
 // waitStatus polls our task until cond holds.

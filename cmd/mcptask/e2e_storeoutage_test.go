@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"net/url"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/pgtest"
 )
 
 // TestCallRidesOutAStoreOutage: mcptaskd's PostgreSQL becomes unreachable
@@ -34,13 +33,7 @@ func TestCallRidesOutAStoreOutage(t *testing.T) {
 	}
 	t.Cleanup(proxy.Close)
 	u.Host = proxy.Addr
-	schema := "mcptask_cli_outage_" + time.Now().Format("150405000000")
-	t.Cleanup(func() {
-		if conn, err := pgx.Connect(context.Background(), dsn); err == nil {
-			_, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			conn.Close(context.Background())
-		}
-	})
+	schema := pgtest.Schema(t, dsn, "mcptask_cli_outage_")
 	d := startDaemon(t, "-postgres", u.String(), "-postgres-schema", schema)
 	c := newCLI(t, d.URL)
 	for _, wire := range wires {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -18,53 +17,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 )
 
 // These tests run several mcptaskd processes on one PostgreSQL schema.
-// They need a PostgreSQL server: set pgDSNEnv (see pgDSN).
-
-// pgDSNEnv names the environment variable that enables the PostgreSQL
-// tests of this package.
-const pgDSNEnv = "MCPTASK_TEST_POSTGRES_DSN"
+// They need a PostgreSQL server: set MCPTASK_TEST_POSTGRES_DSN (see
+// internal/pgtest).
 
 // pgDSN returns the test database's DSN, or skips the test.
-func pgDSN(t testing.TB) string {
-	t.Helper()
-	dsn := os.Getenv(pgDSNEnv)
-	if dsn == "" {
-		t.Skipf("multi-instance tests need PostgreSQL: set %s to a database where the tests may create and drop schemas, e.g. %s=postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
-			pgDSNEnv, pgDSNEnv)
-	}
-	return dsn
-}
+func pgDSN(t testing.TB) string { return pgtest.DSN(t) }
 
 // pgSchema returns the name of a new schema of the test's own (created by
 // the first mcptaskd that opens it), dropped with CASCADE when the test
 // ends. Call it before starting the daemons that use it, so that its
 // cleanup runs after theirs.
-func pgSchema(t testing.TB, dsn string) string {
-	t.Helper()
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "mcptaskd_test_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
-}
+func pgSchema(t testing.TB, dsn string) string { return pgtest.Schema(t, dsn, "mcptaskd_test_") }
 
 // pgFlags are the flags of an mcptaskd on schema with the given lease.
 // -db is ignored with -postgres; it points into a temporary directory
