@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -650,17 +650,7 @@ func runnerPrefix(d *daemon) string {
 func ownSchema(t *testing.T, dsn string) string {
 	t.Helper()
 	schema := fmt.Sprintf("mcptask_faults_%d_%d", os.Getpid(), time.Now().UnixNano())
-	drop := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		return err
-	}
+	drop := func() error { return pgtest.Drop(dsn, schema) }
 	if err := drop(); err != nil {
 		t.Fatalf("PostgreSQL at %s: %v", hostOf(t, dsn), err)
 	}
