@@ -44,6 +44,16 @@ func (t *Task) SetExternalRef(ctx context.Context, ref string) error {
 	return t.h.SetExternalRef(ctx, ref)
 }
 
+// SetProvisionalExternalRef records durably what the handler is about to
+// start elsewhere, before the other system has answered (e.g. the
+// idempotency key of a start request, before it is sent): after a crash,
+// a Reattach tool's re-run finds it and knows a start may have been sent.
+// A create waiting for the reference (ToolOptions.AwaitExternalRef) goes
+// on waiting for SetExternalRef.
+func (t *Task) SetProvisionalExternalRef(ctx context.Context, ref string) error {
+	return t.h.SetProvisionalExternalRef(ctx, ref)
+}
+
 // ExternalRef returns the external reference recorded for the task (by
 // this run or an earlier one), "" if none.
 func (t *Task) ExternalRef(ctx context.Context) (string, error) {

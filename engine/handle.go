@@ -56,6 +56,22 @@ func (h *Handle) SetStatusMessage(ctx context.Context, msg string) error {
 // status, and the reference is recorded all the same: the evidence of
 // what was started is never dropped.
 func (h *Handle) SetExternalRef(ctx context.Context, ref string) error {
+	return h.setExternalRef(ctx, ref, true)
+}
+
+// SetProvisionalExternalRef records ref durably as SetExternalRef does,
+// but as a provisional reference: what the work is about to start
+// elsewhere, before the other system has answered (e.g. the idempotency
+// key of a start request, recorded before the request is sent). A
+// requester waiting for the reference (StartSpec.AwaitExternalRef) goes
+// on waiting for the final one. After a crash, the recovery policy sees
+// the reference and the re-run knows from it that a start may have been
+// sent, with what key.
+func (h *Handle) SetProvisionalExternalRef(ctx context.Context, ref string) error {
+	return h.setExternalRef(ctx, ref, false)
+}
+
+func (h *Handle) setExternalRef(ctx context.Context, ref string, final bool) error {
 	_, err := h.e.writeForWork(ctx, h.run, "external reference", func(t *task.Task) error {
 		if t.Runner != h.e.id && !t.Status.Terminal() {
 			return errLost
@@ -64,7 +80,7 @@ func (h *Handle) SetExternalRef(ctx context.Context, ref string) error {
 		return nil
 	})
 	h.stopIfLost(err)
-	if err == nil {
+	if err == nil && final {
 		h.run.refSettled()
 	}
 	return err

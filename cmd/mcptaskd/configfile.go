@@ -59,11 +59,17 @@ type FileConfig struct {
 	Drain DrainConfig `yaml:"drain"`
 	// JobTools adds the job API: ordinary tools that start and follow
 	// tasks, for hosts that declare no task support.
-	JobTools   JobToolsConfig            `yaml:"jobTools"`
-	MCPServers map[string]ServerConfig   `yaml:"mcpServers"`
-	nodes      map[string]*yaml.Node     // where each server's block is, for errors
-	lines      map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
-	toolNodes  map[string]map[string]int // line of each toolOptions entry
+	JobTools   JobToolsConfig          `yaml:"jobTools"`
+	MCPServers map[string]ServerConfig `yaml:"mcpServers"`
+	// Commands are programs run as tools (config_commands.go).
+	Commands map[string]CommandConfig `yaml:"commands"`
+	// HTTPJobs are jobs of HTTP job APIs run as tools
+	// (config_httpjobs.go).
+	HTTPJobs  map[string]HTTPJobConfig  `yaml:"httpJobs"`
+	root      *yaml.Node                // the parsed document, for line numbers (see line)
+	nodes     map[string]*yaml.Node     // where each server's block is, for errors
+	lines     map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
+	toolNodes map[string]map[string]int // line of each toolOptions entry
 }
 
 // DrainConfig is the drain switch of the configuration file.
@@ -194,6 +200,7 @@ func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, erro
 	}
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root)
+	fc.root = &root
 	fc.nodes, fc.toolNodes = map[string]*yaml.Node{}, map[string]map[string]int{}
 	fc.lines = map[string]int{}
 	for _, f := range [][2]string{{"drain", "fallback"}, {"jobTools", "prefix"}} {
@@ -219,6 +226,32 @@ func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, erro
 	return &fc, nil
 }
 
+// line returns the line of the deepest key of path found in the file
+// (e.g. line("commands", "deploy", "argv")), 0 if not even the first is.
+func (fc *FileConfig) line(path ...string) int {
+	if fc.root == nil {
+		return 0
+	}
+	n, line := docOf(fc.root), 0
+	for _, key := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			break
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line, next = n.Content[i].Line, n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
 func docOf(n *yaml.Node) *yaml.Node {
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
 		return n.Content[0]
@@ -238,11 +271,37 @@ func child(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// expand returns v with its ${NAME} and ${file:PATH} references replaced
+// (see FileConfig), and the problems with them, each naming the variable
+// or the file, never a value.
+func expand(v string, getenv func(string) string) (string, []string) {
+	var problems []string
+	out := envRef.ReplaceAllStringFunc(v, func(ref string) string {
+		sm := envRef.FindStringSubmatch(ref)
+		if file := sm[1]; file != "" {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("names the file %s: %v", file, errors.Unwrap(err)))
+				return ""
+			}
+			return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		}
+		val := getenv(sm[2])
+		if val == "" {
+			problems = append(problems, fmt.Sprintf("names the environment variable %s, which is not set", sm[2]))
+		}
+		return val
+	})
+	return out, problems
+}
+
 var envRef = regexp.MustCompile(`\$\{(?:file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*))\}`)
 
 // validate checks the configuration and expands ${NAME} references.
 func (fc *FileConfig) validate(getenv func(string) string) error {
 	var errs []error
+	errs = append(errs, fc.validateCommands(getenv)...)
+	errs = append(errs, fc.validateHTTPJobs(getenv)...)
 	switch fc.Drain.Fallback {
 	case "", "refuse", "sync":
 	default:
@@ -302,24 +361,11 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 		}
 		for _, m := range []map[string]string{s.Env, s.Headers} {
 			for k, v := range m {
-				m[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string {
-					sm := envRef.FindStringSubmatch(ref)
-					if file := sm[1]; file != "" {
-						b, err := os.ReadFile(file)
-						if err != nil {
-							// The error names the file, never its content.
-							bad("", "%s names the file %s: %v", k, file, errors.Unwrap(err))
-							return ""
-						}
-						return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-					}
-					key := sm[2]
-					val := getenv(key)
-					if val == "" {
-						bad("", "%s names the environment variable %s, which is not set", k, key)
-					}
-					return val
-				})
+				val, problems := expand(v, getenv)
+				for _, p := range problems {
+					bad("", "%s %s", k, p)
+				}
+				m[k] = val
 			}
 		}
 	}

@@ -46,6 +46,7 @@ type App struct {
 	unlock   func()
 	stopping atomic.Bool
 	gw       *gateway.Gateway // nil without upstream servers
+	sources  []func() error   // stop the tool sources (the gateway's among them)
 
 	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
 	drain      drainSwitch
@@ -146,14 +147,33 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			return nil, err
 		}
 	}
+	// The tool sources: the gateway's upstreams, commands, HTTP job APIs.
+	var sources []func() error
+	if gw != nil {
+		sources = append(sources, gw.Close)
+	}
+	closeSources := func() {
+		for _, stop := range sources {
+			_ = stop()
+		}
+	}
+	for _, register := range []func(context.Context, *mcptask.Server, *FileConfig, *slog.Logger) (func() error, error){
+		registerCommands, registerHTTPJobs,
+	} {
+		stop, err := register(context.Background(), ts, fc, logger)
+		if err != nil {
+			closeSources()
+			st.Close()
+			return nil, err
+		}
+		sources = append(sources, stop)
+	}
 
 	if fc != nil && fc.JobTools.Enabled {
 		prefix := fc.JobTools.prefix()
 		for _, name := range mcptask.JobToolNames(prefix) {
 			if ts.HasTool(name) {
-				if gw != nil {
-					gw.Close()
-				}
+				closeSources()
 				st.Close()
 				return nil, fmt.Errorf("jobTools: the job tool %s would replace a tool of that name: choose another jobTools.prefix", name)
 			}
@@ -162,11 +182,12 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
 	}
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
-		adminToken: adminToken}
+		sources: sources, adminToken: adminToken}
 	a.drain.file = fc.drainState()
 	a.drain.hasConfig = fc != nil
 	if d := a.drain.file; d.Active() {
 		if err := ts.SetDrain(context.Background(), d, "config", ""); err != nil {
+			closeSources()
 			st.Close()
 			return nil, err
 		}
@@ -224,8 +245,8 @@ func (a *App) Engine() *engine.Engine { return a.eng }
 func (a *App) Close(ctx context.Context) error {
 	a.stopping.Store(true)
 	err := a.tasks.Close(ctx)
-	if a.gw != nil {
-		err = errors.Join(err, a.gw.Close())
+	for _, stop := range a.sources {
+		err = errors.Join(err, stop())
 	}
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
