@@ -29,10 +29,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mcptask/mcptask"
@@ -368,12 +371,18 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 			opts.MaxConcurrent, opts.Queue = u.cfg.MaxConcurrent, "upstream:"+u.cfg.Name
 		}
 		upstreamTasks := false
-		if s := support[t.Name]; speaksTasks && (s == "optional" || s == "required") {
+		s := support[t.Name]
+		// A stdio upstream dies with mcptaskd, its tasks with it: nothing
+		// to re-attach to after a crash, and its process's death is
+		// better seen by a plain call. Its tools run as plain calls,
+		// but those it only runs as tasks.
+		stdio := u.cfg.URL == ""
+		if speaksTasks && (s == "required" || s == "optional" && !stdio) {
 			// The upstream task's ID is durable before our client is
 			// told of the task, and a crash re-attaches to it.
 			upstreamTasks = true
 			h = u.taskHandler(t.Name, p, h)
-			opts.Reattach = true
+			opts.Reattach = !stdio
 			opts.AwaitExternalRef = DefaultAwaitExternalRef
 			if p.Timeout > 0 {
 				opts.AwaitExternalRef = min(p.Timeout, DefaultAwaitExternalRef)
@@ -468,13 +477,21 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	// A JSON-RPC error is an answer (the upstream's own), or, with the
 	// go-sdk's transport code, a request its transport could not send
 	// (an HTTP upstream that refused the POST): the upstream is
-	// unavailable, the call never ran. Anything else (EOF, a closed
-	// connection) cut a call in flight.
+	// unavailable, the call never ran. The end of the connection (EOF,
+	// closed, reset) cut a call in flight. Anything else (an answer that
+	// does not decode, say) is an error of that call, not a death.
 	var je *jsonrpc.Error
-	if ctx.Err() == nil && !errors.As(err, &je) {
+	if ctx.Err() == nil && !errors.As(err, &je) && connectionLost(err) {
 		return nil, err, true
 	}
 	return nil, u.callError(ctx, name, err), false
+}
+
+// connectionLost reports whether err says the upstream's connection
+// ended: its process exited, or its network connection broke.
+func connectionLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 var errTimeout = errors.New("the upstream call timed out")

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GATEWAY_TEST_UPSTREAM") == "1" {
 		os.Exit(runUpstream())
 	}
+	if os.Getenv(taskUpstreamEnv) == "1" {
+		os.Exit(runStdioTaskUpstream())
+	}
 	os.Exit(m.Run())
 }
 

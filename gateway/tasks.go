@@ -78,6 +78,8 @@ func newTaskConn(u *upstream) *taskConn {
 // upstream offers tasks for tools/call; when it does, it keeps the
 // connection and returns each tool's task support.
 func (tc *taskConn) probe(ctx context.Context) (map[string]string, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
 	c, err := tc.dial(ctx)
 	if err != nil {
 		return nil, false, err
@@ -136,7 +138,10 @@ func (tc *taskConn) get(ctx context.Context) (*client.Client, error) {
 	if err := tc.u.mayDial(); err != nil {
 		return nil, err
 	}
-	c, err := tc.dial(ctx)
+	// Bounded: every task of the upstream waits for this dial.
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	c, err := tc.dial(dctx)
+	cancel()
 	tc.u.dialed(err)
 	if err != nil {
 		return nil, err
@@ -213,9 +218,28 @@ func (u *upstream) taskHandler(name string, p ToolPolicy, plain mcp.ToolHandler)
 			ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, errTimeout)
 			defer cancel()
 		}
-		return u.runUpstreamTask(ctx, tk, name, req)
+		res, err := u.runUpstreamTask(ctx, tk, name, req)
+		if errors.Is(err, errUpstreamLostTask) && p.Rerunnable {
+			// The upstream restarted and forgot the task this one
+			// re-attached to; the tool is safe to call again.
+			u.log.Warn("the upstream lost the task this one re-attached to; the tool is rerunnable: calling it again", "task", tk.ID(), "tool", name)
+			if err := tk.SetExternalRef(ctx, ""); err != nil {
+				return nil, err
+			}
+			return u.runUpstreamTask(ctx, tk, name, req)
+		}
+		return res, err
 	}
 }
+
+// errUpstreamLostTask is the error of a re-attachment to an upstream task
+// that the upstream no longer knows.
+var errUpstreamLostTask = errors.New("the upstream no longer knows the task")
+
+// stdioWaitUnreachable bounds how long the wait for a task of a stdio
+// upstream rides out a connection that gives no answer: its process
+// died (nothing else answers for it), and the task with it.
+const stdioWaitUnreachable = 2 * time.Second
 
 func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tc := u.tasks
@@ -284,13 +308,18 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	}()
 
 	last := ""
-	res, err := c.Wait(uctx, id, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
+	wopts := &client.WaitOptions{}
+	if u.cfg.URL == "" {
+		wopts.Unreachable = stdioWaitUnreachable
+	}
+	wopts.OnStatus = func(st *client.TaskStatus) {
 		if st.StatusMessage != "" && st.StatusMessage != last {
 			last = st.StatusMessage
 			_ = tk.SetStatusMessage(ctx, relayPrefix+st.StatusMessage)
 			relayPrefix = ""
 		}
-	}})
+	}
+	res, err := c.Wait(uctx, id, wopts)
 	if err == nil {
 		return res, nil
 	}
@@ -310,10 +339,15 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	case errors.As(err, &te):
 		return nil, &jsonrpc.Error{Code: te.Code, Message: te.Message, Data: te.Data}
 	case errors.Is(err, client.ErrTaskNotFound):
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"upstream %s no longer knows its task %s (it restarted, or expired the task): the outcome of %s is unknown", u.cfg.Name, id, name)}
+		return nil, &upstreamError{lost: true, rpc: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"upstream %s no longer knows its task %s (it restarted, or expired the task): the outcome of %s is unknown", u.cfg.Name, id, name)}}
 	case errors.Is(err, client.ErrCancelled):
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s cancelled its task %s", u.cfg.Name, id)}
+	case errors.As(err, &ue) && u.cfg.URL == "":
+		tc.broken(c)
+		u.dialed(err)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+			"upstream %s died during its task %s of %s (its process exited or stopped answering); the outcome is unknown", u.cfg.Name, id, name)}
 	case errors.As(err, &ue):
 		tc.broken(c)
 		u.dialed(err)
@@ -323,6 +357,25 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 		tc.broken(c)
 	}
 	return nil, u.callError(ctx, name, err)
+}
+
+// upstreamError is a *jsonrpc.Error (the task's error) that also says
+// what happened upstream.
+type upstreamError struct {
+	rpc  *jsonrpc.Error
+	lost bool // the upstream no longer knows the task
+}
+
+func (e *upstreamError) Error() string { return e.rpc.Error() }
+
+// Unwrap lets errors.As find the *jsonrpc.Error, and errors.Is
+// errUpstreamLostTask when lost.
+func (e *upstreamError) Unwrap() []error {
+	errs := []error{e.rpc}
+	if e.lost {
+		errs = append(errs, errUpstreamLostTask)
+	}
+	return errs
 }
 
 // cancelUpstream sends tasks/cancel for the upstream task id, bounded.

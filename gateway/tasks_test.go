@@ -205,3 +205,31 @@ func TestReattach(t *testing.T) {
 		t.Errorf("a task the upstream forgot: %v; want a failure saying the upstream no longer knows it", err)
 	}
 }
+
+// TestLostUpstreamTaskRerunnable: when the upstream forgets the task of a
+// tool declared rerunnable (it restarted on an empty store), the tool is
+// called again instead of the task failing.
+func TestLostUpstreamTaskRerunnable(t *testing.T) {
+	up := upstreamtest.New(t)
+	url, _ := gatewayOn(t, filepath.Join(t.TempDir(), "gw.db"), gateway.Upstream{Name: "up", URL: up.URL,
+		Policies: map[string]gateway.ToolPolicy{"work": {Support: mcptask.Optional, Rerunnable: true}}})
+	ctx := t.Context()
+	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20260728})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call, err := c.CallTool(ctx, "work", map[string]any{"label": "build"})
+	if err != nil || call.Task == nil {
+		t.Fatalf("work: %+v, %v; want a task", call, err)
+	}
+	waitStatus(t, c, call.Task.ID, "relaying the upstream's status", func(st *client.TaskStatus) bool {
+		return st.StatusMessage == "upstream working on build"
+	})
+	up.Restart(t)
+	up.Release()
+	res, err := c.Wait(ctx, call.Task.ID, nil)
+	if err != nil || text(res) != "build done, run 2" {
+		t.Errorf("a rerunnable tool whose upstream task was lost: %q, %v; want it called again (run 2)", text(res), err)
+	}
+}
