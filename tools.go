@@ -65,11 +65,14 @@ type ToolOptions struct {
 	// once, across every server sharing the task store: a task beyond the
 	// cap is created and acknowledged at once, shows working with a status
 	// message such as "queued: 3 ahead", and starts in creation order when
-	// a slot frees; the queue survives restarts. A task that started from
-	// the queue runs from its stored call, as a re-run does (its handler's
-	// request carries the call's arguments and _meta, not the values of
-	// the original HTTP request). Calls answered synchronously do not
-	// count. Zero means no cap.
+	// a slot frees; the queue survives restarts. A task started by the
+	// server that created it runs in the creating request's context (its
+	// values, not its cancellation); one started by another server (or
+	// after a restart) runs from its stored call, as a re-run does (its
+	// handler's request carries the call's arguments and _meta, not the
+	// values of the original HTTP request). A tool's AwaitExternalRef does
+	// not delay the acknowledgement of a task that waits. Calls answered
+	// synchronously do not count. Zero means no cap.
 	MaxConcurrent int
 	// Queue names the queue that MaxConcurrent caps, to share one cap
 	// among several tools (e.g. every tool of one upstream server);

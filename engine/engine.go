@@ -194,7 +194,15 @@ type Engine struct {
 	// starts them (any other engine builds it with WorkOf). Bounded by
 	// maxWaitingWork; an entry goes when its task starts, or changes
 	// elsewhere (started or ended by another engine).
-	waitingWork map[task.ID]Work
+	waitingWork map[task.ID]waitingRun
+}
+
+// waitingRun is the work given to Start for a task created waiting, and
+// the context (the creating request's values, without its cancellation)
+// it runs in.
+type waitingRun struct {
+	work Work
+	ctx  context.Context
 }
 
 // maxWaitingWork bounds Engine.waitingWork: beyond it, a waiting task's
@@ -527,9 +535,9 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		e.mu.Lock()
 		if len(e.waitingWork) < maxWaitingWork {
 			if e.waitingWork == nil {
-				e.waitingWork = map[task.ID]Work{}
+				e.waitingWork = map[task.ID]waitingRun{}
 			}
-			e.waitingWork[t.ID] = work
+			e.waitingWork[t.ID] = waitingRun{work: work, ctx: context.WithoutCancel(parent)}
 		}
 		e.mu.Unlock()
 		e.wg.Done()
@@ -559,16 +567,41 @@ func (e *Engine) awaitRef(parent context.Context, r *run, d time.Duration) {
 // launch runs work for t in a new goroutine and returns its run. The
 // caller has already counted it in e.wg.
 func (e *Engine) launch(parent context.Context, t *task.Task, work Work) *run {
+	r, stopOnShutdown := e.register(parent, t)
+	e.start(r, stopOnShutdown, work)
+	return r
+}
+
+// register registers a run of t, so that a cancel, an answer or a feed
+// announcement reaches it from now on; start runs its work.
+func (e *Engine) register(parent context.Context, t *task.Task) (r *run, stopOnShutdown func() bool) {
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{})}
-	stopOnShutdown := context.AfterFunc(e.base, func() { cancel(errShutdown) })
+	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{})}
+	stopOnShutdown = context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	e.mu.Lock()
 	e.runs[t.ID] = r
 	e.mu.Unlock()
+	return r, stopOnShutdown
+}
+
+// unregister drops a registered run whose work will not start, and its
+// count in e.wg.
+func (e *Engine) unregister(r *run, stopOnShutdown func() bool) {
+	stopOnShutdown()
+	r.cancel(nil)
+	e.mu.Lock()
+	delete(e.runs, r.id)
+	e.mu.Unlock()
+	e.wg.Done()
+}
+
+// start runs the work of the registered run r in a new goroutine.
+func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
+	ctx := r.ctx
 	go func() {
 		defer e.wg.Done()
 		defer stopOnShutdown()
-		defer cancel(nil)
+		defer r.cancel(nil)
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
 		r.returned.Store(true)
@@ -582,10 +615,9 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) *run {
 		// again while a failing write is retried.
 		e.finish(ctx, r, interrupted, res, err)
 		e.mu.Lock()
-		delete(e.runs, t.ID)
+		delete(e.runs, r.id)
 		e.mu.Unlock()
 	}()
-	return r
 }
 
 var errShutdown = errors.New("engine shut down")

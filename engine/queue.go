@@ -168,11 +168,13 @@ func (e *Engine) startWaiting(ctx context.Context) {
 	}
 }
 
-// startUndeclared starts, at Run, the waiting tasks of queues this engine
-// does not declare: their cap was removed from the configuration (a
-// queue's cap must be the same on every engine sharing the store), so
-// nothing holds them back any more, and without this they would wait for
-// ever.
+// startUndeclared starts, at Run of an exclusive engine (the only one on
+// its store), the waiting tasks of queues it does not declare: their cap
+// was removed from the configuration, so nothing holds them back any
+// more, and without this they would wait for ever. Engines sharing a
+// store only say so: another engine may still declare the queue (a
+// rolling change of the configuration), and starting them all here would
+// break its cap.
 func (e *Engine) startUndeclared(ctx context.Context) {
 	q, ok := e.store.(store.Queuer)
 	if !ok {
@@ -185,6 +187,13 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(waiting)) {
 		if _, declared := e.queueCap(name); declared {
+			continue
+		}
+		if !e.opts.Exclusive {
+			e.log.Warn("tasks wait in a queue this server does not declare: another server sharing the store must declare it (with the same cap), or they wait for ever", "queue", name, "waiting", waiting[name])
+			continue
+		}
+		if e.opts.Hold != nil && e.opts.Hold(name) {
 			continue
 		}
 		e.log.Warn("tasks wait in a queue that is no longer declared (its cap was removed): they start now", "queue", name, "waiting", waiting[name])
@@ -204,11 +213,15 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	e.changed(t)
 	e.mu.Lock()
-	work, local := e.waitingWork[t.ID]
+	w, local := e.waitingWork[t.ID]
 	delete(e.waitingWork, t.ID)
 	e.mu.Unlock()
-	if !local && e.opts.WorkOf != nil {
-		work = e.opts.WorkOf(ctx, t)
+	work, parent := w.work, w.ctx
+	if !local {
+		parent = context.Background()
+		if e.opts.WorkOf != nil {
+			work = e.opts.WorkOf(ctx, t)
+		}
 	}
 	if work == nil {
 		e.failUnknown(ctx, t.ID, "The task waited in its queue, but the server cannot start its work (its tool is gone, or its call cannot be read back).")
@@ -226,9 +239,25 @@ func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 		e.requeue(ctx, t.ID)
 		return
 	}
+	// A cancel made between the start and now (through this engine or
+	// another) found no run to stop: register the run, then look again,
+	// so that either the cancel finds the run or this read finds the
+	// cancel, and cancelled work never starts.
+	r, stopOnShutdown := e.register(parent, t)
+	if cur, err := e.store.Get(ctx, t.ID); err != nil || cur.Status.Terminal() || cur.Runner != e.id {
+		e.unregister(r, stopOnShutdown)
+		if err == nil && !cur.Status.Terminal() {
+			return // another engine holds it (a takeover): its business
+		}
+		e.log.Info("task ended (or could not be read) as it left its queue: its work does not start", "task", t.ID, "tool", t.Tool, "err", err)
+		if err != nil {
+			e.requeue(ctx, t.ID)
+		}
+		return
+	}
 	e.log.Info("task started from its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue,
 		"waited", t.LastUpdatedAt.Sub(t.CreatedAt).Round(time.Millisecond))
-	e.launch(context.Background(), t, work)
+	e.start(r, stopOnShutdown, work)
 }
 
 // requeue puts a task this engine started from its queue, but did not

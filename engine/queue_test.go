@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 )
@@ -156,5 +159,85 @@ func TestUndeclaredQueueStarts(t *testing.T) {
 	}
 	if got := waitTerminal(t, e2, waiting.ID); got.Status != task.Completed {
 		t.Errorf("the waiting task: %+v", got)
+	}
+}
+
+// cancelOnStart is a store on which the task victim, when StartQueued
+// starts it, is cancelled (as by another instance) before the engine gets
+// it back: the window between a start and the run's registration.
+type cancelOnStart struct {
+	*sqlite.Store
+	victim *atomic.Value // task.ID
+}
+
+func (s cancelOnStart) StartQueued(ctx context.Context, req store.QueueRequest) ([]*task.Task, error) {
+	started, err := s.Store.StartQueued(ctx, req)
+	for _, t := range started {
+		if id, _ := s.victim.Load().(task.ID); id == t.ID {
+			if _, err := s.Store.Update(ctx, t.ID, func(t *task.Task) error { return t.Cancel("cancelled elsewhere", time.Now()) }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return started, err
+}
+
+// TestCancelRacingQueueStart: a waiting task cancelled just as it leaves
+// its queue (before its run is registered, so the cancel found nothing
+// to stop) never runs its work.
+func TestCancelRacingQueueStart(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "engine.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	victim := &atomic.Value{}
+	e, err := engine.New(engine.Options{Store: cancelOnStart{st, victim}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SweepInterval: -1, Exclusive: true, QueueInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetQueue("q", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
+	ctx := context.Background()
+	release := make(chan struct{})
+	spec := engine.StartSpec{Tool: "t", Queue: "q", Request: json.RawMessage(`{}`)}
+	first, err := e.Start(ctx, spec, func(context.Context) (json.RawMessage, error) {
+		<-release
+		return json.RawMessage(`{}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Bool
+	second, err := e.Start(ctx, spec, func(context.Context) (json.RawMessage, error) {
+		ran.Store(true)
+		return json.RawMessage(`{}`), nil
+	})
+	if err != nil || !second.Queued {
+		t.Fatalf("second task: %+v, %v", second, err)
+	}
+	victim.Store(second.ID)
+	third, err := e.Start(ctx, spec, func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+	if err != nil || !third.Queued {
+		t.Fatalf("third task: %+v, %v", third, err)
+	}
+	close(release)
+	waitTerminal(t, e, first.ID)
+	if got := waitTerminal(t, e, second.ID); got.Status != task.Cancelled {
+		t.Errorf("second task: %+v, want cancelled", got)
+	}
+	// The third starts in a later round of the queue service than the
+	// one that started (and dropped) the second.
+	if got := waitTerminal(t, e, third.ID); got.Status != task.Completed {
+		t.Errorf("third task: %+v", got)
+	}
+	if ran.Load() {
+		t.Error("the work of a task cancelled as it left its queue ran")
 	}
 }

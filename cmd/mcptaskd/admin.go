@@ -62,6 +62,10 @@ type drainStatus struct {
 	// OverridesConfig says that an admin change stands over the config
 	// file's drain section until that section changes.
 	OverridesConfig bool `json:"overridesConfig,omitempty"`
+	// Instance names the mcptaskd that answered: the switch is this
+	// instance's (instances sharing a PostgreSQL schema each have their
+	// own; set it on each, or in the file they all read).
+	Instance string `json:"instance"`
 }
 
 // drainRequest is the body of PUT or POST /admin/drain.
@@ -233,7 +237,7 @@ func (a *App) drainStatus() drainStatus {
 	defer a.drain.mu.Unlock()
 	d := a.tasks.Draining()
 	s := drainStatus{All: d.All, Tools: d.Tools, Fallback: string(d.Fallback), Source: a.drain.source,
-		OverridesConfig: a.drain.adminSet && a.drain.hasConfig}
+		OverridesConfig: a.drain.adminSet && a.drain.hasConfig, Instance: a.eng.InstanceID()}
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}

@@ -45,7 +45,17 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 	if err := json.Unmarshal(t.Request, &params); err != nil {
 		return nil, &task.Error{Code: task.CodeInternalError, Message: "cannot decode the stored call to re-run it: " + err.Error()}
 	}
-	meta := mcp.Meta{wire.MetaRerun: c.nonce + ":" + string(t.ID)}
+	// The stored call's _meta goes with it (a tool may read it), but the
+	// keys that made it a task, and the re-run's own key.
+	meta := mcp.Meta{}
+	for k, v := range params.Meta {
+		switch k {
+		case wire.MetaIdempotencyKey, wire.MetaSEP1686Task, wire.MetaTaskParam, wire.MetaRerun:
+		default:
+			meta[k] = v
+		}
+	}
+	meta[wire.MetaRerun] = c.nonce + ":" + string(t.ID)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := c.srv.Connect(ctx, st, nil)
 	if err != nil {

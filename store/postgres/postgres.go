@@ -102,6 +102,7 @@ type Store struct {
 	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
+	queueAnySQL                                                                string
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
 	cancel context.CancelFunc
@@ -249,6 +250,8 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	s.queueCountSQL = q(queueCountSQL)
 	s.queueStartSQL = q(queueStartSQL)
 	s.queueMessagesSQL = q(queueMessagesSQL)
+	s.queueAnySQL = q(`SELECT EXISTS (SELECT 1 FROM %[1]s.tasks
+		WHERE queue = $1 AND queued AND queue <> '' AND status IN ('working', 'input_required'))`)
 	s.waitingQueuesSQL = q(`SELECT queue, count(*) FROM %[1]s.tasks
 		WHERE queued AND queue <> '' AND status IN ('working', 'input_required') GROUP BY queue`)
 	return nil

@@ -58,7 +58,8 @@ const queueMessagesSQL = `WITH w AS (
 	LIMIT cardinality($2::text[])
 )
 UPDATE %[1]s.tasks AS t SET status_message = ($2::text[])[w.place]
-FROM w WHERE t.id = w.id AND t.status_message <> ($2::text[])[w.place]`
+FROM w WHERE t.id = w.id AND t.status_message <> ($2::text[])[w.place]
+	AND t.queued AND t.status IN ('working', 'input_required')`
 
 // queueMessages are the messages of queueMessagesSQL: the status message
 // of each of the first store.MaxQueueMessages places of a queue.
@@ -117,6 +118,15 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*t
 	}
 	if s.closed() {
 		return nil, ErrClosed
+	}
+	// Most rounds find nothing waiting: ask first, without a transaction
+	// or a lock, so that an idle queue costs one read.
+	var waiting bool
+	if err := s.pool.QueryRow(ctx, s.queueAnySQL, req.Queue).Scan(&waiting); err != nil {
+		return nil, fmt.Errorf("postgres store: reading queue %q: %w", req.Queue, err)
+	}
+	if !waiting {
+		return nil, nil
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {

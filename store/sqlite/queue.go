@@ -21,6 +21,9 @@ const (
 	queueHeadSQL = `SELECT ` + taskColumns + ` FROM tasks
 		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required')
 		ORDER BY created_at_ms, id LIMIT ?`
+	// queueAnySQL says whether a queue (?) has a waiting task.
+	queueAnySQL = `SELECT EXISTS (SELECT 1 FROM tasks
+		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required'))`
 	// queueStartSQL starts a waiting task for a runner.
 	queueStartSQL = `UPDATE tasks SET queued = 0, runner = ?, lease_expires_at_ms = ?, attempts = attempts + 1,
 		status_message = '', updated_at_ms = ? WHERE id = ? AND queued = 1`
@@ -73,6 +76,15 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 		return nil, fmt.Errorf("sqlite store: StartQueued with a non-positive Lease %v", req.Lease)
 	case req.Now.IsZero():
 		return nil, errors.New("sqlite store: StartQueued without a Now")
+	}
+	// Most rounds find nothing waiting: ask the read pool first, so that
+	// an idle queue costs no write transaction.
+	var any int
+	if err := s.queueAnyStmt.QueryRowContext(ctx, req.Queue).Scan(&any); err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err))
+	}
+	if any == 0 {
+		return nil, nil
 	}
 	until := leaseMS(req.Now.Add(req.Lease))
 	nowMS := req.Now.UnixMilli()

@@ -136,6 +136,7 @@ type Store struct {
 	wGetStmt, wByKeyStmt, wCountActiveStmt, insertStmt, updateStmt, deleteStmt *sql.Stmt
 	deleteExpiredStmt, claimStmt, claimAllStmt, takeStmt, heartbeatStmt        *sql.Stmt
 	queueCountStmt, queueHeadStmt, queueStartStmt, queueMessageStmt            *sql.Stmt
+	queueAnyStmt                                                               *sql.Stmt // of the read pool
 
 	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
 	closing    chan struct{} // closed by Close
@@ -290,6 +291,7 @@ func (s *Store) open(o Options) error {
 		{s.wdb, &s.queueHeadStmt, queueHeadSQL},
 		{s.wdb, &s.queueStartStmt, queueStartSQL},
 		{s.wdb, &s.queueMessageStmt, queueMessageSQL},
+		{s.rdb, &s.queueAnyStmt, queueAnySQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("preparing %q: %w", p.sql, err)
@@ -347,7 +349,7 @@ func (s *Store) closeDBs() error {
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
 		s.wGetStmt, s.wByKeyStmt, s.wCountActiveStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
 		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt,
-		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt} {
+		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt, s.queueAnyStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
