@@ -201,6 +201,7 @@ func (r *run) start(ctx context.Context) error {
 // watch polls the job's status until it ends, and returns its outcome.
 // prefix starts the first status message relayed (after a re-attachment).
 func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, error) {
+	r.v.jobID = r.ref.JobID
 	u, err := r.v.fillURL(r.Status.URL)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}

@@ -56,7 +56,7 @@ type State struct {
 	// Next numbers the jobs.
 	Next int `json:"next"`
 	// Jobs by ID; Keys maps an idempotency key to its job's ID.
-	Jobs map[string]*Job  `json:"jobs"`
+	Jobs map[string]*Job   `json:"jobs"`
 	Keys map[string]string `json:"keys"`
 	// StartRequests counts the start requests received (a retry with a
 	// known key too); Created counts the jobs created; Cancels the
