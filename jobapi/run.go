@@ -496,6 +496,7 @@ func (r *run) apiError(answer []byte) string {
 
 // excerpt is the first bytes of an answer, without secrets.
 func (r *run) excerpt(b []byte) string {
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return "(empty)"
 	}
