@@ -384,7 +384,7 @@ func median(ds []time.Duration) time.Duration {
 // TestHTTPJobPostgresTakeover: two mcptaskd on one PostgreSQL schema
 // (lease 2s); the instance running a job's task is killed (SIGKILL), the
 // other takes the task over after the lease and re-attaches to the job,
-// which ends with its result; the job service started it once. Three
+// which ends with its result; the job service started it once. Five
 // rounds, alternating instances; the median from the kill to the
 // re-attachment is logged.
 func TestHTTPJobPostgresTakeover(t *testing.T) {
@@ -394,7 +394,7 @@ func TestHTTPJobPostgresTakeover(t *testing.T) {
 	const lease = 2 * time.Second
 	args := append(pgFlags(t, dsn, schema, lease), "-config", httpJobsConfig(t, js), "-poll-interval", "20ms")
 	ds := startTogether(t, []string{"A", "B"}, args...)
-	const rounds = 3
+	const rounds = 5
 	var took []time.Duration
 	for round := 1; round <= rounds; round++ {
 		victim, other := ds[(round+1)%2], ds[round%2]
@@ -535,8 +535,9 @@ func TestHTTPJobCrashBeforeRecord(t *testing.T) {
 	d = startDaemon(t, "mcptaskd#2", db, args...)
 	c := d.client(true)
 	job := st.JobOf("mcptask-" + ids["again"])
-	waitTask(t, c, ids["again"], 30*time.Second, "started again", func(tk *wiretest.Task) bool {
-		return tk.StatusMessage == "job "+job+" started"
+	waitUntil(t, 30*time.Second, "the start sent again", func() (bool, error) {
+		return logged(d, "a previous run stopped before recording the job's ID; sending the start again with the same idempotency key", ids["again"]) &&
+			logged(d, "job started", ids["again"]), nil
 	})
 	js.hook("/test/jobs/"+job+"/finish", "same job")
 	tk := waitTask(t, c, ids["again"], 30*time.Second, "terminal", terminal)
