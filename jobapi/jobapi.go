@@ -193,6 +193,7 @@ type Problem struct {
 	Message string
 }
 
+// Error returns the problem as "field: message".
 func (p Problem) Error() string {
 	if p.Field == "" {
 		return p.Message

@@ -306,6 +306,26 @@ func TestRestartReattach(t *testing.T) {
 	}
 }
 
+// TestTimeout: a job still running at the tool's timeout is cancelled,
+// and the task fails saying so.
+func TestTimeout(t *testing.T) {
+	js := newJobs(t)
+	tool := buildTool(js.URL, false)
+	tool.Timeout = 300 * time.Millisecond
+	s := serve(t, "", &syncBuffer{}, tool)
+	c := dial(t, s.URL, client.Wire20260728)
+	id := start(t, c, map[string]any{"ref": "slow"})
+	job := js.jobOf(t, id)
+	_, err := c.Wait(t.Context(), id, nil)
+	var te *client.TaskError
+	if !errors.As(err, &te) || !strings.Contains(te.Message, "build timed out after 300ms") || !strings.Contains(te.Message, "was sent a cancel request") {
+		t.Fatalf("timed out: %v", err)
+	}
+	if st := js.svc.Stats(); st.Jobs[job].State != "cancelled" {
+		t.Errorf("the job after the timeout: %+v", st.Jobs[job])
+	}
+}
+
 // TestCheck: the problems of a tool, each naming its field.
 func TestCheck(t *testing.T) {
 	good := buildTool("http://127.0.0.1:1", false)

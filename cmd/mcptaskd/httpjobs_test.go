@@ -375,6 +375,36 @@ func TestHTTPJobKillReattach(t *testing.T) {
 	t.Logf("re-attach after kill -9 and restart (restart → status re-attached), %d runs: median %v, all %v", rounds, median(took), took)
 }
 
+// TestHTTPJobGracefulHandBack: mcptaskd stopped with SIGTERM while a job
+// runs hands the task back; the next mcptaskd re-attaches to the job,
+// which was started once and not cancelled.
+func TestHTTPJobGracefulHandBack(t *testing.T) {
+	js := startJobService(t)
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	args := []string{"-config", httpJobsConfig(t, js), "-poll-interval", "20ms", "-shutdown-grace", "200ms"}
+	d := startDaemon(t, "mcptaskd#1", db, args...)
+	id := startTask(t, d.client(true), "build", map[string]any{"ref": "term"})
+	job := js.jobOf(id)
+	if err := d.signal(syscall.SIGTERM, 30*time.Second); err != nil {
+		t.Fatalf("mcptaskd after SIGTERM: %v", err)
+	}
+	if st := js.stats(); st.Jobs[job].State != "running" || st.Cancels != 0 {
+		t.Fatalf("the job after a graceful stop: %+v (cancels %d); want it running", st.Jobs[job], st.Cancels)
+	}
+	d = startDaemon(t, "mcptaskd#2", db, args...)
+	c := d.client(true)
+	waitTask(t, c, id, 30*time.Second, "re-attached", func(tk *wiretest.Task) bool {
+		return strings.HasPrefix(tk.StatusMessage, "re-attached to job "+job)
+	})
+	js.hook("/test/jobs/"+job+"/finish", "handed back")
+	if r := resultOf(t, waitTask(t, c, id, 30*time.Second, "terminal", terminal)); r.text() != "handed back" {
+		t.Errorf("result: %q", r.text())
+	}
+	if st := js.stats(); st.Created != 1 || st.StartRequests != 1 {
+		t.Errorf("the job service created %d jobs from %d start requests, want 1 and 1", st.Created, st.StartRequests)
+	}
+}
+
 func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
