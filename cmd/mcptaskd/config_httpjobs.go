@@ -2,22 +2,199 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/jobapi"
 )
 
 // HTTPJobConfig is one entry of the configuration file's httpJobs: a job
-// of an HTTP job API run as a tool (see docs/adapters.md).
-type HTTPJobConfig struct{}
+// of an HTTP job API run as a tool (see docs/adapters.md and package
+// jobapi):
+//
+//	httpJobs:
+//	  build:
+//	    description: Builds a git ref on the CI
+//	    inputSchema: {type: object, properties: {ref: {type: string}}, required: [ref]}
+//	    start:
+//	      method: POST
+//	      url: https://ci.example.com/api/jobs
+//	      headers: {Authorization: "Bearer ${CI_TOKEN}"}
+//	      body: {ref: "{ref}", pipeline: build}
+//	      jobId: /id
+//	    status:
+//	      url: https://ci.example.com/api/jobs/{jobId}
+//	      headers: {Authorization: "Bearer ${CI_TOKEN}"}
+//	      state: /state
+//	      message: /progress
+//	      error: /error/message
+//	      working: [queued, running]
+//	      completed: [succeeded]
+//	      failed: [failed]
+//	      cancelled: [cancelled]
+//	    result: {pointer: /output}     # or {url: ..., headers: ..., pointer: /data}
+//	    cancel: {method: POST, url: "https://ci.example.com/api/jobs/{jobId}/cancel"}
+//	    idempotentStart: true
+//	    pollInterval: 5s
+//	    timeout: 2h
+type HTTPJobConfig struct {
+	Description string         `yaml:"description"`
+	InputSchema map[string]any `yaml:"inputSchema"`
+	Start       struct {
+		Method  string            `yaml:"method"`
+		URL     string            `yaml:"url"`
+		Headers map[string]string `yaml:"headers"`
+		Body    any               `yaml:"body"`
+		JobID   string            `yaml:"jobId"`
+	} `yaml:"start"`
+	Status struct {
+		URL       string            `yaml:"url"`
+		Headers   map[string]string `yaml:"headers"`
+		State     string            `yaml:"state"`
+		Message   string            `yaml:"message"`
+		Error     string            `yaml:"error"`
+		Working   []string          `yaml:"working"`
+		Completed []string          `yaml:"completed"`
+		Failed    []string          `yaml:"failed"`
+		Cancelled []string          `yaml:"cancelled"`
+	} `yaml:"status"`
+	Result struct {
+		URL     string            `yaml:"url"`
+		Headers map[string]string `yaml:"headers"`
+		Pointer string            `yaml:"pointer"`
+	} `yaml:"result"`
+	Cancel struct {
+		Method  string            `yaml:"method"`
+		URL     string            `yaml:"url"`
+		Headers map[string]string `yaml:"headers"`
+	} `yaml:"cancel"`
+	// IdempotentStart declares that the job API honours Idempotency-Key:
+	// a start interrupted by a crash is sent again with the same key.
+	IdempotentStart bool     `yaml:"idempotentStart"`
+	PollInterval    Duration `yaml:"pollInterval"`
+	Timeout         Duration `yaml:"timeout"`
+	Task            string   `yaml:"task"`
+	MaxConcurrent   int      `yaml:"maxConcurrent"`
+	MaxTTL          Duration `yaml:"maxTtl"`
+
+	secrets []string // the values of its ${...} references
+}
+
+// tool returns the jobapi tool of the entry name.
+func (hc *HTTPJobConfig) tool(name string) jobapi.Tool {
+	return jobapi.Tool{
+		Name: name, Description: hc.Description, InputSchema: hc.InputSchema,
+		Start: jobapi.Start{Method: strings.ToUpper(hc.Start.Method), URL: hc.Start.URL, Headers: hc.Start.Headers,
+			Body: jsonBody(hc.Start.Body), JobID: hc.Start.JobID},
+		Status: jobapi.Status{URL: hc.Status.URL, Headers: hc.Status.Headers, State: hc.Status.State, Message: hc.Status.Message,
+			Error: hc.Status.Error, Working: hc.Status.Working, Completed: hc.Status.Completed, Failed: hc.Status.Failed,
+			Cancelled: hc.Status.Cancelled},
+		Result:          jobapi.Result{URL: hc.Result.URL, Headers: hc.Result.Headers, Pointer: hc.Result.Pointer},
+		Cancel:          jobapi.Cancel{Method: strings.ToUpper(hc.Cancel.Method), URL: hc.Cancel.URL, Headers: hc.Cancel.Headers},
+		PollInterval:    time.Duration(hc.PollInterval),
+		Timeout:         time.Duration(hc.Timeout),
+		IdempotentStart: hc.IdempotentStart,
+		Support:         mcptask.TaskSupport(hc.Task),
+		MaxConcurrent:   hc.MaxConcurrent,
+		MaxTTL:          time.Duration(hc.MaxTTL),
+		Secrets:         hc.secrets,
+	}
+}
+
+// jsonBody returns a body template decoded from YAML as JSON values:
+// maps with string keys (YAML may give other keys).
+func jsonBody(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = jsonBody(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[fmt.Sprint(k)] = jsonBody(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsonBody(e)
+		}
+		return out
+	}
+	return v
+}
 
 // validateHTTPJobs checks the httpJobs section, expanding its ${NAME} and
 // ${file:PATH} references (see expand); each error starts with its line
 // (see FileConfig.line).
-func (fc *FileConfig) validateHTTPJobs(getenv func(string) string) []error { return nil }
+func (fc *FileConfig) validateHTTPJobs(getenv func(string) string) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
+		hc := fc.HTTPJobs[name]
+		bad := func(field, msg string) {
+			path := []string{"httpJobs", name}
+			if field != "" {
+				path = append(path, strings.Split(field, ".")...)
+			}
+			errs = append(errs, fmt.Errorf("%d: %s: %s", fc.line(path...), strings.Join(path, "."), msg))
+		}
+		if _, ok := fc.Commands[name]; ok {
+			bad("", "the name is also a command's (commands."+name+"): tool names must differ")
+		}
+		for _, h := range []struct {
+			field string
+			m     map[string]string
+		}{{"start.headers", hc.Start.Headers}, {"status.headers", hc.Status.Headers}, {"result.headers", hc.Result.Headers}, {"cancel.headers", hc.Cancel.Headers}} {
+			for _, k := range slices.Sorted(maps.Keys(h.m)) {
+				v := h.m[k]
+				val, problems := expand(v, getenv)
+				for _, p := range problems {
+					bad(h.field+"."+k, p)
+				}
+				if val != v {
+					// The values of ${...}: never shown, even if the job
+					// API echoes them.
+					for _, ref := range envRef.FindAllString(v, -1) {
+						if sec, _ := expand(ref, getenv); sec != "" {
+							hc.secrets = append(hc.secrets, sec)
+						}
+					}
+				}
+				h.m[k] = val
+			}
+		}
+		for _, p := range hc.tool(name).Check() {
+			bad(p.Field, p.Message)
+		}
+		fc.HTTPJobs[name] = hc
+	}
+	return errs
+}
 
 // registerHTTPJobs adds the HTTP job tools of fc to ts, before it starts;
 // stop (never nil) stops what they started.
 func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (stop func() error, err error) {
-	return func() error { return nil }, nil
+	none := func() error { return nil }
+	if fc == nil || len(fc.HTTPJobs) == 0 {
+		return none, nil
+	}
+	var tools []jobapi.Tool
+	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
+		hc := fc.HTTPJobs[name]
+		tools = append(tools, hc.tool(name))
+	}
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if err := jobapi.Register(ts, tools, client, log.With("component", "httpjobs")); err != nil {
+		return none, fmt.Errorf("httpJobs: %w", err)
+	}
+	return func() error { client.CloseIdleConnections(); return nil }, nil
 }
