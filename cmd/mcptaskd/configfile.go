@@ -174,6 +174,10 @@ func loadFileConfig(path string, getenv func(string) string) (*FileConfig, error
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
+// goType matches the Go type the YAML decoder names in an unknown-field
+// error.
+var goType = regexp.MustCompile(`(field \S+ not found) in type .*$`)
+
 // parseFileConfig parses a configuration; its errors start with the line.
 func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, error) {
 	var fc FileConfig
@@ -192,6 +196,10 @@ func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, erro
 			l = strings.ReplaceAll(l, "in type main.ServerConfig", "in an mcpServers entry")
 			l = strings.ReplaceAll(l, "in type main.FileConfig", "at the top level")
 			l = strings.ReplaceAll(l, "in type main.ToolConfig", "in toolOptions")
+			l = strings.ReplaceAll(l, "in type main.HTTPJobConfig", "in an httpJobs entry")
+			l = strings.ReplaceAll(l, "in type main.CommandConfig", "in a commands entry")
+			// Any other Go type (a nested block) is no name for a user.
+			l = goType.ReplaceAllString(l, "$1")
 			if l != "" {
 				lines = append(lines, l)
 			}

@@ -59,6 +59,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -125,6 +126,11 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 			where += "; " + strings.Join(notes, ", ")
 		}
 		fmt.Fprintf(stdout, "  %s (%s)\n", u.Name, where)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
+		j := fc.HTTPJobs[name]
+		start, _, _ := strings.Cut(j.Start.URL, "?") // a query may hold a secret
+		fmt.Fprintf(stdout, "  %s (http job: %s %s)\n", name, cmp.Or(j.Start.Method, "POST"), start)
 	}
 	if d := fc.Drain; d.All || len(d.Tools) > 0 {
 		what := "all tools"

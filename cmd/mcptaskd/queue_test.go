@@ -107,13 +107,17 @@ func TestConfigQueueErrors(t *testing.T) {
 			t.Errorf("-check-config output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(string(out), "secret") {
+		t.Errorf("-check-config printed a URL's query:\n%s", out)
+	}
 }
 
 // TestCheckConfigSummary: -check-config sums up the caps, the drain
 // switch and the job tools a valid file declares.
 func TestCheckConfigSummary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mcptaskd.yaml")
-	body := "drain: {tools: [echo], fallback: sync}\njobTools: {enabled: true}\nmcpServers:\n  ci:\n    url: http://127.0.0.1:1/mcp\n    maxConcurrent: 4\n    toolOptions:\n      deploy: {maxConcurrent: 1}\n"
+	body := "drain: {tools: [echo], fallback: sync}\njobTools: {enabled: true}\nmcpServers:\n  ci:\n    url: http://127.0.0.1:1/mcp\n    maxConcurrent: 4\n    toolOptions:\n      deploy: {maxConcurrent: 1}\n" +
+		"httpJobs:\n  build:\n    start: {url: \"http://127.0.0.1:1/jobs?token=secret\", jobId: /id}\n    status: {url: \"http://127.0.0.1:1/jobs/{jobId}\", state: /state, working: [running], completed: [done]}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -125,9 +129,13 @@ func TestCheckConfigSummary(t *testing.T) {
 		"ci (http://127.0.0.1:1/mcp; at most 4 tasks at once, deploy: at most 1 at once)",
 		"drain: echo (fallback sync)",
 		`job tools: on (prefix "job_")`,
+		"build (http job: POST http://127.0.0.1:1/jobs)",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("-check-config output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(string(out), "secret") {
+		t.Errorf("-check-config printed a URL's query:\n%s", out)
 	}
 }
