@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,26 @@ func TestTaskLogTail(t *testing.T) {
 		if got, dropped := l.tail(); got != want || dropped != int64(all.Len()-len(want)) {
 			t.Fatalf("after %d writes: tail %q (%d dropped), want %q", i+1, got, dropped, want)
 		}
+	}
+}
+
+// TestCommandOutputMemoryFlat: 50 MB of output (lines, and a line with
+// no end) cost the server a few allocations, not the output's size: the
+// Go heap allocated during the run stays far below it.
+func TestCommandOutputMemoryFlat(t *testing.T) {
+	sc := script(t, "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 25000000\nhead -c 25000000 /dev/zero | tr '\\0' x\necho\necho the end\n")
+	c := serve(t, true, Tool{Name: "huge", Argv: []string{sc}, LogTail: 4 << 10, Progress: regexp.MustCompile(`^never (\d+)$`)})
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := resultOf(t, runTask(t, c, "huge", nil))
+	runtime.ReadMemStats(&after)
+	if !strings.HasSuffix(r.text(), "xxx\nthe end\n") || len(r.text()) > 5<<10 {
+		t.Fatalf("result: %d bytes, ending %q", len(r.text()), r.text()[max(0, len(r.text())-40):])
+	}
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %.1f MB for 50 MB of output", float64(alloc)/1e6)
+	if alloc > 8<<20 {
+		t.Fatalf("allocated %d bytes for 50 MB of output", alloc)
 	}
 }

@@ -279,7 +279,9 @@ func TestCommandHugeOutput(t *testing.T) {
 		t.Fatalf("log file: %v %v", fi, err)
 	}
 	t.Logf("mcptaskd peak RSS: %.1f MB before, %.1f MB after 50 MB of output (growth %.1f MB)", float64(before)/1e6, float64(after)/1e6, float64(after-before)/1e6)
-	if after-before > 16<<20 {
+	// The race detector's own bookkeeping grows with the work done (62 MB
+	// here, measured): the bound holds for the binary as shipped.
+	if !raceEnabled && after-before > 16<<20 {
 		t.Fatalf("mcptaskd's peak RSS grew by %d bytes for 50 MB of output", after-before)
 	}
 }
@@ -352,4 +354,47 @@ commands:
 	if err == nil || !strings.Contains(string(out), "commands.echo: a tool of that name exists already") {
 		t.Fatalf("a command named like a demo tool: %v\n%s", err, out)
 	}
+}
+
+// BenchmarkCommandOverhead: the cost of running /bin/true as a task of
+// mcptaskd (over loopback HTTP: the durable create, the supervisor's
+// start, the result stored, polls every 2 ms) against running it
+// directly with os/exec, in the same run; reports both and their ratio,
+// and a plain (synchronous) call's cost: the supervisor without the task.
+func BenchmarkCommandOverhead(b *testing.B) {
+	config := filepath.Join(b.TempDir(), "mcptaskd.yaml")
+	if err := os.WriteFile(config, []byte("demo: false\ncommands:\n  true:\n    argv: [/bin/true]\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	d := startDaemon(b, "commands", filepath.Join(b.TempDir(), "tasks.db"), "-config", config, "-poll-interval", "2ms")
+	c, plainC := d.client(true), d.client(false)
+	ctx := context.Background()
+	var direct, plain, task time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		direct += time.Since(start)
+		start = time.Now()
+		h, err := c.CallTool(ctx, "true", nil)
+		if err != nil || h.TaskID == "" {
+			b.Fatalf("%v %+v", err, h)
+		}
+		tk, err := c.WaitFor(ctx, h.TaskID, terminal)
+		if err != nil || tk.Status != "completed" {
+			b.Fatalf("%v %+v", err, tk)
+		}
+		task += time.Since(start)
+		start = time.Now()
+		if r, err := plainC.CallTool(ctx, "true", nil); err != nil || r.IsError {
+			b.Fatalf("%v %+v", err, r)
+		}
+		plain += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(direct.Microseconds())/n, "direct-µs/op")
+	b.ReportMetric(float64(plain.Microseconds())/n, "plain-call-µs/op")
+	b.ReportMetric(float64(task.Microseconds())/n, "task-µs/op")
+	b.ReportMetric(float64(task)/float64(direct), "ratio")
 }
