@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -66,6 +67,7 @@ type FileConfig struct {
 	// HTTPJobs are jobs of HTTP job APIs run as tools
 	// (config_httpjobs.go).
 	HTTPJobs  map[string]HTTPJobConfig  `yaml:"httpJobs"`
+	dir       string                    // the file's directory: relative paths in it are resolved against it
 	root      *yaml.Node                // the parsed document, for line numbers (see line)
 	nodes     map[string]*yaml.Node     // where each server's block is, for errors
 	lines     map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
@@ -160,7 +162,7 @@ func loadFileConfig(path string, getenv func(string) string) (*FileConfig, error
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	fc, err := parseFileConfig(data, getenv)
+	fc, err := parseFileConfigIn(data, filepath.Dir(path), getenv)
 	if err != nil {
 		// One problem per line, each as FILE:LINE: field: problem.
 		var lines []string
@@ -180,7 +182,13 @@ var goType = regexp.MustCompile(`(field \S+ not found) in type .*$`)
 
 // parseFileConfig parses a configuration; its errors start with the line.
 func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, error) {
-	var fc FileConfig
+	return parseFileConfigIn(data, "", getenv)
+}
+
+// parseFileConfigIn parses a configuration whose relative paths are
+// relative to dir ("" means the working directory).
+func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*FileConfig, error) {
+	fc := FileConfig{dir: dir}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {

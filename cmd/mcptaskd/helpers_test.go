@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/commands"
 	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 )
@@ -25,6 +26,7 @@ import (
 var daemonBin string
 
 func TestMain(m *testing.M) {
+	commands.Supervise() // the commands of in-process servers run under this binary
 	if os.Getenv(upstreamEnv) != "" {
 		os.Exit(runUpstream()) // an upstream MCP server of a gateway test
 	}

@@ -71,9 +71,14 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/mcptask/mcptask/commands"
 )
 
 func main() {
+	// A command's supervisor is a copy of mcptaskd (see package
+	// commands): it runs its command and exits here.
+	commands.Supervise()
 	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -126,6 +131,9 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 			where += "; " + strings.Join(notes, ", ")
 		}
 		fmt.Fprintf(stdout, "  %s (%s)\n", u.Name, where)
+	}
+	for _, l := range fc.describeCommands() {
+		fmt.Fprintf(stdout, "  %s\n", l)
 	}
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
 		j := fc.HTTPJobs[name]
