@@ -148,9 +148,10 @@ func Require(m *Manifest, n Needs) (*Plan, error) {
 			add(need, fmt.Sprintf("the server has no tool %q", name), FallbackRefuse)
 		case t.Task:
 		case !m.Tasks():
-			// A job runs the tool as a task on the server's side.
+			// A job runs the tool as a task on the server's side (whether
+			// the tool supports it, a session without tasks cannot tell).
 			switch {
-			case jobs.has("start") && t.TaskSupport != "forbidden":
+			case jobs.has("start"):
 				add(need, "the session has no tasks: "+m.NoTasks, FallbackJobAPI)
 			case t.TaskSupport == "required":
 				add(need, fmt.Sprintf("the session has no tasks (%s) and %s requires one", m.NoTasks, name), FallbackRefuse)
