@@ -12,10 +12,11 @@ import (
 
 // commandState holds the flags of the command being run.
 type commandState struct {
-	call    callFlags
-	list    listFlags
-	answers answerFlags
-	admin   adminFlags
+	call     callFlags
+	list     listFlags
+	answers  answerFlags
+	admin    adminFlags
+	manifest manifestFlags
 }
 
 // startView creates the status display for the waits of this command.

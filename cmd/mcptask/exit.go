@@ -19,6 +19,7 @@ const (
 	exitConnection  = 4   // the server is unreachable or answered garbage, or does not know the task
 	exitUsage       = 5   // the command line is wrong
 	exitDeadline    = 6   // --timeout passed while the task still runs
+	exitUnmet       = 7   // 'mcptask manifest --require': the server does not meet the workflow's needs
 	exitInterrupted = 130 // Ctrl-C (or SIGTERM) stopped the wait; the task still runs
 )
 
@@ -34,6 +35,7 @@ var exitCodes = []struct {
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
 	{exitUsage, "usage error: bad command, flag or argument"},
 	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
+	{exitUnmet, "unmet requirements: 'mcptask manifest --require' found a need the server does not meet and whose fallback is not allowed (each is printed with its fallback)"},
 	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},
 }
 
