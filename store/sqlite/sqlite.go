@@ -15,13 +15,13 @@
 // The schema is versioned with SQLite's user_version field; [Open]
 // migrates an older file and refuses a newer one.
 //
-// *Store implements [store.ChangeFeed] within the process: Update and
-// Claim announce the tasks they change (Delete the task it deletes), once
-// committed, to the Changes
-// calls of every *Store of the process on the same file. Writes made by
+// *Store implements [store.ChangeFeed] within the process: Update, Claim
+// and Delete announce the tasks they change, once committed, to the
+// Changes calls of every *Store of the process on the same file. Writes made by
 // other processes sharing the file are not announced; mcptaskd runs one
 // process per file, so for it the process is the whole story. *Store also
-// implements [store.Pinger].
+// implements [store.Pinger] and [store.Deleter] (which erases the deleted
+// task's bytes from the file: see [Store.Delete]).
 package sqlite
 
 import (
