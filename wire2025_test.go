@@ -85,8 +85,12 @@ func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrp
 		t.Fatal(err)
 	}
 	caps, _ := init["capabilities"].(map[string]any)
-	if _, ok := caps["tasks"]; !ok {
+	tasksCap, ok := caps["tasks"].(map[string]any)
+	if !ok {
 		t.Fatalf("initialize capabilities lack tasks: %v", init)
+	}
+	if _, ok := tasksCap["delete"]; !ok {
+		t.Errorf("capabilities.tasks lacks delete (mcptask's tasks/delete): %v", tasksCap)
 	}
 	if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,9 @@ const (
 	EventResultRetrieved = "task.result_retrieved"
 	// EventCancelled: a requester cancelled a task.
 	EventCancelled = "task.cancelled"
+	// EventDeleted: a requester deleted a finished task and everything
+	// it held (attribute status: the status it had ended with).
+	EventDeleted = "task.deleted"
 	// EventDenied: a request named a task the requester may not see
 	// (attribute reason: unknown, other_owner or expired). The requester
 	// was answered exactly as for an unknown task.
@@ -211,6 +214,12 @@ func (a *Logger) ResultRetrieved(ctx context.Context, requester task.Owner, t Ta
 // Cancelled records that requester cancelled t.
 func (a *Logger) Cancelled(ctx context.Context, requester task.Owner, t Task) {
 	a.write(ctx, EventCancelled, t.actedOnBy(requester)...)
+}
+
+// Deleted records that requester deleted t, which had ended with
+// status.
+func (a *Logger) Deleted(ctx context.Context, requester task.Owner, t Task, status string) {
+	a.write(ctx, EventDeleted, append(t.actedOnBy(requester), slog.String("status", status))...)
 }
 
 // actedOnBy are the attributes of an action of requester on t.

@@ -203,6 +203,17 @@ func (c *Client) Cancel(ctx context.Context, taskID string) (*TaskStatus, error)
 	return c.impl.cancel(ctx, taskID)
 }
 
+// Delete asks the server to delete a finished task and everything it
+// holds (result, error, input requests and answers: mcptask's
+// tasks/delete, on both wires), and drops it from the journal. A task
+// that has not ended is refused with ErrNotTerminal (cancel it first); a
+// task the server does not know, or that belongs to someone else,
+// ErrTaskNotFound; a server that does not advertise the method
+// ErrUnsupported.
+func (c *Client) Delete(ctx context.Context, taskID string) error {
+	return c.impl.delete(ctx, taskID)
+}
+
 // List returns a page of the requester's tasks (2025-11-25 wire only; on
 // 2026-07-28 it returns ErrUnsupported) and the cursor of the next page
 // ("" at the end).
@@ -248,6 +259,9 @@ var (
 	// ErrTaskNotFound means the server does not know the task (it never
 	// existed, expired, or belongs to someone else).
 	ErrTaskNotFound = errors.New("task not found on the server")
+	// ErrNotTerminal means Delete was refused because the task has not
+	// ended: cancel it first.
+	ErrNotTerminal = errors.New("task has not ended: cancel it first, then delete it")
 	// ErrDeadline means the wait's deadline passed; the task keeps running.
 	ErrDeadline = errors.New("deadline passed while waiting for the task")
 	// ErrUnsupported means the server or wire does not offer the operation.

@@ -28,6 +28,9 @@ type clientImpl struct {
 	// idempotent reports whether the server advertised
 	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
 	idempotent bool
+	// deleteExt reports whether the server advertised
+	// wire.ExtensionTasksDelete (2026-07-28: tasks/delete).
+	deleteExt bool
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // the session now (see renew)
@@ -205,7 +208,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		copts.CreateMessageHandler = c.sampleFromServer //nolint:staticcheck // sampling is what Options.Sample asks for
 	}
 	mc := mcp.NewClient(o.ClientInfo, copts)
-	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList} {
+	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList, wire.MethodTasksDelete} {
 		if err := mcp.AddSendingCustomMethod[*taskParams, *rawResult](mc, m); err != nil {
 			return nil, err
 		}
@@ -246,6 +249,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		_, inExt := caps.Extensions[wire.ExtensionIdempotency]
 		_, inExp := caps.Experimental[wire.ExtensionIdempotency]
 		c.idempotent = inExt || inExp
+		_, c.deleteExt = caps.Extensions[wire.ExtensionTasksDelete]
 	}
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())

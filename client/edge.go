@@ -251,6 +251,21 @@ func (e *edge) serverTasks() (toolsCall, list, cancel bool) {
 	return present(c.Requests.Tools.Call), present(c.List), present(c.Cancel)
 }
 
+// serverDeletes reports whether the server's 2025-11-25 tasks capability
+// offers mcptask's tasks/delete (capabilities.tasks.delete).
+func (e *edge) serverDeletes() bool {
+	e.mu.Lock()
+	raw := e.tasksCap
+	e.mu.Unlock()
+	var c struct {
+		Delete json.RawMessage `json:"delete"`
+	}
+	if raw == nil || json.Unmarshal(raw, &c) != nil {
+		return false
+	}
+	return len(c.Delete) > 0 && string(c.Delete) != "null"
+}
+
 // toolSupport returns the recorded execution.taskSupport of a tool and
 // whether the tool was in a tools/list answer.
 func (e *edge) toolSupport(name string) (string, bool) {

@@ -2,12 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -215,11 +213,11 @@ func (c *clientImpl) manifest(ctx context.Context) (*Manifest, error) {
 		}
 	case c.wire >= Wire20260728:
 		m.TaskWire = TaskWire2026
-		m.Operations = Operations{Get: true, Result: true, Cancel: true, Update: true, Input: true, Delete: c.delete2026(init)}
+		m.Operations = Operations{Get: true, Result: true, Cancel: true, Update: true, Input: true, Delete: c.deleteOffered()}
 	default:
 		m.TaskWire = TaskWire2025
 		_, list, cancel := c.e.serverTasks()
-		m.Operations = Operations{Get: true, Result: true, List: list, Cancel: cancel, Input: true, Delete: c.delete2025()}
+		m.Operations = Operations{Get: true, Result: true, List: list, Cancel: cancel, Input: true, Delete: c.deleteOffered()}
 	}
 
 	names := map[string]bool{}
@@ -248,30 +246,11 @@ func (c *clientImpl) manifest(ctx context.Context) (*Manifest, error) {
 	return m, nil
 }
 
-// delete2026 reports whether the 2026-07-28 tasks extension's settings
-// advertise "delete".
-func (c *clientImpl) delete2026(init *mcp.InitializeResult) bool {
-	if init == nil || init.Capabilities == nil {
-		return false
-	}
-	settings, _ := init.Capabilities.Extensions[ext2026.ExtensionID].(map[string]any)
-	v, ok := settings["delete"]
-	return ok && v != nil && v != false
-}
-
-// delete2025 reports whether the 2025-11-25 capabilities.tasks advertise
-// "delete".
-func (c *clientImpl) delete2025() bool {
-	c.e.mu.Lock()
-	raw := c.e.tasksCap
-	c.e.mu.Unlock()
-	var caps struct {
-		Delete json.RawMessage `json:"delete"`
-	}
-	if raw == nil || json.Unmarshal(raw, &caps) != nil {
-		return false
-	}
-	return len(caps.Delete) > 0 && string(caps.Delete) != "null" && string(caps.Delete) != "false"
+// deleteOffered reports whether the server advertised mcptask's
+// tasks/delete on this wire (the strategy that sends it decides).
+func (c *clientImpl) deleteOffered() bool {
+	ok, _ := c.tw.deleteAdvertised()
+	return ok
 }
 
 // jobSuffixes are the names of the job tools after their prefix.

@@ -30,8 +30,8 @@ func TestManifestMcptask(t *testing.T) {
 		wire, taskWire string
 		ops            client.Operations
 	}{
-		{client.Wire20260728, client.TaskWire2026, client.Operations{Get: true, Result: true, Cancel: true, Update: true, Input: true}},
-		{client.Wire20251125, client.TaskWire2025, client.Operations{List: true, Get: true, Result: true, Cancel: true, Input: true}},
+		{client.Wire20260728, client.TaskWire2026, client.Operations{Get: true, Result: true, Cancel: true, Update: true, Input: true, Delete: true}},
+		{client.Wire20251125, client.TaskWire2025, client.Operations{List: true, Get: true, Result: true, Cancel: true, Input: true, Delete: true}},
 	} {
 		t.Run(tc.wire, func(t *testing.T) {
 			c := dial(t, s.URL, &client.Options{ProtocolVersion: tc.wire})
@@ -83,16 +83,13 @@ func TestManifestMcptask(t *testing.T) {
 				t.Fatalf("Require: %+v, %v", plan, err)
 			}
 			// echo as a task: refused unless the synchronous path is
-			// allowed; delete (not advertised) is refused.
+			// allowed; delete (advertised by mcptask) is met.
 			_, err = c.Require(testCtx(t), client.Needs{Tasks: []string{"echo"}, Delete: true})
 			var ue *client.UnmetError
-			if !errors.As(err, &ue) || len(ue.Unmet) != 2 {
+			if !errors.As(err, &ue) || len(ue.Unmet) != 1 {
 				t.Fatalf("Require echo as a task: %v", err)
 			}
 			if u := ue.Unmet[0]; u.Need != "task:echo" || u.Fallback != client.FallbackSync || u.Allowed || !strings.Contains(u.Reason, "forbidden") {
-				t.Errorf("unmet %+v", u)
-			}
-			if u := ue.Unmet[1]; u.Need != "delete" || u.Fallback != client.FallbackRefuse {
 				t.Errorf("unmet %+v", u)
 			}
 			if !strings.Contains(err.Error(), "task:echo") || !strings.Contains(err.Error(), "synchronous path") || !strings.Contains(err.Error(), "not allowed") {

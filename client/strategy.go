@@ -33,6 +33,9 @@ type wireStrategy interface {
 	get(ctx context.Context, id string) (*TaskStatus, error)
 	// cancel asks for a task's cancellation and returns its status after.
 	cancel(ctx context.Context, id string) (*TaskStatus, error)
+	// deleteAdvertised reports whether the server advertised mcptask's
+	// tasks/delete on this wire, and if not, why it is unsupported.
+	deleteAdvertised() (bool, string)
 	// list returns a page of the requester's tasks and the next cursor.
 	list(ctx context.Context, cursor string) ([]TaskStatus, string, error)
 	// wait waits for w's task to end and returns its outcome (see

@@ -384,6 +384,14 @@ func (s *wire2025) cancel(ctx context.Context, id string) (*TaskStatus, error) {
 	return decode2025(raw, wire.MethodTasksCancel, id)
 }
 
+// deleteAdvertised: the server's tasks capability offers delete.
+func (s *wire2025) deleteAdvertised() (bool, string) {
+	if !s.c.e.serverDeletes() {
+		return false, "the server's tasks capability does not offer delete"
+	}
+	return true, ""
+}
+
 // list sends tasks/list where the server's tasks capability offers it.
 func (s *wire2025) list(ctx context.Context, cursor string) ([]TaskStatus, string, error) {
 	if _, list, _ := s.c.e.serverTasks(); !list {

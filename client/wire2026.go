@@ -129,6 +129,15 @@ func (s *wire2026) cancel(ctx context.Context, id string) (*TaskStatus, error) {
 	return s.get(ctx, id)
 }
 
+// deleteAdvertised: the server lists wire.ExtensionTasksDelete among the
+// extensions of server/discover.
+func (s *wire2026) deleteAdvertised() (bool, string) {
+	if !s.extension || !s.c.deleteExt {
+		return false, "the server's server/discover does not list the extension " + wire.ExtensionTasksDelete
+	}
+	return true, ""
+}
+
 // list is not a method of this wire.
 func (s *wire2026) list(context.Context, string) ([]TaskStatus, string, error) {
 	return nil, "", fmt.Errorf("tasks/list on MCP %s: %w", s.c.wire, ErrUnsupported)

@@ -29,6 +29,10 @@ func (n wireNone) cancel(context.Context, string) (*TaskStatus, error) {
 	return nil, fmt.Errorf("tasks/cancel on MCP %s: %w", n.version, ErrUnsupported)
 }
 
+func (n wireNone) deleteAdvertised() (bool, string) {
+	return false, "MCP " + n.version + " has no tasks"
+}
+
 func (n wireNone) list(context.Context, string) ([]TaskStatus, string, error) {
 	return nil, "", fmt.Errorf("tasks/list on MCP %s: %w", n.version, ErrUnsupported)
 }

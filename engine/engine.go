@@ -778,6 +778,53 @@ func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*tas
 
 var errTerminal = errors.New("terminal")
 
+// ErrDeleteUnsupported is returned by Delete when the engine's store is no
+// [store.Deleter].
+var ErrDeleteUnsupported = errors.New("the task store cannot delete tasks")
+
+// NotTerminalError is Delete's refusal of a task that has not ended
+// (working or input_required): it must be cancelled first.
+type NotTerminalError struct{ Status task.Status }
+
+func (e *NotTerminalError) Error() string {
+	return fmt.Sprintf("task is %s: cancel it first, then delete it", e.Status)
+}
+
+// Delete deletes a finished task of owner and everything it holds (result,
+// error, input requests and answers), and returns the task as it was. A
+// task that has not ended is refused with a *NotTerminalError (deletion
+// never stops work: the owner cancels first, then deletes); a task owner
+// may not see is answered with a *NotFoundError, as by Get. The deletion
+// is durable and announced on the store's change feed before Delete
+// returns, so that whoever waits for the task, here or on another engine,
+// finds it gone. It deletes the task only, never the store's ledger of
+// domain operations. It is audited (task.deleted), never with payloads.
+func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	d, ok := e.store.(store.Deleter)
+	if !ok {
+		return nil, ErrDeleteUnsupported
+	}
+	t, err := e.visible(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Status.Terminal() {
+		return nil, &NotTerminalError{Status: t.Status}
+	}
+	// A terminal task never changes status again: deleting what was read
+	// is safe. A deletion in between makes this one unknown.
+	if err := d.Delete(ctx, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &NotFoundError{Reason: audit.ReasonUnknown}
+		}
+		return nil, err
+	}
+	e.wakeWatchers(id) // waiters here find it gone (the feed tells the others)
+	e.log.Info("task deleted", "task", t.ID, "tool", t.Tool)
+	e.opts.Audit.Deleted(ctx, owner, audit.TaskOf(t), string(t.Status))
+	return t, nil
+}
+
 // AnswerCheck checks a client's answer to one input request of a task
 // (the request as the task holds it) before Respond stores it.
 type AnswerCheck func(request, answer json.RawMessage) error

@@ -160,6 +160,7 @@ func TestNotFoundReasons(t *testing.T) {
 		"Get":     func(o task.Owner, id task.ID) error { _, err := e.Get(ctx, o, id); return err },
 		"Cancel":  func(o task.Owner, id task.ID) error { _, err := e.Cancel(ctx, o, id); return err },
 		"Respond": func(o task.Owner, id task.ID) error { _, _, err := e.Respond(ctx, o, id, answer, nil); return err },
+		"Delete":  func(o task.Owner, id task.ID) error { _, err := e.Delete(ctx, o, id); return err },
 	}
 	check := func(what string, err error, reason string) {
 		t.Helper()

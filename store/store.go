@@ -30,8 +30,9 @@ var ErrTooManyActive = errors.New("too many unfinished tasks")
 // Create returns, so a following Get (from any connection or process)
 // finds it.
 //
-// Backends may offer more (e.g. deleting one task, listing every
-// unfinished task, for their own tools and tests), outside this interface.
+// Backends may offer more (e.g. listing every unfinished task, for their
+// own tools and tests), outside this interface, and the optional
+// interfaces below (e.g. [Deleter]).
 type Store interface {
 	// Create durably inserts t, under the conditions of opts (see
 	// [CreateOptions]; the zero value sets none). It returns ErrExists if
@@ -224,6 +225,20 @@ type ErrorClassifier interface {
 	// must make that harmless. Errors of the caller (ErrNotFound, the
 	// errors of an Update function, a done context) are never transient.
 	Transient(err error) bool
+}
+
+// Deleter is implemented by stores that delete one task on request (the
+// owner's tasks/delete): both backends are.
+type Deleter interface {
+	// Delete durably removes the task with the given ID and everything
+	// it holds (result, error, input requests and answers), or returns
+	// ErrNotFound. It deletes the task only: a [Ledger]'s operations of
+	// the task stay, for their own retention. The deletion is announced
+	// on the store's [ChangeFeed], if it has one, so that whoever waits
+	// for the task finds it gone. Content a backend cannot erase at once
+	// (e.g. PostgreSQL's dead rows until VACUUM) is the backend's to
+	// document.
+	Delete(ctx context.Context, id task.ID) error
 }
 
 // ErrBadCursor is returned by List for a cursor it did not issue.

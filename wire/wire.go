@@ -16,6 +16,11 @@ const (
 	MethodTasksCancel = "tasks/cancel"
 	MethodTasksResult = "tasks/result"
 	MethodTasksList   = "tasks/list"
+	// MethodTasksDelete is mcptask's deletion of a terminal task and
+	// everything it holds (SEP-1686 names it so), on both wires; a server
+	// advertises it with ExtensionTasksDelete (2026-07-28) or
+	// capabilities.tasks.delete (2025-11-25).
+	MethodTasksDelete = "tasks/delete"
 	// MethodTaskStatus is the 2025-11-25 status notification.
 	MethodTaskStatus = "notifications/tasks/status"
 	// MethodElicit and MethodSample are the input requests a task may
@@ -27,7 +32,7 @@ const (
 // IsTasksMethod reports whether m is one of the tasks/* methods.
 func IsTasksMethod(m string) bool {
 	switch m {
-	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult, MethodTasksList:
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult, MethodTasksList, MethodTasksDelete:
 		return true
 	}
 	return false
@@ -55,6 +60,22 @@ const (
 // and the same key with another call is refused. A client may then re-send
 // a create whose answer it never got.
 const ExtensionIdempotency = MetaPrefix + "idempotency"
+
+// ExtensionTasksDelete is the extension an mcptask server advertises in
+// capabilities.extensions of server/discover on 2026-07-28 to say that it
+// serves MethodTasksDelete (2025-11-25 says so with
+// capabilities.tasks.delete, beside list and cancel).
+const ExtensionTasksDelete = MetaPrefix + "tasks-delete"
+
+// CodeTaskNotTerminal is the JSON-RPC error code of a tasks/delete of a
+// task that is still working or waiting for input: it must be cancelled
+// (tasks/cancel) first. Its data is {"reason": ReasonNotTerminal,
+// "status": ...}.
+const CodeTaskNotTerminal = -32011
+
+// ReasonNotTerminal is the reason in the data of a CodeTaskNotTerminal
+// error.
+const ReasonNotTerminal = "task_not_terminal"
 
 // MetaTaskSupport is the key under which an mcptask server states each
 // tool's task support ("forbidden", "optional", "required") in the _meta

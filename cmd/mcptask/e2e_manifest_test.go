@@ -86,7 +86,7 @@ func TestManifestCLIMcptaskd(t *testing.T) {
 			t.Errorf("%s: session %+v", tc.wire, m.Session)
 		}
 		ops := m.Operations
-		if !ops["get"] || !ops["result"] || !ops["cancel"] || ops["list"] != tc.list || ops["update"] != tc.update || ops["delete"] {
+		if !ops["get"] || !ops["result"] || !ops["cancel"] || ops["list"] != tc.list || ops["update"] != tc.update || !ops["delete"] {
 			t.Errorf("%s: operations %v", tc.wire, ops)
 		}
 		for tool, want := range map[string]string{"long_computation": "optional", "deploy_with_confirmation": "required", "echo": "forbidden"} {
@@ -105,10 +105,10 @@ func TestManifestCLIMcptaskd(t *testing.T) {
 
 	// Needs met; then echo as a task: refused (exit 7) unless the
 	// synchronous path is allowed.
-	expect(t, c.run("manifest", "--require", "deploy_with_confirmation:task", "--require", "echo", "--require-op", "cancel,input,idempotency"),
+	expect(t, c.run("manifest", "--require", "deploy_with_confirmation:task", "--require", "echo", "--require-op", "cancel,input,idempotency,delete"),
 		exitOK, []string{"requirements: met"}, nil)
 	r := c.run("manifest", "--require", "echo:task", "--require-op", "delete")
-	expect(t, r, exitUnmet, []string{"requirements: NOT met", "task:echo: echo does not run as a task (taskSupport forbidden); fallback: the synchronous path", "not allowed", "delete: the server offers no task delete; fallback: refusal"},
+	expect(t, r, exitUnmet, []string{"requirements: NOT met", "task:echo: echo does not run as a task (taskSupport forbidden); fallback: the synchronous path", "not allowed"},
 		[]string{"does not meet the workflow's needs"})
 	r = c.run("manifest", "--json", "--require", "echo:task", "--allow-sync")
 	expect(t, r, exitOK, nil, nil)

@@ -14,7 +14,7 @@ import (
 const (
 	exitOK          = 0   // the tool succeeded (or the command did what it was asked)
 	exitToolError   = 1   // the tool's result has isError: true
-	exitFailed      = 2   // the task failed with a JSON-RPC error, or the server refused the call
+	exitFailed      = 2   // the task failed with a JSON-RPC error, or the server refused the call (or the deletion of a running task)
 	exitCancelled   = 3   // the task was cancelled
 	exitConnection  = 4   // the server is unreachable or answered garbage, or does not know the task
 	exitUsage       = 5   // the command line is wrong
@@ -30,7 +30,7 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success: the tool's result is printed"},
 	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as it does for arguments its input schema rejects"},
-	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool)"},
+	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool) or the deletion of a task that has not ended (cancel it first)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
 	{exitUsage, "usage error: bad command, flag or argument"},
@@ -88,6 +88,8 @@ func exitCodeOf(ctx context.Context, err error) int {
 		return exitFailed
 	case errors.Is(err, client.ErrCancelled):
 		return exitCancelled
+	case errors.Is(err, client.ErrNotTerminal):
+		return exitFailed
 	case errors.Is(err, client.ErrDeadline), errors.Is(err, errWaitDeadline):
 		return exitDeadline
 	case errors.As(err, &re):

@@ -73,6 +73,7 @@ func TestExitCodeOf(t *testing.T) {
 		{ctx, &client.TaskError{TaskID: "x", Code: -32603, Message: "boom"}, exitFailed},
 		{ctx, fmt.Errorf("wrapped: %w", client.ErrCancelled), exitCancelled},
 		{ctx, fmt.Errorf("task x: %w", client.ErrTaskNotFound), exitConnection},
+		{ctx, fmt.Errorf("task x: %w", client.ErrNotTerminal), exitFailed},
 		{ctx, fmt.Errorf("still working: %w", client.ErrDeadline), exitDeadline},
 		{ctx, errWaitDeadline, exitDeadline},
 		{ctx, &refusedError{&jsonrpc.Error{Code: -32602, Message: "unknown tool"}}, exitFailed},

@@ -78,3 +78,24 @@ func Draining(tool string) error {
 	data, _ := json.Marshal(map[string]any{"reason": wire.ReasonDraining, "tool": tool})
 	return &jsonrpc.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("the server accepts no new tasks of %s now (it is draining); existing tasks are not affected: try again later or elsewhere", tool), Data: data}
 }
+
+// DeleteTask deletes owner's finished task id (the tasks/delete of either
+// wire) and returns nil, or the JSON-RPC error to answer: a task that has
+// not ended is refused with wire.CodeTaskNotTerminal (data: reason
+// wire.ReasonNotTerminal, status), saying to cancel it first; a task the
+// requester may not see is answered as an unknown task, as by tasks/get.
+func (c *Core) DeleteTask(ctx context.Context, method string, owner task.Owner, id task.ID) error {
+	_, err := c.eng.Delete(ctx, owner, id)
+	var nt *engine.NotTerminalError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nt):
+		data, _ := json.Marshal(map[string]any{"reason": wire.ReasonNotTerminal, "status": string(nt.Status)})
+		return &jsonrpc.Error{Code: wire.CodeTaskNotTerminal, Data: data,
+			Message: fmt.Sprintf("task %q is %s: only a finished task can be deleted; cancel it first (%s), then delete it", id, nt.Status, wire.MethodTasksCancel)}
+	case errors.Is(err, engine.ErrDeleteUnsupported):
+		return MethodNotFound(method + " is not available: the server's task store cannot delete tasks")
+	}
+	return c.EngineError(ctx, method, owner, id, err)
+}

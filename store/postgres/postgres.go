@@ -15,13 +15,13 @@
 // the server's synchronous_commit setting makes commits; "on" by default).
 //
 // *Store implements [store.ChangeFeed] with LISTEN/NOTIFY: Update and
-// Claim announce the IDs of the tasks they change in the same
-// transaction, on a channel of the schema's own. This has a price under
+// Claim announce the IDs of the tasks they change (and Delete the ID it
+// deletes) in the same transaction, on a channel of the schema's own. This has a price under
 // concurrent writes: PostgreSQL commits the transactions that notify one
 // at a time, holding a database-wide lock through each commit's WAL flush,
 // so those commits never share a flush the way plain commits do. That is
 // why Create announces nothing (nobody waits for a task that does not
-// exist yet), nor do Heartbeat, Delete and DeleteExpired. *Store also
+// exist yet), nor do Heartbeat and DeleteExpired. *Store also
 // implements [store.Pinger].
 package postgres
 
@@ -243,7 +243,8 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	s.countActiveSQL = q(countActiveSQL)
 	s.insertSQL = q(insertSQL)
 	s.updateSQL = q(updateSQL)
-	s.deleteSQL = q(`DELETE FROM %[1]s.tasks WHERE id = $1`)
+	s.deleteSQL = q(`WITH del AS (DELETE FROM %[1]s.tasks WHERE id = $1 RETURNING id)
+SELECT pg_notify($2, del.id) FROM del`)
 	s.deleteExpiredSQL = q(deleteExpiredSQL)
 	s.claimSQL = q(claimSQL)
 	s.heartbeatSQL = q(heartbeatSQL)
@@ -770,15 +771,24 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	}
 }
 
-// Delete removes the task with the given ID, or returns [store.ErrNotFound].
-// It waits for an Update of the task in progress. It is not part of
-// [store.Store]: the engine deletes tasks only when their retention ends
-// (DeleteExpired); tests use it.
+// Delete removes the task with the given ID and everything it holds, or
+// returns [store.ErrNotFound]; it implements [store.Deleter] (the owner's
+// tasks/delete). It waits for an Update of the task in progress. The
+// deletion is announced on the change feed (NOTIFY in the same statement),
+// so that the engines of every process waiting for the task find it gone.
+// The operations of a ledger are not touched.
+//
+// The row is gone logically at once: no query of any session sees it
+// after the commit. Its bytes stay in the table's heap file (a dead tuple)
+// until VACUUM (autovacuum, by default) reclaims the space, and in the
+// WAL segments and any backups until they are recycled: an operator who
+// must erase results physically runs VACUUM on the tasks table and keeps
+// WAL archives and backups under the same retention as the data.
 func (s *Store) Delete(ctx context.Context, id task.ID) error {
 	if s.closed() {
 		return ErrClosed
 	}
-	tag, err := s.pool.Exec(ctx, s.deleteSQL, string(id))
+	tag, err := s.pool.Exec(ctx, s.deleteSQL, string(id), s.channel)
 	if err != nil {
 		return fmt.Errorf("postgres store: delete task %s: %w", id, err)
 	}

@@ -131,7 +131,8 @@ func (l *listener) take() ([]task.ID, bool) {
 // returns ctx's error, [ErrClosed] or [ErrFeedBehind]; the caller may call
 // it again, and covers with polling what was announced in between.
 //
-// Creations, Heartbeat, Delete and DeleteExpired announce nothing. The
+// Delete is announced too (the task then reads as unknown). Creations,
+// Heartbeat and DeleteExpired announce nothing. The
 // writes of other processes sharing the file are not announced either:
 // mcptaskd runs one process per SQLite file (it holds a lock on it), so
 // that every engine of the file is in the process and sees them all.

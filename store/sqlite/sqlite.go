@@ -15,12 +15,13 @@
 // The schema is versioned with SQLite's user_version field; [Open]
 // migrates an older file and refuses a newer one.
 //
-// *Store implements [store.ChangeFeed] within the process: Update and
-// Claim announce the tasks they change, once committed, to the Changes
-// calls of every *Store of the process on the same file. Writes made by
+// *Store implements [store.ChangeFeed] within the process: Update, Claim
+// and Delete announce the tasks they change, once committed, to the
+// Changes calls of every *Store of the process on the same file. Writes made by
 // other processes sharing the file are not announced; mcptaskd runs one
 // process per file, so for it the process is the whole story. *Store also
-// implements [store.Pinger].
+// implements [store.Pinger] and [store.Deleter] (which erases the deleted
+// task's bytes from the file: see [Store.Delete]).
 package sqlite
 
 import (
@@ -220,7 +221,7 @@ func (s *Store) open(o Options) error {
 
 	var err error
 	s.wdb, err = sql.Open("sqlite", dsn(s.path, url.Values{
-		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(" + string(o.Synchronous) + ")"},
+		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(" + string(o.Synchronous) + ")", "secure_delete(on)"},
 		"_txlock": {"immediate"},
 	}))
 	if err != nil {
@@ -762,22 +763,57 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(n), nil
 }
 
-// Delete removes the task with the given ID, or returns [store.ErrNotFound].
-// It is not part of [store.Store]: the engine deletes tasks only when
-// their retention ends (DeleteExpired); tests use it.
+// Delete removes the task with the given ID and everything it holds, or
+// returns [store.ErrNotFound]; it implements [store.Deleter] (the owner's
+// tasks/delete). Once committed, the deletion is announced to the Changes
+// calls of the process on this file. The operations of a ledger are not
+// touched.
+//
+// Deleted content is erased from the file: the write connection runs with
+// PRAGMA secure_delete=ON, so the deleted row's bytes (and any overflow or
+// freed page) are overwritten with zeros, and Delete then checkpoints the
+// WAL with TRUNCATE, so that the older copies of the row's pages that the
+// WAL held are gone too. If a reader holds an old snapshot at that moment
+// the checkpoint cannot finish: Delete still succeeds, logs a warning, and
+// the old copy stays in the -wal file until the next checkpoint (at most
+// until the next Delete, the WAL's auto-checkpoint or Close).
 func (s *Store) Delete(ctx context.Context, id task.ID) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		res, err := tx.Stmt(s.deleteStmt).Exec(string(id))
 		if err != nil {
-			return fmt.Errorf("sqlite store: delete task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: delete task %s: %w", id, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return fmt.Errorf("sqlite store: delete task %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: delete task %s: %w", id, err)
 		}
 		if n == 0 {
-			return store.ErrNotFound
+			return nil, store.ErrNotFound
 		}
-		return nil
+		return []task.ID{id}, nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := s.checkpointTruncate(ctx); err != nil {
+		s.log.Warn("sqlite store: the deleted task's older copy stays in the WAL until the next checkpoint", "task", id, "err", err)
+	}
+	return nil
+}
+
+// errCheckpointBusy is checkpointTruncate's error when a reader kept the
+// checkpoint from finishing.
+var errCheckpointBusy = errors.New("a reader holds an older snapshot")
+
+// checkpointTruncate copies the WAL into the database file and truncates
+// it to zero bytes.
+func (s *Store) checkpointTruncate(ctx context.Context) error {
+	var busy, logFrames, done int
+	if err := s.wdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+		return err
+	}
+	if busy != 0 {
+		return errCheckpointBusy
+	}
+	return nil
 }

@@ -130,6 +130,7 @@ func TestPragmasAndSchema(t *testing.T) {
 		{s.wdb, "PRAGMA journal_mode", "wal"},
 		{s.wdb, "PRAGMA synchronous", "2"}, // FULL
 		{s.wdb, "PRAGMA busy_timeout", "5000"},
+		{s.wdb, "PRAGMA secure_delete", "1"}, // ON: deleted content is zeroed
 		{s.wdb, "PRAGMA user_version", fmt.Sprint(len(migrations))},
 		{s.rdb, "PRAGMA query_only", "1"},
 		{s.rdb, "PRAGMA busy_timeout", "5000"},

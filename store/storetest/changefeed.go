@@ -29,6 +29,7 @@ func (s *suite) runChangeFeed(t *testing.T) {
 		{"Burst", s.feedBurst},
 		{"ContextEnds", s.feedContextEnds},
 		{"Close", s.feedClose},
+		{"Delete", s.feedDelete},
 	})
 }
 
@@ -311,4 +312,32 @@ func (s *suite) feedClose(t *testing.T) {
 	mustCreate(t, a, tk)
 	setMessage(t, a, tk.ID, "after another store closed")
 	la.expect(t, "Update after another store on the same tasks was closed", tk.ID)
+}
+
+// feedDelete checks that a [store.Deleter]'s Delete is announced, through
+// the listening store and another one, once the task reads as unknown;
+// deleting an unknown task announces nothing.
+func (s *suite) feedDelete(t *testing.T) {
+	a := s.store(t)
+	feed := feedOf(t, a)
+	b := s.shared(t, a)
+	l := listen(t, feed)
+	x, y, z := newTask("alice", base), newTask("alice", base), newTask("alice", base)
+	mustCreate(t, a, x, y, z)
+	if err := deleterOf(t, b).Delete(t.Context(), task.NewID()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Delete of an unknown task: %v", err)
+	}
+	if err := deleterOf(t, b).Delete(t.Context(), x.ID); err != nil {
+		t.Fatal(err)
+	}
+	l.expect(t, "Delete through another store", x.ID)
+	if _, err := a.Get(t.Context(), x.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("announced before it was gone: Get = %v", err)
+	}
+	if err := deleterOf(t, a).Delete(t.Context(), y.ID); err != nil {
+		t.Fatal(err)
+	}
+	l.expect(t, "Delete through the listening store", y.ID)
+	setMessage(t, a, z.ID, "after")
+	l.expect(t, "Update after the deletions", z.ID)
 }

@@ -13,22 +13,15 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// runExtras checks the methods that both backends keep outside
-// [store.Store] (see deleter and activeLister), which the suite also uses
-// to set up some cases.
+// runExtras checks [store.Deleter], which both backends implement, and
+// the method that both keep outside [store.Store] (see activeLister),
+// which the suite also uses to set up some cases.
 func (s *suite) runExtras(t *testing.T) {
 	run(t, []testCase{
 		{"ListActive", s.listActive},
 		{"Delete", s.delete},
+		{"DeleteHoldings", s.deleteHoldings},
 	})
-}
-
-// deleter is a store that deletes one task: both backends are, outside
-// [store.Store] (explicit deletion is not part of the engine's contract).
-type deleter interface {
-	// Delete removes the task with the given ID, or returns
-	// store.ErrNotFound.
-	Delete(ctx context.Context, id task.ID) error
 }
 
 // activeLister is a store that lists every unfinished task: both backends
@@ -39,12 +32,13 @@ type activeLister interface {
 	ListActive(ctx context.Context) ([]*task.Task, error)
 }
 
-// deleterOf returns st as a deleter, or skips the test if st is none.
-func deleterOf(t *testing.T, st store.Store) deleter {
+// deleterOf returns st as a [store.Deleter], or skips the test if st is
+// none.
+func deleterOf(t *testing.T, st store.Store) store.Deleter {
 	t.Helper()
-	d, ok := st.(deleter)
+	d, ok := st.(store.Deleter)
 	if !ok {
-		t.Skipf("storetest: %T has no Delete method, which this case needs", st)
+		t.Skipf("storetest: %T is no store.Deleter, which this case needs", st)
 	}
 	return d
 }
@@ -139,4 +133,50 @@ func (s *suite) delete(t *testing.T) {
 	again.ID = a.ID
 	mustCreate(t, st, again)
 	checkTask(t, "task re-created under a deleted ID", mustGet(t, st, a.ID), want(again))
+}
+
+// deleteHoldings deletes finished tasks that hold a result, an error, and
+// input requests with their answers: nothing of them is readable after,
+// not even through a task created again with the same ID, and the
+// neighbours keep theirs.
+func (s *suite) deleteHoldings(t *testing.T) {
+	st := s.store(t)
+	done, failed, neighbour := newTask("alice", base), newTask("alice", base), newTask("alice", base)
+	mustCreate(t, st, done, failed, neighbour)
+	for _, id := range []task.ID{done.ID, neighbour.ID} {
+		if _, err := st.Update(t.Context(), id, func(tk *task.Task) error {
+			key, err := tk.AddInputRequest(json.RawMessage(`{"q":"secret question"}`), base)
+			if err != nil {
+				return err
+			}
+			if _, _, err := tk.Answer(map[string]json.RawMessage{key: json.RawMessage(`{"a":"secret answer"}`)}, base); err != nil {
+				return err
+			}
+			return tk.Complete(json.RawMessage(`{"secret":"`+string(id)+`"}`), base)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Update(t.Context(), failed.ID, func(tk *task.Task) error {
+		return tk.Fail(&task.Error{Code: -32603, Message: "secret failure"}, "failed", base)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := mustGet(t, st, neighbour.ID)
+	for _, id := range []task.ID{done.ID, failed.ID} {
+		if err := deleterOf(t, st).Delete(t.Context(), id); err != nil {
+			t.Fatalf("Delete(%s): %v", id, err)
+		}
+		if _, err := st.Get(t.Context(), id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get(%s) after Delete: err = %v, want ErrNotFound", id, err)
+		}
+		again := newTask("alice", base)
+		again.ID = id
+		mustCreate(t, st, again)
+		got := mustGet(t, st, id)
+		if got.Result != nil || got.Error != nil || len(got.InputRequests) != 0 || got.Status != task.Working {
+			t.Errorf("a task created again as %s holds the deleted one's: %+v", id, got)
+		}
+	}
+	checkTask(t, "the neighbour", mustGet(t, st, neighbour.ID), want(before))
 }

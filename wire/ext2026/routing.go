@@ -14,7 +14,7 @@ import (
 
 // RoutingGuard wraps a Streamable HTTP handler with the SEP-2243 routing
 // check the go-sdk does not make for the tasks methods: on a 2026-07-28
-// request for tasks/get, tasks/update or tasks/cancel, the Mcp-Name header
+// request for tasks/get, tasks/update, tasks/cancel or tasks/delete, the Mcp-Name header
 // must equal params.taskId. A mismatch is answered with HTTP 400 and a
 // JSON-RPC -32020 error that echoes the request id. Other requests pass
 // through untouched, without their body being read.
@@ -58,7 +58,7 @@ const maxRoutedBody = 8 << 20
 
 func isTasksMethod(m string) bool {
 	switch m {
-	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel:
+	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksDelete:
 		return true
 	}
 	return false

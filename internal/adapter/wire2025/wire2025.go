@@ -3,7 +3,7 @@
 // initialize, each tool's execution.taskSupport in tools/list, params.task
 // on tools/call answered with CreateTaskResult{task}, and tasks/get,
 // tasks/result (which blocks and forwards the task's input requests to the
-// client), tasks/list and tasks/cancel; notifications/tasks/status on
+// client), tasks/list and tasks/cancel, and mcptask's tasks/delete; notifications/tasks/status on
 // connections served by [Wire.Serve]. tasks/update is not part of it.
 package wire2025
 
@@ -45,6 +45,7 @@ func New(c *adapter.Core) *Wire {
 		wire.MethodTasksCancel: w.cancel,
 		wire.MethodTasksResult: w.result,
 		wire.MethodTasksList:   w.list,
+		wire.MethodTasksDelete: w.delete,
 	}
 	return w
 }
@@ -100,6 +101,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 var tasksCapability = map[string]any{
 	"list":     map[string]any{},
 	"cancel":   map[string]any{},
+	"delete":   map[string]any{}, // mcptask's tasks/delete (wire.MethodTasksDelete)
 	"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}},
 }
 
@@ -216,6 +218,20 @@ func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
 	return &v1.TaskResult{Task: v1.FromTask(t)}, nil
+}
+
+// delete answers mcptask's tasks/delete (advertised as
+// capabilities.tasks.delete) with an empty result: the owner's finished
+// task and everything it holds are deleted.
+func (w *Wire) delete(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	id, err := taskID(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.c.DeleteTask(ctx, r.Method, w.c.Requester(ctx, r.Req), id); err != nil {
+		return nil, err
+	}
+	return &v1.RawResult{JSON: []byte(`{}`)}, nil
 }
 
 // listPageSize is the number of tasks of one tasks/list page.

@@ -35,6 +35,7 @@ func New(c *adapter.Core) *Wire {
 		wire.MethodTasksGet:    w.get,
 		wire.MethodTasksUpdate: w.update,
 		wire.MethodTasksCancel: w.cancel,
+		wire.MethodTasksDelete: w.delete,
 		wire.MethodTasksResult: w.removed,
 		wire.MethodTasksList:   w.removed,
 	}
@@ -96,6 +97,7 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.Extensions = maps.Clone(caps.Extensions)
 		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
+		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
 		dr.Capabilities = &caps
 	}
 	return res, err
@@ -196,6 +198,23 @@ func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	var term *engine.TerminalError
 	if err != nil && !errors.As(err, &term) { // cancelling a finished task is an idempotent no-op here
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
+	}
+	return ext2026.Ack(), nil
+}
+
+// delete answers mcptask's tasks/delete (see wire.ExtensionTasksDelete):
+// the owner's finished task and everything it holds are deleted.
+func (w *Wire) delete(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	var p ext2026.CancelTaskParams // the same {taskId}
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	owner, id, err := w.gate(ctx, r, p.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.c.DeleteTask(ctx, r.Method, owner, id); err != nil {
+		return nil, err
 	}
 	return ext2026.Ack(), nil
 }
