@@ -3,8 +3,8 @@ package task
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 )
 
 // OpState is the state of a domain operation on the ledger: what the
