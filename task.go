@@ -146,3 +146,9 @@ type Op = engine.Op
 func (t *Task) RecordOperation(ctx context.Context, op Operation) (*Op, error) {
 	return t.h.RecordOperation(ctx, engine.OperationSpec{Key: op.Key, Object: op.Object, ObjectVersion: op.ObjectVersion, Effect: op.Effect})
 }
+
+// ErrNoReconcile is what a ToolOptions.Reconcile returns to leave a task
+// to the recovery policy, as if it had recorded no operation: e.g. a
+// Reattach tool whose re-run follows the work it started to its end, and
+// records its outcome on the operation then.
+var ErrNoReconcile = engine.ErrNoReconcile

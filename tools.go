@@ -58,8 +58,9 @@ type ToolOptions struct {
 	// task.OpRejected (not applied) runs the tool again, even if it is
 	// not Rerunnable (the re-run records a new attempt of the operation);
 	// anything else, or an error, fails the task "outcome unknown" and
-	// leaves the operation unknown for an operator. Without it, or for a
-	// task that recorded no operation, the recovery policy decides.
+	// leaves the operation unknown for an operator; [ErrNoReconcile]
+	// leaves the task to the recovery policy. Without it, or for a task
+	// that recorded no operation, the recovery policy decides.
 	Reconcile func(ctx context.Context, op task.Operation) (state task.OpState, detail string, err error)
 	// AwaitExternalRef, if positive, delays the answer to a call that
 	// creates a task until the handler has recorded its external
