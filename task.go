@@ -152,3 +152,7 @@ func (t *Task) RecordOperation(ctx context.Context, op Operation) (*Op, error) {
 // Reattach tool whose re-run follows the work it started to its end, and
 // records its outcome on the operation then.
 var ErrNoReconcile = engine.ErrNoReconcile
+
+// ErrNoLedger is returned by Task.RecordOperation when the server's store
+// keeps no operation ledger.
+var ErrNoLedger = engine.ErrNoLedger

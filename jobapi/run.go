@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,7 +116,7 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		// operation its first run recorded.
 		op, err := r.tk.RecordOperation(ctx, mcptask.Operation{Object: jt.Name, Effect: "run a job of " + hostOf(jt.Start.URL)})
 		switch {
-		case errors.Is(err, engine.ErrNoLedger):
+		case errors.Is(err, mcptask.ErrNoLedger):
 		case err != nil:
 			return nil, err
 		default:
