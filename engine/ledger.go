@@ -127,7 +127,11 @@ func (o *Op) move(ctx context.Context, to task.OpState, receipt, detail string) 
 		return ErrNoLedger
 	}
 	var moveErr error
-	got, err := l.UpdateOperation(context.WithoutCancel(ctx), o.op.Key, func(op *task.Operation) error {
+	// Not cut short by the work's cancellation (the evidence is kept
+	// whatever happened to the task), but bounded.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.e.opts.ClaimTimeout)
+	defer cancel()
+	got, err := l.UpdateOperation(wctx, o.op.Key, func(op *task.Operation) error {
 		moveErr = op.Move(to, detail, o.e.now())
 		if moveErr != nil {
 			if receipt != "" && op.Receipt == "" {

@@ -228,3 +228,63 @@ func waitStored(t *testing.T, st store.Store, id task.ID) *task.Task {
 	t.Fatalf("task %s never ended", id)
 	return nil
 }
+
+// TestReconcileAtShutdown: work of a tool not re-runnable, stopped by
+// shutdown after its operation was submitted, is reconciled instead of
+// failed "outcome unknown" when the system of record confirms it.
+func TestReconcileAtShutdown(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "engine.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e, err := engine.New(engine.Options{
+		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1,
+		Reconcile: func(_ context.Context, _ *task.Task, op task.Operation) (task.OpState, string, error) {
+			if op.Receipt != "r-1" {
+				return task.OpUnknown, "", nil
+			}
+			return task.OpConfirmed, "applied", nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	submitted := make(chan struct{})
+	tk, err := e.Start(ctx, engine.StartSpec{Tool: "deploy"}, func(ctx context.Context) (json.RawMessage, error) {
+		o, err := engine.FromContext(ctx).RecordOperation(ctx, engine.OperationSpec{Effect: "deploy"})
+		if err != nil {
+			return nil, err
+		}
+		if err := o.Submitted(ctx, "r-1"); err != nil {
+			return nil, err
+		}
+		close(submitted)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-submitted
+	sctx, cancel := context.WithCancel(ctx)
+	cancel() // no grace
+	if err := e.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != task.Completed || !strings.Contains(string(got.Result), "r-1") {
+		t.Fatalf("task after shutdown: %s %s %+v", got.Status, got.Result, got.Error)
+	}
+	ops, _, _ := st.Operations(ctx, store.OperationQuery{TaskID: tk.ID})
+	if len(ops) != 1 || ops[0].State != task.OpConfirmed || ops[0].ReconciledAt.IsZero() {
+		t.Errorf("operation after shutdown: %+v", ops)
+	}
+}
