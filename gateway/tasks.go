@@ -331,6 +331,13 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 			return call.Result, nil
 		}
 		id = call.Task.ID
+		if op != nil {
+			// The receipt first: a create waiting for the external
+			// reference is answered with the submitted operation.
+			if err := op.Submitted(ctx, id); err != nil {
+				u.log.Warn("recording the upstream task on the operation ledger", "task", tk.ID(), "upstreamTask", id, "err", err)
+			}
+		}
 		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: id})
 		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
 			// The upstream task runs, but a crash now could not find it:
@@ -339,11 +346,6 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 			return nil, fmt.Errorf("recording the upstream task %s: %w", id, err)
 		}
 		u.log.Debug("upstream task created", "task", tk.ID(), "upstreamTask", id)
-		if op != nil {
-			if err := op.Submitted(ctx, id); err != nil {
-				u.log.Warn("recording the upstream task on the operation ledger", "task", tk.ID(), "upstreamTask", id, "err", err)
-			}
-		}
 	}
 
 	tc.cmu.Lock()

@@ -425,4 +425,19 @@ func TestJobOnLedger(t *testing.T) {
 	if op := raw(s2.URL); op.State != "confirmed" || op.Receipt != job {
 		t.Errorf("operation after the job completed: %+v", op)
 	}
+
+	// The create's answer, which waited for the job's ID, shows the
+	// submitted operation already (2026-07-28).
+	var created struct {
+		TaskID string                     `json:"taskId"`
+		Meta   map[string]json.RawMessage `json:"_meta"`
+	}
+	wc := &wiretest.Client{URL: s2.URL + "/mcp", Tasks: true}
+	if err := wc.Result(t.Context(), "tools/call", map[string]any{"name": "build", "arguments": map[string]any{"ref": "next"}}, &created); err != nil {
+		t.Fatal(err)
+	}
+	var op wire.Operation
+	if err := json.Unmarshal(created.Meta[wire.MetaOperation], &op); err != nil || op.State != "submitted" || op.Receipt != js.jobOf(t, created.TaskID) {
+		t.Errorf("operation on the create's answer: %+v, %v (_meta %v)", op, err, created.Meta)
+	}
 }

@@ -154,6 +154,9 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return nil, err
 	}
 	if r.tk != nil {
+		// The receipt first: a create waiting for the job's ID is
+		// answered with the submitted operation.
+		r.settle(ctx, task.OpSubmitted, "")
 		if err := r.record(ctx, true); err != nil {
 			// The job runs, but a crash now could not find it. Not
 			// cancelled: a takeover re-sends the start with the key and
@@ -163,7 +166,6 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 			return nil, fmt.Errorf("recording job %s (idempotency key %s): %w", r.ref.JobID, r.ref.Key, err)
 		}
 		jt.log.Info("job started", "task", r.tk.ID(), "job", r.ref.JobID, "idempotencyKey", r.ref.Key)
-		r.settle(ctx, task.OpSubmitted, "")
 	}
 	r.setMessage(ctx, "job "+r.ref.JobID+" started")
 	return r.watch(ctx, "")

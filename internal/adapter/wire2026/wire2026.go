@@ -82,7 +82,13 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, err
 	}
-	return ext2026.Handle(t), nil
+	res := ext2026.Handle(t)
+	if tool.AwaitExternalRef > 0 {
+		// The answer waited for the work to record what it started
+		// elsewhere: its operation, if it recorded one, is shown too.
+		res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	}
+	return res, nil
 }
 
 // discover adds the extension to the capabilities of server/discover.
