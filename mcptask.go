@@ -146,6 +146,9 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
+	if err := eng.SetReconcile(s.reconcile); err != nil {
+		return nil, fmt.Errorf("mcptask: %w", err)
+	}
 	if err := eng.SetWorkOf(s.core.WorkOf); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
@@ -223,4 +226,16 @@ func (s *Server) Close(ctx context.Context) error {
 // tasks created on it.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	return s.w25.Serve(ctx, s.mcp, t)
+}
+
+// reconcile is the engine's Reconcile: the task's tool's
+// ToolOptions.Reconcile, or engine.ErrNoReconcile.
+func (s *Server) reconcile(ctx context.Context, t *task.Task, op task.Operation) (task.OpState, string, error) {
+	s.mu.RLock()
+	fn := s.tools[t.Tool].Reconcile
+	s.mu.RUnlock()
+	if fn == nil {
+		return "", "", engine.ErrNoReconcile
+	}
+	return fn(ctx, op)
 }

@@ -140,6 +140,20 @@ func registerTestTools(ts *mcptask.Server, g *gates) {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return text(strings.Repeat("x", 100<<10)), nil, nil
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "records_op", Description: "records a domain operation"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in sleepArgs) (*mcp.CallToolResult, any, error) {
+			op, err := mcptask.FromContext(ctx).RecordOperation(ctx, mcptask.Operation{Object: "service/api", Effect: "deploy " + in.Label})
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := op.Submitted(ctx, "receipt-"+in.Label); err != nil {
+				return nil, nil, err
+			}
+			if err := op.Confirmed(ctx, "applied"); err != nil {
+				return nil, nil, err
+			}
+			return text("deployed " + in.Label), nil, nil
+		}, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "ask", Description: "asks twice"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			tk := mcptask.FromContext(ctx)

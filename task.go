@@ -113,3 +113,46 @@ func (t *Task) request(ctx context.Context, method string, params, result any) e
 	}
 	return nil
 }
+
+// Operation is what a handler says of a domain operation it is about to do
+// downstream (a deployment, a payment, a publish), for the ledger: see
+// [Task.RecordOperation].
+type Operation struct {
+	// Key identifies the operation, stable across re-runs. Empty means a
+	// key derived from the task's idempotency key (or its ID), its tool,
+	// Object and Effect.
+	Key string
+	// Object and ObjectVersion name what the effect acts on, if known
+	// (e.g. "service/api", "v42").
+	Object, ObjectVersion string
+	// Effect is a short description of the effect, never a payload (e.g.
+	// "deploy api to production").
+	Effect string
+}
+
+// Op is an operation recorded on the ledger: record the downstream
+// system's receipt (Submitted), its confirmation (Confirmed) or refusal
+// (Rejected) on it. Its State tells a re-run what an earlier run got
+// (task.OpConfirmed: done already, do not do it again).
+type Op = engine.Op
+
+// RecordOperation records durably, before it returns, a domain operation
+// the handler is about to do, in state intended: call it BEFORE the side
+// effect starts. The operation's actor and tenant are the task's owner's.
+// After a crash, the tool's ToolOptions.Reconcile is asked about an
+// operation left unsettled before the recovery policy runs; mcptask
+// shows the task's latest operation apart from its status on tasks/get.
+// It fails on a store without a ledger (engine.ErrNoLedger).
+func (t *Task) RecordOperation(ctx context.Context, op Operation) (*Op, error) {
+	return t.h.RecordOperation(ctx, engine.OperationSpec{Key: op.Key, Object: op.Object, ObjectVersion: op.ObjectVersion, Effect: op.Effect})
+}
+
+// ErrNoReconcile is what a ToolOptions.Reconcile returns to leave a task
+// to the recovery policy, as if it had recorded no operation: e.g. a
+// Reattach tool whose re-run follows the work it started to its end, and
+// records its outcome on the operation then.
+var ErrNoReconcile = engine.ErrNoReconcile
+
+// ErrNoLedger is returned by Task.RecordOperation when the server's store
+// keeps no operation ledger.
+var ErrNoLedger = engine.ErrNoLedger

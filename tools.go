@@ -49,6 +49,19 @@ type ToolOptions struct {
 	// reference (the crash came before the other system answered) is
 	// resolved as the tool's other options say.
 	Reattach bool
+	// Reconcile, if set, asks the tool's system of record about an
+	// operation its handler recorded on the ledger ([Task.RecordOperation])
+	// that was left neither confirmed nor rejected by a crash, a restart
+	// or a takeover. It runs before the recovery policy, bounded by the
+	// engine's ReconcileTimeout: task.OpConfirmed completes the task (its
+	// result says it was reconciled, with the operation and receipt);
+	// task.OpRejected (not applied) runs the tool again, even if it is
+	// not Rerunnable (the re-run records a new attempt of the operation);
+	// anything else, or an error, fails the task "outcome unknown" and
+	// leaves the operation unknown for an operator; [ErrNoReconcile]
+	// leaves the task to the recovery policy. Without it, or for a task
+	// that recorded no operation, the recovery policy decides.
+	Reconcile func(ctx context.Context, op task.Operation) (state task.OpState, detail string, err error)
 	// AwaitExternalRef, if positive, delays the answer to a call that
 	// creates a task until the handler has recorded its external
 	// reference, or returned, or this long has passed: the client is

@@ -116,6 +116,23 @@ type Options struct {
 	// they stay waiting, in order, until Hold says otherwise (call
 	// [Engine.KickQueues] then) or another engine starts them.
 	Hold func(queue string) bool
+	// Reconcile, if set, asks the system of record about an operation a
+	// task found unfinished (after a crash, a restart or a takeover)
+	// recorded on the ledger and left unsettled, before the recovery
+	// policy: confirmed completes the task (its result says it was
+	// reconciled), rejected runs it again (by Recover, or WorkOf for a
+	// tool not declared re-runnable), anything else fails it "outcome
+	// unknown" and leaves the operation unknown for an operator. Tasks
+	// without unsettled operations keep the recovery policy.
+	Reconcile ReconcileFunc
+	// ReconcileTimeout bounds each call of Reconcile. Zero means
+	// DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
+	// LedgerRetention is how long the operation ledger (store.Ledger)
+	// keeps an operation after its last change, whatever happened to its
+	// task; the sweeper deletes older ones. Zero means
+	// DefaultLedgerRetention (30 days); negative keeps them for ever.
+	LedgerRetention time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -290,6 +307,9 @@ func New(opts Options) (*Engine, error) {
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = DefaultMaxAttempts
 	}
+	if o.LedgerRetention == 0 {
+		o.LedgerRetention = DefaultLedgerRetention
+	}
 	if o.SweepInterval == 0 {
 		o.SweepInterval = DefaultSweepInterval
 	}
@@ -306,6 +326,7 @@ func New(opts Options) (*Engine, error) {
 		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
 		{&o.QueueInterval, DefaultQueueInterval},
 		{&o.QueueTimeout, DefaultQueueTimeout},
+		{&o.ReconcileTimeout, DefaultReconcileTimeout},
 	} {
 		if *d.opt <= 0 {
 			*d.opt = d.def
@@ -400,7 +421,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.startService(service{
 			interval: e.opts.SweepInterval,
 			timeout:  e.opts.SweepTimeout,
-			step:     func(ctx context.Context) { e.Sweep(ctx) },
+			step: func(ctx context.Context) {
+				e.Sweep(ctx)
+				e.sweepLedger(ctx)
+			},
 		})
 	}
 	if e.hasQueues() {

@@ -95,8 +95,21 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 	if e.opts.Recover != nil {
 		work = e.opts.Recover(ctx, t)
 	}
+	// Reconciliation before the recovery policy: what the system of
+	// record says of the operations the work recorded.
+	v, unsettled := e.reconcile(ctx, t, unknown)
+	switch v {
+	case resolved:
+		return
+	case runAgain:
+		if work == nil && e.opts.WorkOf != nil {
+			work = e.opts.WorkOf(ctx, t)
+		}
+		rerun = msgReconciledRerun
+	}
 	if work == nil {
 		e.failUnknown(ctx, t.ID, unknown)
+		e.markUnknown(ctx, unsettled, "the task was failed \"outcome unknown\" after its server stopped; reconcile before retrying")
 		return
 	}
 	if t.Attempts >= e.opts.MaxAttempts {
@@ -192,11 +205,22 @@ func (e *Engine) resolveInterrupted(r *run, waitingForInput bool) {
 		}
 		return
 	}
+	msg := "The server shut down while this task was running; its outcome is unknown."
 	if waitingForInput {
-		e.failUnknown(ctx, r.id, msgShutdownWaiting)
+		msg = msgShutdownWaiting
+	}
+	// Not re-runnable: what the system of record says of its operations
+	// may still settle it.
+	v, unsettled := e.reconcile(ctx, t, msg)
+	switch v {
+	case resolved:
+		return
+	case runAgain:
+		e.failUnknown(ctx, r.id, "The server shut down while this task was running; the system of record says its operation was not applied. Call the tool again.")
 		return
 	}
-	e.failUnknown(ctx, r.id, "The server shut down while this task was running; its outcome is unknown.")
+	e.failUnknown(ctx, r.id, msg)
+	e.markUnknown(ctx, unsettled, "the task was failed \"outcome unknown\" at shutdown; reconcile before retrying")
 }
 
 // lateResult logs and audits the dropped outcome of work whose task had

@@ -255,6 +255,49 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	if err != nil {
 		return nil, err
 	}
+	// The upstream call on the ledger, before it is sent; a re-run finds
+	// the operation of its first run.
+	op, err := tk.RecordOperation(ctx, mcptask.Operation{Object: u.cfg.Name + "/" + name, Effect: "call " + name + " on upstream " + u.cfg.Name})
+	switch {
+	case errors.Is(err, mcptask.ErrNoLedger):
+		op = nil
+	case err != nil:
+		return nil, err
+	}
+	res, err := u.followUpstreamTask(ctx, uctx, c, tk, op, raw, name, req)
+	u.settleOp(ctx, tk, op, res, err)
+	return res, err
+}
+
+// settleOp records on the upstream call's operation what the upstream
+// said: confirmed for a result, rejected for an error result or the
+// upstream task's failure or cancellation; an outcome nobody knows
+// (ours cancelled, the upstream lost or unreachable) leaves it as it is.
+func (u *upstream) settleOp(ctx context.Context, tk *mcptask.Task, op *mcptask.Op, res *mcp.CallToolResult, err error) {
+	if op == nil || op.State().Settled() {
+		return
+	}
+	var rerr error
+	var te *jsonrpc.Error
+	var ue *upstreamError
+	switch {
+	case err == nil && res != nil && res.IsError:
+		rerr = op.Rejected(ctx, "the upstream's result is an error")
+	case err == nil:
+		rerr = op.Confirmed(ctx, "the upstream answered")
+	case ctx.Err() != nil, errors.As(err, &ue):
+	case errors.As(err, &te) && te.Code != jsonrpc.CodeInternalError:
+		rerr = op.Rejected(ctx, te.Message)
+	}
+	if rerr != nil {
+		u.log.Warn("recording the upstream call on the operation ledger", "task", tk.ID(), "err", rerr)
+	}
+}
+
+// followUpstreamTask creates the upstream task (or re-attaches to the one
+// an earlier run recorded in raw) and follows it to its end.
+func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Client, tk *mcptask.Task, op *mcptask.Op, raw, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tc := u.tasks
 	var id string
 	// relayPrefix starts the first upstream status message relayed after
 	// a re-attachment, so that our status message keeps saying so.
@@ -288,6 +331,13 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 			return call.Result, nil
 		}
 		id = call.Task.ID
+		if op != nil {
+			// The receipt first: a create waiting for the external
+			// reference is answered with the submitted operation.
+			if err := op.Submitted(ctx, id); err != nil {
+				u.log.Warn("recording the upstream task on the operation ledger", "task", tk.ID(), "upstreamTask", id, "err", err)
+			}
+		}
 		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: id})
 		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
 			// The upstream task runs, but a crash now could not find it:

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcptask/mcptask/gateway"
 	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/upstreamtest"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -109,6 +111,15 @@ func TestTaskUpstream(t *testing.T) {
 			if err != nil || text(res) != "accept: yes to deploy?" {
 				t.Fatalf("ask: %q, %v", text(res), err)
 			}
+			// The upstream task on the ledger: its ID the receipt,
+			// confirmed by its result.
+			var upRef struct {
+				TaskID string `json:"taskId"`
+			}
+			_ = json.Unmarshal([]byte(ref), &upRef)
+			if op := operationOf(t, db, call.Task.ID); op == nil || op.Receipt != upRef.TaskID || op.State != task.OpConfirmed {
+				t.Errorf("the ledger's operation of the upstream call: %+v; want confirmed with receipt %s", op, upRef.TaskID)
+			}
 
 			// Cancel relayed.
 			call, err = c.CallTool(ctx, "block", map[string]any{})
@@ -126,6 +137,25 @@ func TestTaskUpstream(t *testing.T) {
 			up.ResetCancelled()
 		})
 	}
+}
+
+// operationOf reads a task's latest operation from the gateway's ledger
+// (another connection on its SQLite file), nil if none.
+func operationOf(t *testing.T, db, id string) *task.Operation {
+	t.Helper()
+	st, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ops, _, err := st.Operations(t.Context(), store.OperationQuery{TaskID: task.ID(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return ops[0]
 }
 
 // externalRefOf reads a task's external reference from the gateway's

@@ -405,6 +405,7 @@ func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.L
 			MaxConcurrent:    t.MaxConcurrent,
 			Queue:            t.Queue,
 			MaxTTL:           t.MaxTTL,
+			Reconcile:        jt.reconcile,
 		}
 		if opts.Support == "" {
 			opts.Support = mcptask.Optional

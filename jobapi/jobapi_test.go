@@ -20,8 +20,10 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/jobservice"
 	"github.com/mcptask/mcptask/internal/servertest"
+	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/jobapi"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -371,4 +373,71 @@ func ExampleTool_Check() {
 	// Output:
 	// start.url: {service} names no argument of inputSchema.properties (none declared)
 	// status.state: "state" is not a JSON pointer: it must be empty or start with '/' (e.g. /data/id)
+}
+
+// TestJobOnLedger: a job tool records its job on the operation ledger,
+// the job's ID as the receipt, confirmed when the job completed, across a
+// restart that re-attaches to the job; tasks/get shows it apart from the
+// task's status.
+func TestJobOnLedger(t *testing.T) {
+	js := newJobs(t)
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	logs := &syncBuffer{}
+	s1 := serve(t, db, logs, buildTool(js.URL, false))
+	c1 := dial(t, s1.URL, client.Wire20260728)
+	id := start(t, c1, map[string]any{"ref": "main"})
+	job := js.jobOf(t, id)
+	raw := func(url string) wire.Operation {
+		t.Helper()
+		var r struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
+		c := &wiretest.Client{URL: url + "/mcp", Tasks: true}
+		if err := c.Result(t.Context(), "tasks/get", map[string]any{"taskId": id}, &r); err != nil {
+			t.Fatal(err)
+		}
+		var op wire.Operation
+		if err := json.Unmarshal(r.Meta[wire.MetaOperation], &op); err != nil {
+			t.Fatalf("tasks/get _meta %v: %v", r.Meta, err)
+		}
+		return op
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for op := raw(s1.URL); op.State != "submitted" || op.Receipt != job; op = raw(s1.URL) {
+		if time.Now().After(deadline) {
+			t.Fatalf("operation while the job runs: %+v, want submitted with receipt %s", op, job)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the task, not timing the test
+	}
+	now, stop := context.WithCancel(context.Background())
+	stop()
+	s1.Close(now)
+
+	s2 := serve(t, db, logs, buildTool(js.URL, false))
+	c2 := dial(t, s2.URL, client.Wire20260728)
+	waitStatus(t, c2, id, "re-attached", func(st *client.TaskStatus) bool {
+		return strings.HasPrefix(st.StatusMessage, "re-attached to job "+job)
+	})
+	js.hook(t, "/test/jobs/"+job+"/finish", map[string]any{"artifact": "main.tgz"})
+	if _, err := c2.Wait(t.Context(), id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if op := raw(s2.URL); op.State != "confirmed" || op.Receipt != job {
+		t.Errorf("operation after the job completed: %+v", op)
+	}
+
+	// The create's answer, which waited for the job's ID, shows the
+	// submitted operation already (2026-07-28).
+	var created struct {
+		TaskID string                     `json:"taskId"`
+		Meta   map[string]json.RawMessage `json:"_meta"`
+	}
+	wc := &wiretest.Client{URL: s2.URL + "/mcp", Tasks: true}
+	if err := wc.Result(t.Context(), "tools/call", map[string]any{"name": "build", "arguments": map[string]any{"ref": "next"}}, &created); err != nil {
+		t.Fatal(err)
+	}
+	var op wire.Operation
+	if err := json.Unmarshal(created.Meta[wire.MetaOperation], &op); err != nil || op.State != "submitted" || op.Receipt != js.jobOf(t, created.TaskID) {
+		t.Errorf("operation on the create's answer: %+v, %v (_meta %v)", op, err, created.Meta)
+	}
 }

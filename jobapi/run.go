@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -77,6 +78,9 @@ type run struct {
 	// outage is the status message of a retry in progress, "" when the
 	// last request was answered.
 	outage string
+	// op is the job's operation on the ledger (its receipt the job's
+	// ID); nil for a synchronous call or a store without a ledger.
+	op *mcptask.Op
 }
 
 // handle is the tool's handler.
@@ -107,6 +111,18 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		defer cancel()
 	}
 
+	if r.tk != nil {
+		// On the ledger before any start is sent; a re-run finds the
+		// operation its first run recorded.
+		op, err := r.tk.RecordOperation(ctx, mcptask.Operation{Object: jt.Name, Effect: "run a job of " + hostOf(jt.Start.URL)})
+		switch {
+		case errors.Is(err, mcptask.ErrNoLedger):
+		case err != nil:
+			return nil, err
+		default:
+			r.op = op
+		}
+	}
 	switch {
 	case r.ref.JobID != "":
 		// A re-run after a crash, a shutdown or a takeover: the job runs
@@ -138,6 +154,9 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		return nil, err
 	}
 	if r.tk != nil {
+		// The receipt first: a create waiting for the job's ID is
+		// answered with the submitted operation.
+		r.settle(ctx, task.OpSubmitted, "")
 		if err := r.record(ctx, true); err != nil {
 			// The job runs, but a crash now could not find it. Not
 			// cancelled: a takeover re-sends the start with the key and
@@ -239,6 +258,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 		switch {
 		case slices.Contains(r.Status.Working, state):
 		case slices.Contains(r.Status.Completed, state):
+			r.settle(ctx, task.OpConfirmed, "job "+r.ref.JobID+" completed")
 			return r.result(ctx, doc, answer)
 		case slices.Contains(r.Status.Failed, state):
 			msg := "(the status answer names no error)"
@@ -248,11 +268,13 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 				}
 			}
 			r.log.Info("job failed", "task", r.taskID(), "job", r.ref.JobID, "state", state)
+			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" failed: "+msg)
 			return &mcp.CallToolResult{IsError: true,
 				Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("job %s failed: %s", r.ref.JobID, msg)}},
 				StructuredContent: map[string]any{"jobId": r.ref.JobID, "state": state, "error": msg}}, nil
 		case slices.Contains(r.Status.Cancelled, state):
 			r.log.Info("job cancelled in the job system", "task", r.taskID(), "job", r.ref.JobID, "state", state)
+			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" was cancelled in the job system")
 			return nil, r.fail("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
 		default:
 			return nil, r.mismatch(fmt.Sprintf("the job's state %q at %s is in none of the lists working %q, completed %q, failed %q, cancelled %q",
@@ -571,4 +593,57 @@ func cmp(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// settle records what the job system said of the job on its operation:
+// submitted (its ID as the receipt), confirmed (completed), rejected
+// (failed or cancelled). A failure is logged: the task's outcome does
+// not depend on it.
+func (r *run) settle(ctx context.Context, to task.OpState, detail string) {
+	if r.op == nil || r.op.State() == to {
+		return
+	}
+	var err error
+	switch to {
+	case task.OpSubmitted:
+		err = r.op.Submitted(ctx, r.ref.JobID)
+	case task.OpConfirmed:
+		if r.op.State() == task.OpIntended {
+			_ = r.op.Submitted(ctx, r.ref.JobID) // a re-attachment of an older run
+		}
+		err = r.op.Confirmed(ctx, detail)
+	case task.OpRejected:
+		if r.op.State() == task.OpIntended {
+			_ = r.op.Submitted(ctx, r.ref.JobID)
+		}
+		err = r.op.Rejected(ctx, r.bounded(detail))
+	}
+	if err != nil {
+		r.log.Warn("recording the job on the operation ledger", "task", r.taskID(), "job", r.ref.JobID, "state", to, "err", err)
+	}
+}
+
+// reconcile is the tool's ToolOptions.Reconcile: an operation with a
+// receipt names a job; a job the job API no longer knows (404, 410) was
+// not applied, so the task runs again; any other job is left to the
+// re-attachment (mcptask.ErrNoReconcile), which follows it to its end and
+// records its outcome. A status URL that needs the call's arguments
+// cannot be asked from the operation alone, and is left likewise.
+func (jt *jobTool) reconcile(ctx context.Context, op task.Operation) (task.OpState, string, error) {
+	if op.Receipt == "" {
+		return "", "", mcptask.ErrNoReconcile
+	}
+	r := &run{jobTool: jt, v: vars{args: map[string]json.RawMessage{}, jobID: op.Receipt}, ref: ref{JobID: op.Receipt}}
+	u, err := r.v.fillURL(jt.Status.URL)
+	if err != nil {
+		return "", "", mcptask.ErrNoReconcile
+	}
+	code, answer, err := r.once(ctx, http.MethodGet, u, jt.Status.Headers, nil, "")
+	if err != nil {
+		return "", "", fmt.Errorf("reading the status of job %s: %s", op.Receipt, r.describe(err))
+	}
+	if code == http.StatusNotFound || code == http.StatusGone {
+		return task.OpRejected, fmt.Sprintf("the job API does not know job %s (HTTP %d: %s)", op.Receipt, code, r.apiError(answer)), nil
+	}
+	return "", "", mcptask.ErrNoReconcile
 }

@@ -49,3 +49,27 @@ type OperationQuery struct {
 	// Limit caps the page; <= 0 means a default of the store's.
 	Limit int
 }
+
+// The page sizes of Ledger.Operations.
+const (
+	// DefaultOperationLimit is the page size of a query without a Limit.
+	DefaultOperationLimit = 100
+	// MaxOperationLimit caps a query's Limit.
+	MaxOperationLimit = 1000
+)
+
+// Scope names what q selects apart from its position, so that a backend
+// signs its cursors for one selection: a cursor of another selection is
+// refused (ErrBadCursor).
+func (q OperationQuery) Scope() string {
+	return "owner=" + string(q.Owner) + "\x00task=" + string(q.TaskID) + "\x00state=" + string(q.State)
+}
+
+// PageLimit returns q's Limit bounded to (0, MaxOperationLimit], with
+// DefaultOperationLimit for none.
+func (q OperationQuery) PageLimit() int {
+	if q.Limit <= 0 {
+		return DefaultOperationLimit
+	}
+	return min(q.Limit, MaxOperationLimit)
+}

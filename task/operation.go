@@ -2,7 +2,9 @@ package task
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OpState is the state of a domain operation on the ledger: what the
@@ -114,5 +116,38 @@ func (o *Operation) Move(to OpState, detail string, now time.Time) error {
 	o.State = to
 	o.Detail = capString(detail, MaxEffect)
 	o.UpdatedAt = now.UTC()
+	return nil
+}
+
+// MaxOpKey bounds the length of an operation's key, in bytes.
+const MaxOpKey = 256
+
+// Normalize makes o's strings valid UTF-8 without NUL and caps them to
+// [MaxEffect] (the key excepted), sets an
+// empty state to intended and its times to UTC, and checks what a ledger
+// needs: a key of at most [MaxOpKey] bytes, a task ID, a valid state.
+func (o *Operation) Normalize() error {
+	switch {
+	case o.Key == "":
+		return fmt.Errorf("operation without a key")
+	case len(o.Key) > MaxOpKey:
+		return fmt.Errorf("operation key longer than %d bytes", MaxOpKey)
+	case !utf8.ValidString(o.Key) || strings.ContainsRune(o.Key, 0):
+		return fmt.Errorf("operation key not valid UTF-8 without NUL")
+	case o.TaskID == "":
+		return fmt.Errorf("operation %q without a task ID", o.Key)
+	}
+	if o.State == "" {
+		o.State = OpIntended
+	}
+	if !o.State.Valid() {
+		return fmt.Errorf("operation %q: invalid state %q", o.Key, o.State)
+	}
+	for _, p := range []*string{&o.Object, &o.ObjectVersion, &o.Effect, &o.Receipt, &o.Detail, &o.Tool} {
+		*p = capString(strings.ReplaceAll(strings.ToValidUTF8(*p, "\uFFFD"), "\x00", ""), MaxEffect)
+	}
+	o.CreatedAt = o.CreatedAt.UTC()
+	o.UpdatedAt = o.UpdatedAt.UTC()
+	o.ReconciledAt = o.ReconciledAt.UTC()
 	return nil
 }

@@ -133,3 +133,25 @@ const (
 	// tasks as allowed.
 	ReasonTooManyActiveTasks = "too_many_active_tasks"
 )
+
+// MetaOperation is the _meta key under which tasks/get carries, on both
+// wires, the task's latest domain operation on the ledger (an
+// [Operation]): what the downstream system confirmed of the task's side
+// effect, apart from the task's status. Absent when the task recorded
+// none.
+const MetaOperation = MetaPrefix + "operation"
+
+// Operation is the value of MetaOperation.
+type Operation struct {
+	// Key is the operation's key on the ledger.
+	Key string `json:"key"`
+	// State is intended, submitted, confirmed, rejected or unknown.
+	State string `json:"state"`
+	// Receipt is the downstream system's reference, once submitted.
+	Receipt string `json:"receipt,omitempty"`
+	// Effect is the short description of the intended effect.
+	Effect string `json:"effect,omitempty"`
+	// ReconciledAt is when a reconciliation last asked the system of
+	// record (RFC 3339, UTC), absent if never.
+	ReconciledAt string `json:"reconciledAt,omitempty"`
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mcptask/mcptask/engine"
 	"io"
 	"log/slog"
 	"net"
@@ -16,29 +17,30 @@ import (
 
 // Config is mcptaskd's configuration, from flags and environment variables.
 type Config struct {
-	Addr           string        // listen address, host:port
-	DB             string        // SQLite file
-	SQLiteSync     string        // SQLite synchronous setting: full or normal
-	Postgres       string        // PostgreSQL DSN; when set, the store is PostgreSQL, not SQLite
-	PostgresSchema string        // PostgreSQL schema holding the tasks
-	Lease          time.Duration // how long an instance holds a task without a heartbeat
-	AllowRemote    bool          // allow a non-loopback listen address
-	Stdio          bool          // serve one client on stdin/stdout instead of HTTP
-	DefaultTTL     time.Duration // retention when a client asks for none
-	MaxTTL         time.Duration // cap on requested retention
-	PollInterval   time.Duration // suggested delay between polls
-	MaxResultBytes int           // cap on a stored result
-	ShutdownGrace  time.Duration // how long running tasks may finish at shutdown
-	SweepInterval  time.Duration // how often expired tasks are deleted
-	BodyTimeout    time.Duration // how long a client may take to send a request body; 0: no limit
-	RequiredScope  string        // scopes (comma-separated) every token must carry; "" for none
-	AdminScope     string        // scope a token needs for the admin endpoint (/admin/drain)
-	AdminTokenFile string        // file holding the admin endpoint's own bearer token; "" for none
-	MaxConns       int           // most HTTP connections served at once; 0: no limit
-	ConfigFile     string        // the configuration file of the served tools (-config); "" for the demo tools only
-	CheckConfig    string        // validate this configuration file and exit (-check-config)
-	LogFormat      string        // text or json
-	LogLevel       slog.Level
+	Addr            string        // listen address, host:port
+	DB              string        // SQLite file
+	SQLiteSync      string        // SQLite synchronous setting: full or normal
+	Postgres        string        // PostgreSQL DSN; when set, the store is PostgreSQL, not SQLite
+	PostgresSchema  string        // PostgreSQL schema holding the tasks
+	Lease           time.Duration // how long an instance holds a task without a heartbeat
+	AllowRemote     bool          // allow a non-loopback listen address
+	Stdio           bool          // serve one client on stdin/stdout instead of HTTP
+	DefaultTTL      time.Duration // retention when a client asks for none
+	MaxTTL          time.Duration // cap on requested retention
+	PollInterval    time.Duration // suggested delay between polls
+	MaxResultBytes  int           // cap on a stored result
+	ShutdownGrace   time.Duration // how long running tasks may finish at shutdown
+	SweepInterval   time.Duration // how often expired tasks are deleted
+	LedgerRetention time.Duration // how long the operation ledger keeps an operation after its last change
+	BodyTimeout     time.Duration // how long a client may take to send a request body; 0: no limit
+	RequiredScope   string        // scopes (comma-separated) every token must carry; "" for none
+	AdminScope      string        // scope a token needs for the admin endpoint (/admin/drain)
+	AdminTokenFile  string        // file holding the admin endpoint's own bearer token; "" for none
+	MaxConns        int           // most HTTP connections served at once; 0: no limit
+	ConfigFile      string        // the configuration file of the served tools (-config); "" for the demo tools only
+	CheckConfig     string        // validate this configuration file and exit (-check-config)
+	LogFormat       string        // text or json
+	LogLevel        slog.Level
 
 	// Per-requester limits (mcptask.Limits) and the audit trail.
 	Limits   mcptask.Limits
@@ -97,6 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
+	fs.DurationVar(&c.LedgerRetention, "ledger-retention", engine.DefaultLedgerRetention, "how long the operation ledger keeps an operation after its last change, whatever happened to its task")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "how long a client may take to send a request's body; a slower one is cut (0: no limit)")
 	fs.IntVar(&c.MaxConns, "max-connections", 512, "most HTTP connections served at once (keep it below the open-files limit, ulimit -n); more wait to be accepted (0: no limit)")
 	d := mcptask.DefaultLimits
@@ -160,7 +163,7 @@ func (c *Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"-default-ttl", c.DefaultTTL}, {"-max-ttl", c.MaxTTL}, {"-poll-interval", c.PollInterval}, {"-sweep-interval", c.SweepInterval}} {
+	}{{"-default-ttl", c.DefaultTTL}, {"-max-ttl", c.MaxTTL}, {"-poll-interval", c.PollInterval}, {"-sweep-interval", c.SweepInterval}, {"-ledger-retention", c.LedgerRetention}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}

@@ -105,10 +105,11 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			MaxTTL:       cfg.MaxTTL,
 			PollInterval: cfg.PollInterval,
 		},
-		MaxResultBytes: cfg.MaxResultBytes,
-		SweepInterval:  cfg.SweepInterval,
-		Logger:         logger,
-		Audit:          auditLog,
+		MaxResultBytes:  cfg.MaxResultBytes,
+		SweepInterval:   cfg.SweepInterval,
+		LedgerRetention: cfg.LedgerRetention,
+		Logger:          logger,
+		Audit:           auditLog,
 		// One mcptaskd per SQLite file (lockDB): every unfinished task
 		// found at start-up was left by a process that is gone. On
 		// PostgreSQL, instances share the tasks and take over expired

@@ -103,6 +103,7 @@ type Store struct {
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
 	queueAnySQL                                                                string
+	quoted                                                                     string // the schema, quoted
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
 	cancel context.CancelFunc
@@ -231,6 +232,7 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	s.channel = string(channel)
 
 	q := func(sql string) string { return fmt.Sprintf(sql, quoted) }
+	s.quoted = quoted
 	s.getSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1`)
 	s.byKeySQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE key_owner = $1 AND idempotency_key = $2`)
 	s.lockSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1 FOR UPDATE`)

@@ -35,6 +35,7 @@ var migrations = []migration{
 	{"index the unfinished tasks of each owner", migrateV2},
 	{"scope idempotency keys by key owner", migrateV3},
 	{"concurrency queues and external references", migrateV4},
+	{"the domain operation ledger", migrateV5},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -165,6 +166,38 @@ CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, create
 
 func migrateV4(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV4, m.quoted))
+	return err
+}
+
+// schemaV5 adds the domain operation ledger (see store.Ledger), as the
+// SQLite backend keeps it: one row per operation, no foreign key to the
+// tasks (a task's expiry or deletion leaves its operations),
+// reconciled_at_ms 0 when no reconciliation asked; indexes for an owner's
+// operations (by state or not), a task's, and the retention delete.
+const schemaV5 = `
+CREATE TABLE %[1]s.operations (
+	key              text COLLATE "C" NOT NULL PRIMARY KEY,
+	task_id          text COLLATE "C" NOT NULL,
+	tool             text   NOT NULL,
+	owner            text COLLATE "C" NOT NULL,
+	object           text   NOT NULL,
+	object_version   text   NOT NULL,
+	effect           text   NOT NULL,
+	state            text COLLATE "C" NOT NULL,
+	receipt          text   NOT NULL,
+	detail           text   NOT NULL,
+	created_at_ms    bigint NOT NULL,
+	updated_at_ms    bigint NOT NULL,
+	reconciled_at_ms bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX operations_owner_state ON %[1]s.operations (owner, state, created_at_ms, key);
+CREATE INDEX operations_owner ON %[1]s.operations (owner, created_at_ms, key);
+CREATE INDEX operations_task ON %[1]s.operations (task_id, created_at_ms, key);
+CREATE INDEX operations_updated ON %[1]s.operations (updated_at_ms);
+`
+
+func migrateV5(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV5, m.quoted))
 	return err
 }
 

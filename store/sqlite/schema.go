@@ -24,6 +24,7 @@ var migrations = []migration{
 	{"index the unfinished tasks of each owner", migrateV2},
 	{"scope idempotency keys by key owner", migrateV3},
 	{"concurrency queues and external references", migrateV4},
+	{"the domain operation ledger", migrateV5},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -152,6 +153,39 @@ CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id)
 
 func migrateV4(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV4)
+	return err
+}
+
+// schemaV5 adds the domain operation ledger (see store.Ledger): one row per
+// operation, kept apart from the tasks (no foreign key: a task's expiry or
+// deletion leaves its operations). reconciled_at_ms is 0 when no
+// reconciliation asked. The indexes serve the queries of Operations (an
+// owner's operations, by state or not, and a task's, newest first) and
+// the retention delete (by last update).
+const schemaV5 = `
+CREATE TABLE operations (
+	key              TEXT    NOT NULL PRIMARY KEY,
+	task_id          TEXT    NOT NULL,
+	tool             TEXT    NOT NULL,
+	owner            TEXT    NOT NULL,
+	object           TEXT    NOT NULL,
+	object_version   TEXT    NOT NULL,
+	effect           TEXT    NOT NULL,
+	state            TEXT    NOT NULL,
+	receipt          TEXT    NOT NULL,
+	detail           TEXT    NOT NULL,
+	created_at_ms    INTEGER NOT NULL,
+	updated_at_ms    INTEGER NOT NULL,
+	reconciled_at_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX operations_owner_state ON operations (owner, state, created_at_ms, key);
+CREATE INDEX operations_owner ON operations (owner, created_at_ms, key);
+CREATE INDEX operations_task ON operations (task_id, created_at_ms, key);
+CREATE INDEX operations_updated ON operations (updated_at_ms);
+`
+
+func migrateV5(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV5)
 	return err
 }
 

@@ -20,7 +20,8 @@
 // The suite has one sub-suite per area of the contract, each in a file of
 // its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Queue
 // ([store.Queuer]), Claim,
-// Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]), and
+// Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
+// Ledger ([store.Ledger]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -78,6 +79,7 @@ func Run(t *testing.T, b Backend) {
 		{"ChangeFeed", s.runChangeFeed},
 		{"Ping", s.runPing},
 		{"Extras", s.runExtras},
+		{"Ledger", s.runLedger},
 	} {
 		t.Run(area.name, area.run)
 	}

@@ -200,7 +200,9 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
-	return &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}, nil
+	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}
+	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	return res, nil
 }
 
 func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {

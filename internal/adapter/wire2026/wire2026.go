@@ -83,7 +83,13 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, err
 	}
-	return ext2026.Handle(t), nil
+	res := ext2026.Handle(t)
+	if tool.AwaitExternalRef > 0 {
+		// The answer waited for the work to record what it started
+		// elsewhere: its operation, if it recorded one, is shown too.
+		res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	}
+	return res, nil
 }
 
 // discover adds the extension to the capabilities of server/discover.
@@ -152,7 +158,9 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
 	w.c.AuditOutcome(ctx, r.Method, owner, t)
-	return ext2026.Detailed(w.c.PollInterval(owner, t)), nil
+	res := ext2026.Detailed(w.c.PollInterval(owner, t))
+	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	return res, nil
 }
 
 func (w *Wire) update(ctx context.Context, r *adapter.Request) (mcp.Result, error) {

@@ -47,28 +47,45 @@ func (s Signer) mac(owner string, payload []byte) []byte {
 // Make returns the cursor of the position just after t in owner's listing
 // (newest first, by creation time then ID).
 func (s Signer) Make(owner task.Owner, t *task.Task) string {
-	b := make([]byte, 0, minLen+len(t.ID))
+	return s.MakeAt(string(owner), t.CreatedAt.UnixMilli(), string(t.ID))
+}
+
+// MakeAt returns the cursor of the position just after (createdMS, id) in
+// the listing that scope names (an owner, or a query's filters): such a
+// cursor is valid only for the same scope.
+func (s Signer) MakeAt(scope string, createdMS int64, id string) string {
+	b := make([]byte, 0, minLen+len(id))
 	b = append(b, version)
-	b = binary.BigEndian.AppendUint64(b, uint64(t.CreatedAt.UnixMilli()))
-	b = append(b, t.ID...)
-	b = append(b, s.mac(string(owner), b)...)
+	b = binary.BigEndian.AppendUint64(b, uint64(createdMS))
+	b = append(b, id...)
+	b = append(b, s.mac(scope, b)...)
 	return encoding.EncodeToString(b)
 }
 
-// Parse checks that c was issued for owner and returns its position; any
-// other string gives store.ErrBadCursor.
-func (s Signer) Parse(owner task.Owner, c string) (createdMS int64, id string, err error) {
+// ParseAt checks that c was issued by MakeAt for scope and returns its
+// position; any other string gives store.ErrBadCursor. The ID is not
+// checked beyond being non-empty.
+func (s Signer) ParseAt(scope, c string) (createdMS int64, id string, err error) {
 	b, err := encoding.DecodeString(c)
 	if err != nil || len(b) < minLen || b[0] != version {
 		return 0, "", store.ErrBadCursor
 	}
 	payload, mac := b[:len(b)-macLen], b[len(b)-macLen:]
-	if !hmac.Equal(mac, s.mac(string(owner), payload)) {
+	if !hmac.Equal(mac, s.mac(scope, payload)) {
 		return 0, "", store.ErrBadCursor
 	}
-	id = string(payload[9:])
+	return int64(binary.BigEndian.Uint64(payload[1:9])), string(payload[9:]), nil
+}
+
+// Parse checks that c was issued for owner and returns its position; any
+// other string gives store.ErrBadCursor.
+func (s Signer) Parse(owner task.Owner, c string) (createdMS int64, id string, err error) {
+	createdMS, id, err = s.ParseAt(string(owner), c)
+	if err != nil {
+		return 0, "", err
+	}
 	if _, err := task.ParseID(id); err != nil {
 		return 0, "", store.ErrBadCursor
 	}
-	return int64(binary.BigEndian.Uint64(payload[1:9])), id, nil
+	return createdMS, id, nil
 }

@@ -1,0 +1,216 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/task"
+)
+
+var _ store.Ledger = (*Store)(nil)
+
+const opColumns = `key, task_id, tool, owner, object, object_version, effect, state, receipt, detail,
+	created_at_ms, updated_at_ms, reconciled_at_ms`
+
+// opMS is a ledger time as Unix milliseconds, 0 for the zero time.
+func opMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// opTime is the inverse of opMS.
+func opTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return msTime(ms)
+}
+
+func scanOp(sc pgx.Row) (*task.Operation, error) {
+	var (
+		o                         task.Operation
+		taskID, owner, state      string
+		created, updated, reconMS int64
+	)
+	err := sc.Scan(&o.Key, &taskID, &o.Tool, &owner, &o.Object, &o.ObjectVersion, &o.Effect, &state,
+		&o.Receipt, &o.Detail, &created, &updated, &reconMS)
+	if err != nil {
+		return nil, err
+	}
+	o.TaskID, o.Owner, o.State = task.ID(taskID), task.Owner(owner), task.OpState(state)
+	o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(created), msTime(updated), opTime(reconMS)
+	return &o, nil
+}
+
+func (s *Store) opSQL(text string) string { return fmt.Sprintf(text, s.quoted) }
+
+// RecordOperation inserts op unless the ledger holds its key, and returns
+// the operation as stored; see [store.Ledger]. A zero CreatedAt or
+// UpdatedAt is the current time. Two instances recording one key at once
+// both get the row the first inserted.
+func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.Operation, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	o := *op
+	if err := o.Normalize(); err != nil {
+		return nil, fmt.Errorf("postgres store: record operation: %w", err)
+	}
+	now := time.Now().UTC()
+	if o.CreatedAt.IsZero() {
+		o.CreatedAt = now
+	}
+	if o.UpdatedAt.IsZero() {
+		o.UpdatedAt = o.CreatedAt
+	}
+	got, err := scanOp(s.pool.QueryRow(ctx, s.opSQL(`WITH ins AS (
+		INSERT INTO %[1]s.operations (`+opColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (key) DO NOTHING RETURNING `+opColumns+`)
+	SELECT `+opColumns+` FROM ins`), o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
+		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
+		o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key existed (or was inserted by a transaction that has
+		// committed since: ON CONFLICT waited for it).
+		got, err = scanOp(s.pool.QueryRow(ctx, s.opSQL(`SELECT `+opColumns+` FROM %[1]s.operations WHERE key = $1`), o.Key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: record operation %q: %w", o.Key, err)
+	}
+	return got, nil
+}
+
+// UpdateOperation reads the operation with key under a row lock, calls fn
+// with it and writes back what fn left in it, in one transaction; see
+// [store.Ledger].
+func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *task.Operation) error) (_ *task.Operation, err error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	o, err := scanOp(tx.QueryRow(ctx, s.opSQL(`SELECT `+opColumns+` FROM %[1]s.operations WHERE key = $1 FOR UPDATE`), key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNoOperation
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: read operation %q: %w", key, err)
+	}
+	if err := fn(o); err != nil {
+		return nil, err
+	}
+	if o.Key != key {
+		return nil, fmt.Errorf("postgres store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
+	}
+	if err := o.Normalize(); err != nil {
+		return nil, fmt.Errorf("postgres store: update operation: %w", err)
+	}
+	if _, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.operations SET task_id = $1, tool = $2, owner = $3, object = $4,
+		object_version = $5, effect = $6, state = $7, receipt = $8, detail = $9, updated_at_ms = $10,
+		reconciled_at_ms = $11 WHERE key = $12`), string(o.TaskID), o.Tool, string(o.Owner), o.Object,
+		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
+		opMS(o.ReconciledAt), key); err != nil {
+		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
+	}
+	o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())
+	o.ReconciledAt = opTime(opMS(o.ReconciledAt))
+	return o, nil
+}
+
+func (s *Store) opSigner() cursor.Signer {
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/postgres operations cursor"}
+}
+
+// Operations returns a page of the operations q selects, newest first
+// (ties broken by key); see [store.Ledger]. Cursors are signed for the
+// selection of q.
+func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task.Operation, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	limit := q.PageLimit()
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, vals ...any) {
+		n := len(args)
+		for i := range vals {
+			cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", n+i+1), 1)
+		}
+		where, args = append(where, cond), append(args, vals...)
+	}
+	if q.Owner != "" {
+		add("owner = ?", string(q.Owner))
+	}
+	if q.State != "" {
+		add("state = ?", string(q.State))
+	}
+	if q.TaskID != "" {
+		add("task_id = ?", string(q.TaskID))
+	}
+	if q.Cursor != "" {
+		createdMS, key, err := s.opSigner().ParseAt(q.Scope(), q.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		add("(created_at_ms, key) < (?, ?)", createdMS, key)
+	}
+	text := `SELECT ` + opColumns + ` FROM %[1]s.operations`
+	if len(where) > 0 {
+		text += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	text += fmt.Sprintf(` ORDER BY created_at_ms DESC, key DESC LIMIT %d`, limit+1)
+	rows, err := s.pool.Query(ctx, s.opSQL(text), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres store: operations: %w", err)
+	}
+	defer rows.Close()
+	var ops []*task.Operation
+	for rows.Next() {
+		o, err := scanOp(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("postgres store: operations: %w", err)
+		}
+		ops = append(ops, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("postgres store: operations: %w", err)
+	}
+	next := ""
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		next = s.opSigner().MakeAt(q.Scope(), last.CreatedAt.UnixMilli(), last.Key)
+	}
+	return ops, next, nil
+}
+
+// DeleteOperations deletes the operations last updated before before and
+// returns how many it deleted; see [store.Ledger].
+func (s *Store) DeleteOperations(ctx context.Context, before time.Time) (int, error) {
+	if s.closed() {
+		return 0, ErrClosed
+	}
+	tag, err := s.pool.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.operations WHERE updated_at_ms < $1`), before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("postgres store: delete operations: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,222 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/task"
+)
+
+var _ store.Ledger = (*Store)(nil)
+
+const opColumns = `key, task_id, tool, owner, object, object_version, effect, state, receipt, detail,
+	created_at_ms, updated_at_ms, reconciled_at_ms`
+
+const opInsertSQL = `INSERT INTO operations (` + opColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`
+
+const opUpdateSQL = `UPDATE operations SET task_id = ?, tool = ?, owner = ?, object = ?, object_version = ?,
+	effect = ?, state = ?, receipt = ?, detail = ?, updated_at_ms = ?, reconciled_at_ms = ? WHERE key = ?`
+
+const opGetSQL = `SELECT ` + opColumns + ` FROM operations WHERE key = ?`
+
+// opMS is a ledger time as Unix milliseconds, 0 for the zero time.
+func opMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// opTime is the inverse of opMS.
+func opTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return msTime(ms)
+}
+
+func scanOp(sc scanner) (*task.Operation, error) {
+	var (
+		o                         task.Operation
+		taskID, owner, state      string
+		created, updated, reconMS int64
+	)
+	err := sc.Scan(&o.Key, &taskID, &o.Tool, &owner, &o.Object, &o.ObjectVersion, &o.Effect, &state,
+		&o.Receipt, &o.Detail, &created, &updated, &reconMS)
+	if err != nil {
+		return nil, err
+	}
+	o.TaskID, o.Owner, o.State = task.ID(taskID), task.Owner(owner), task.OpState(state)
+	o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(created), msTime(updated), opTime(reconMS)
+	return &o, nil
+}
+
+// RecordOperation inserts op unless the ledger holds its key, and returns
+// the operation as stored; see [store.Ledger]. A zero CreatedAt or
+// UpdatedAt is the current time.
+func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.Operation, error) {
+	o := *op
+	if err := o.Normalize(); err != nil {
+		return nil, fmt.Errorf("sqlite store: record operation: %w", err)
+	}
+	now := time.Now().UTC()
+	if o.CreatedAt.IsZero() {
+		o.CreatedAt = now
+	}
+	if o.UpdatedAt.IsZero() {
+		o.UpdatedAt = o.CreatedAt
+	}
+	var out *task.Operation
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(opInsertSQL, o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
+			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
+			o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt)); err != nil {
+			return fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+		}
+		got, err := scanOp(tx.QueryRow(opGetSQL, o.Key))
+		if err != nil {
+			return fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+		}
+		out = got
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateOperation reads the operation with key, calls fn with it and
+// writes back what fn left in it, in one transaction; see [store.Ledger].
+// fn runs on the store's writer goroutine: it must be quick and must not
+// call the Store's write methods.
+func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *task.Operation) error) (*task.Operation, error) {
+	var out *task.Operation
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		o, err := scanOp(tx.QueryRow(opGetSQL, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNoOperation
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite store: read operation %q: %w", key, err)
+		}
+		if err := callOpFn(fn, o); err != nil {
+			return err
+		}
+		if o.Key != key {
+			return fmt.Errorf("sqlite store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
+		}
+		if err := o.Normalize(); err != nil {
+			return fmt.Errorf("sqlite store: update operation: %w", err)
+		}
+		if _, err := tx.Exec(opUpdateSQL, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
+			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
+			opMS(o.ReconciledAt), key); err != nil {
+			return fmt.Errorf("sqlite store: update operation %q: %w", key, err)
+		}
+		o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())
+		o.ReconciledAt = opTime(opMS(o.ReconciledAt))
+		out = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Store) opSigner() cursor.Signer {
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite operations cursor"}
+}
+
+// Operations returns a page of the operations q selects, newest first
+// (ties broken by key); see [store.Ledger]. Cursors are signed for the
+// selection of q.
+func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task.Operation, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	limit := q.PageLimit()
+	var (
+		where []string
+		args  []any
+	)
+	if q.Owner != "" {
+		where, args = append(where, "owner = ?"), append(args, string(q.Owner))
+	}
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(q.State))
+	}
+	if q.TaskID != "" {
+		where, args = append(where, "task_id = ?"), append(args, string(q.TaskID))
+	}
+	if q.Cursor != "" {
+		createdMS, key, err := s.opSigner().ParseAt(q.Scope(), q.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where, args = append(where, "(created_at_ms, key) < (?, ?)"), append(args, createdMS, key)
+	}
+	text := `SELECT ` + opColumns + ` FROM operations`
+	if len(where) > 0 {
+		text += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	text += ` ORDER BY created_at_ms DESC, key DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := s.rdb.QueryContext(ctx, text, args...)
+	if err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: operations: %w", err))
+	}
+	defer rows.Close()
+	var ops []*task.Operation
+	for rows.Next() {
+		o, err := scanOp(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("sqlite store: operations: %w", err)
+		}
+		ops = append(ops, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: operations: %w", err))
+	}
+	next := ""
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		next = s.opSigner().MakeAt(q.Scope(), last.CreatedAt.UnixMilli(), last.Key)
+	}
+	return ops, next, nil
+}
+
+// DeleteOperations deletes the operations last updated before before and
+// returns how many it deleted; see [store.Ledger].
+func (s *Store) DeleteOperations(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM operations WHERE updated_at_ms < ?`, before.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("sqlite store: delete operations: %w", err)
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// callOpFn calls fn with o, turning a panic into a *fnPanic that
+// writeChanges re-raises in the caller's goroutine.
+func callOpFn(fn func(*task.Operation) error, o *task.Operation) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &fnPanic{value: v}
+		}
+	}()
+	return fn(o)
+}
