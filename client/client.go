@@ -17,12 +17,14 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -140,6 +142,26 @@ type TaskStatus struct {
 	LastUpdatedAt time.Time
 	TTL           time.Duration // zero when unlimited
 	PollInterval  time.Duration // zero when the server suggests none
+	// Operation is the task's latest domain operation on the server's
+	// ledger (tasks/get's io.mcptask/operation): what the downstream
+	// system confirmed of the task's side effect, apart from its status.
+	// Nil when the server shows none.
+	Operation *wire.Operation
+}
+
+// operationOf reads the io.mcptask/operation entry of an answer's _meta.
+func operationOf(raw json.RawMessage) *wire.Operation {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaOperation] == nil {
+		return nil
+	}
+	var op wire.Operation
+	if json.Unmarshal(m.Meta[wire.MetaOperation], &op) != nil || op.State == "" {
+		return nil
+	}
+	return &op
 }
 
 // Terminal reports whether the task has ended.

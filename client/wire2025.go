@@ -119,6 +119,7 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 		return nil, fmt.Errorf("the server's %s answer is not a task: %v", method, err)
 	}
 	st := status2025(t.Task)
+	st.Operation = operationOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, err
 	}

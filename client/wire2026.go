@@ -100,6 +100,7 @@ func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResu
 		return nil, nil, fmt.Errorf("the server's tasks/get answer is not a task: %v", err)
 	}
 	st := status2026(g.TaskFields)
+	st.Operation = operationOf(raw)
 	if err := st.validate("tasks/get answer"); err != nil {
 		return nil, nil, err
 	}

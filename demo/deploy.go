@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -83,9 +84,27 @@ func deployWithConfirmation(ctx context.Context, _ *mcp.CallToolRequest, in depl
 		return text(fmt.Sprintf("Deployment of %s aborted: %s. Nothing was rolled out.", target, why)), out, nil
 	}
 
+	// The rollout is the side effect: on the ledger before it starts,
+	// with its receipt, then confirmed (or, if the server dies meanwhile,
+	// left for reconciliation: the task shows the effect unknown).
+	op, err := t.RecordOperation(ctx, mcptask.Operation{Object: "service/" + in.Service, ObjectVersion: version,
+		Effect: "roll out " + target + " to production"})
+	if err != nil && !errors.Is(err, mcptask.ErrNoLedger) {
+		return nil, out, err
+	}
 	progress(ctx, fmt.Sprintf("rolling out %s", target))
+	if op != nil {
+		if err := op.Submitted(ctx, "rollout-"+t.ID()[:12]); err != nil {
+			return nil, out, err
+		}
+	}
 	if err := sleep(ctx, time.Duration(delay)*time.Millisecond); err != nil {
 		return nil, out, err
+	}
+	if op != nil {
+		if err := op.Confirmed(ctx, "rolled out"); err != nil {
+			return nil, out, err
+		}
 	}
 	out.Deployed = true
 	progress(ctx, fmt.Sprintf("done: %s deployed", target))

@@ -79,7 +79,18 @@ func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string
 		}
 		err = fmt.Errorf("%w; %s", err, hint)
 	}
-	return &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+	o := &outcome{taskID: id, tool: tool, result: res, err: err, last: a.view.Last(id)}
+	var te *client.TaskError
+	if err == nil || errors.As(err, &te) || errors.Is(err, client.ErrCancelled) {
+		// The task ended: read it once more for its domain outcome (the
+		// ledger's operation), which may have settled with it.
+		gctx, cancel := requestContext(ctx)
+		if st, gerr := c.Get(gctx, id); gerr == nil && st.Terminal() {
+			o.last = st
+		}
+		cancel()
+	}
+	return o
 }
 
 // unknownOutcome is the error of a call whose answer never came, with what

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -43,7 +44,10 @@ type jsonOutcome struct {
 	Result   *mcp.CallToolResult `json:"result,omitempty"`
 	Error    *jsonError          `json:"error,omitempty"`
 	Fallback string              `json:"fallback,omitempty"`
-	ExitCode int                 `json:"exitCode"`
+	// Operation is the task's domain outcome on the server's ledger,
+	// apart from its status (absent when the server shows none).
+	Operation *wire.Operation `json:"operation,omitempty"`
+	ExitCode  int             `json:"exitCode"`
 }
 
 type jsonError struct {
@@ -54,6 +58,9 @@ type jsonError struct {
 
 func (a *app) jsonOf(ctx context.Context, o *outcome) jsonOutcome {
 	j := jsonOutcome{TaskID: o.taskID, Tool: o.tool, Result: o.result, Fallback: o.fallback, ExitCode: o.code(ctx)}
+	if o.last != nil {
+		j.Operation = o.last.Operation
+	}
 	switch j.ExitCode {
 	case exitOK, exitToolError:
 		j.Status = "completed"
@@ -114,8 +121,40 @@ func (a *app) report(ctx context.Context, o *outcome) int {
 	return code
 }
 
-// printHuman prints an outcome for a person.
+// printHuman prints an outcome for a person: the result or what went
+// wrong, then, when the server shows one, the task's status and its
+// domain outcome on a line of their own.
 func (a *app) printHuman(o *outcome, code int) {
+	a.printOutcome(o, code)
+	if o.last != nil && o.last.Operation != nil {
+		a.notef("mcptask: task: %s · effect: %s", o.last.Status, effectText(o.last.Operation))
+	}
+}
+
+// effectText says what a domain operation's state means for whoever
+// would retry.
+func effectText(op *wire.Operation) string {
+	receipt := ""
+	if op.Receipt != "" {
+		receipt = " (receipt " + op.Receipt + ")"
+	}
+	switch op.State {
+	case "intended":
+		return "intended — recorded before the side effect; it may not have started: reconcile before retrying"
+	case "submitted":
+		return "submitted" + receipt + " — not confirmed yet by the system of record"
+	case "confirmed":
+		return "confirmed" + receipt
+	case "rejected":
+		return "rejected" + receipt + " — not applied"
+	case "unknown":
+		return "unknown" + receipt + " — reconcile before retrying"
+	}
+	return op.State + receipt
+}
+
+// printOutcome prints the result of an outcome, or what went wrong.
+func (a *app) printOutcome(o *outcome, code int) {
 	task := "the call"
 	if o.taskID != "" {
 		task = "task " + o.taskID
@@ -289,10 +328,12 @@ type jsonStatus struct {
 	TTLMs          *int64     `json:"ttlMs,omitempty"`
 	PollIntervalMs *int64     `json:"pollIntervalMs,omitempty"`
 	Error          string     `json:"error,omitempty"` // why the status is unknown
+	// Operation is the task's domain outcome on the server's ledger.
+	Operation *wire.Operation `json:"operation,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -321,6 +362,9 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 		}
 	}
 	row("status", s.Status)
+	if s.Operation != nil {
+		row("effect", effectText(s.Operation))
+	}
 	row("message", oneLine(s.StatusMessage))
 	row("tool", tool)
 	if !s.CreatedAt.IsZero() {
