@@ -37,7 +37,7 @@ unknown ('mcptask ops --state unknown' lists every operation whose outcome
 nobody could confirm: reconcile each with its system of record before
 retrying its task). --task selects the operations of one task.
 
-Exits 0 (also when there are none), 2 for an invalid state, 4 when the
+Exits 0 (also when there are none), 5 for an invalid state, 4 when the
 server is unreachable or keeps no ledger. With --json, prints a JSON array
 of {"key", "taskId", "tool", "state", "effect", "object", "objectVersion",
 "receipt", "detail", "createdAt", "updatedAt", "reconciledAt"}.`,
