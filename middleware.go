@@ -78,6 +78,7 @@ func (s *Server) addMethods() error {
 		addTasksMethod[v1.TaskIDParams](s, wire.MethodTasksResult),
 		addTasksMethod[v1.ListTasksParams](s, wire.MethodTasksList),
 		addTasksMethod[ext2026.CancelTaskParams](s, wire.MethodTasksDelete), // {taskId}, as cancel
+		addTasksMethod[adapter.ListOperationsParams](s, wire.MethodOperationsList),
 	)
 }
 

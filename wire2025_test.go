@@ -15,6 +15,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -91,6 +92,9 @@ func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrp
 	}
 	if _, ok := tasksCap["delete"]; !ok {
 		t.Errorf("capabilities.tasks lacks delete (mcptask's tasks/delete): %v", tasksCap)
+	}
+	if exp, _ := caps["experimental"].(map[string]any); exp[wire.ExtensionOperations] == nil {
+		t.Errorf("capabilities.experimental lacks %s (a SQLite store keeps a ledger): %v", wire.ExtensionOperations, caps)
 	}
 	if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)

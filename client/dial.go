@@ -208,7 +208,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		copts.CreateMessageHandler = c.sampleFromServer //nolint:staticcheck // sampling is what Options.Sample asks for
 	}
 	mc := mcp.NewClient(o.ClientInfo, copts)
-	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList, wire.MethodTasksDelete} {
+	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList, wire.MethodTasksDelete, wire.MethodOperationsList} {
 		if err := mcp.AddSendingCustomMethod[*taskParams, *rawResult](mc, m); err != nil {
 			return nil, err
 		}
@@ -317,6 +317,7 @@ type taskParams struct {
 	TaskID         string                     `json:"taskId,omitempty"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 	Cursor         string                     `json:"cursor,omitempty"`
+	State          string                     `json:"state,omitempty"` // of io.mcptask/operations/list
 }
 
 // authRoundTripper adds the bearer token to each request and notes a

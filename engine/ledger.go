@@ -228,6 +228,27 @@ func DefaultOperationKey(t *task.Task, object, effect string) string {
 	return "op-" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
+// HasLedger reports whether the engine's store keeps the operation
+// ledger.
+func (e *Engine) HasLedger() bool { return e.ledger() != nil }
+
+// Operations returns a page of owner's own operations that q selects,
+// newest first, and the cursor of the next page ("" at the end): q.Owner
+// is always owner (an empty owner selects nothing). ErrNoLedger when the
+// store keeps no ledger; store.ErrBadCursor for a cursor the ledger did
+// not issue for this selection.
+func (e *Engine) Operations(ctx context.Context, owner task.Owner, q store.OperationQuery) ([]*task.Operation, string, error) {
+	l := e.ledger()
+	if l == nil {
+		return nil, "", ErrNoLedger
+	}
+	if owner == "" {
+		return nil, "", nil
+	}
+	q.Owner = owner
+	return l.Operations(ctx, q)
+}
+
 // LatestOperation returns the newest operation the task with id recorded,
 // or nil if none (or the store keeps no ledger).
 func (e *Engine) LatestOperation(ctx context.Context, id task.ID) (*task.Operation, error) {

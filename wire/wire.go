@@ -21,6 +21,12 @@ const (
 	// advertises it with ExtensionTasksDelete (2026-07-28) or
 	// capabilities.tasks.delete (2025-11-25).
 	MethodTasksDelete = "tasks/delete"
+	// MethodOperationsList is mcptask's listing of the requester's own
+	// domain operations on the ledger (see [Operation]), newest first,
+	// on both wires; a server advertises it with ExtensionOperations
+	// (capabilities.extensions of server/discover on 2026-07-28,
+	// capabilities.experimental of initialize on 2025-11-25).
+	MethodOperationsList = MetaPrefix + "operations/list"
 	// MethodTaskStatus is the 2025-11-25 status notification.
 	MethodTaskStatus = "notifications/tasks/status"
 	// MethodElicit and MethodSample are the input requests a task may
@@ -29,10 +35,12 @@ const (
 	MethodSample = "sampling/createMessage"
 )
 
-// IsTasksMethod reports whether m is one of the tasks/* methods.
+// IsTasksMethod reports whether m is one of the tasks/* methods (or
+// mcptask's MethodOperationsList, served, limited and dispatched as they
+// are).
 func IsTasksMethod(m string) bool {
 	switch m {
-	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult, MethodTasksList, MethodTasksDelete:
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel, MethodTasksResult, MethodTasksList, MethodTasksDelete, MethodOperationsList:
 		return true
 	}
 	return false
@@ -66,6 +74,13 @@ const ExtensionIdempotency = MetaPrefix + "idempotency"
 // serves MethodTasksDelete (2025-11-25 says so with
 // capabilities.tasks.delete, beside list and cancel).
 const ExtensionTasksDelete = MetaPrefix + "tasks-delete"
+
+// ExtensionOperations is the extension an mcptask server advertises to
+// say that it serves MethodOperationsList: in capabilities.extensions of
+// server/discover on 2026-07-28, in capabilities.experimental of
+// initialize on 2025-11-25. A server whose store keeps no ledger does not
+// advertise it (and answers the method as not found).
+const ExtensionOperations = MetaPrefix + "operations"
 
 // CodeTaskNotTerminal is the JSON-RPC error code of a tasks/delete of a
 // task that is still working or waiting for input: it must be cancelled
@@ -154,4 +169,44 @@ type Operation struct {
 	// ReconciledAt is when a reconciliation last asked the system of
 	// record (RFC 3339, UTC), absent if never.
 	ReconciledAt string `json:"reconciledAt,omitempty"`
+}
+
+// ListOperationsParams are the params of MethodOperationsList. Every
+// field is optional.
+type ListOperationsParams struct {
+	// State, if set, selects the operations in that state only
+	// (intended, submitted, confirmed, rejected or unknown; anything else
+	// is refused as invalid params).
+	State string `json:"state,omitempty"`
+	// TaskID, if set, selects the operations of that task only.
+	TaskID string `json:"taskId,omitempty"`
+	// Cursor continues a listing: the nextCursor of the previous page.
+	Cursor string `json:"cursor,omitempty"`
+}
+
+// ListedOperation is one operation of a MethodOperationsList answer: the
+// [Operation] shape tasks/get carries, and where it comes from.
+type ListedOperation struct {
+	Operation
+	// TaskID is the task whose work recorded it (which may have expired
+	// or been deleted since: the ledger's retention is its own).
+	TaskID string `json:"taskId"`
+	// Tool is the task's tool.
+	Tool string `json:"tool,omitempty"`
+	// Object and ObjectVersion name what the effect acts on, if known.
+	Object        string `json:"object,omitempty"`
+	ObjectVersion string `json:"objectVersion,omitempty"`
+	// Detail is what the last change said, short.
+	Detail string `json:"detail,omitempty"`
+	// CreatedAt and UpdatedAt are RFC 3339 UTC timestamps.
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+}
+
+// ListOperationsResult is the answer of MethodOperationsList: a page of
+// the requester's operations, newest first, and the cursor of the next
+// page (absent at the end).
+type ListOperationsResult struct {
+	Operations []ListedOperation `json:"operations"`
+	NextCursor string            `json:"nextCursor,omitempty"`
 }

@@ -17,6 +17,7 @@ type commandState struct {
 	answers  answerFlags
 	admin    adminFlags
 	manifest manifestFlags
+	ops      opsFlags
 }
 
 // startView creates the status display for the waits of this command.

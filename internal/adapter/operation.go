@@ -2,8 +2,12 @@ package adapter
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,13 +27,98 @@ func (c *Core) WithOperation(ctx context.Context, t *task.Task, meta mcp.Meta) m
 	if op == nil {
 		return meta
 	}
-	v := wire.Operation{Key: op.Key, State: string(op.State), Receipt: op.Receipt, Effect: op.Effect}
-	if !op.ReconciledAt.IsZero() {
-		v.ReconciledAt = op.ReconciledAt.UTC().Format(time.RFC3339Nano)
-	}
+	v := wireOperation(op)
 	if meta == nil {
 		meta = mcp.Meta{}
 	}
 	meta[wire.MetaOperation] = v
 	return meta
+}
+
+// wireOperation is op's wire.Operation.
+func wireOperation(op *task.Operation) wire.Operation {
+	v := wire.Operation{Key: op.Key, State: string(op.State), Receipt: op.Receipt, Effect: op.Effect}
+	if !op.ReconciledAt.IsZero() {
+		v.ReconciledAt = op.ReconciledAt.UTC().Format(time.RFC3339Nano)
+	}
+	return v
+}
+
+// OperationsPageSize is the number of operations of one
+// wire.MethodOperationsList page.
+const OperationsPageSize = 100
+
+// ListOperations answers wire.MethodOperationsList for owner on either
+// wire: a page of owner's own operations (never another requester's),
+// newest first. An invalid state, task ID or cursor is invalid params; a
+// store without a ledger makes the method not found.
+func (c *Core) ListOperations(ctx context.Context, method string, owner task.Owner, p wire.ListOperationsParams) (*wire.ListOperationsResult, error) {
+	q := store.OperationQuery{State: task.OpState(p.State), Cursor: p.Cursor, Limit: OperationsPageSize}
+	if p.State != "" && !q.State.Valid() {
+		return nil, InvalidParams(fmt.Sprintf("invalid state %q: give one of intended, submitted, confirmed, rejected, unknown", p.State))
+	}
+	if p.TaskID != "" {
+		id, err := ParseID(p.TaskID)
+		if err != nil {
+			return nil, err
+		}
+		q.TaskID = id
+	}
+	ops, next, err := c.eng.Operations(ctx, owner, q)
+	switch {
+	case errors.Is(err, engine.ErrNoLedger):
+		return nil, MethodNotFound(method + " is not available: the server's task store keeps no operation ledger")
+	case errors.Is(err, store.ErrBadCursor):
+		return nil, InvalidParams("invalid cursor: pass the nextCursor of a previous " + method + " unchanged, with the same state and taskId")
+	case err != nil:
+		if c.eng.Transient(err) {
+			c.log.Warn("task store briefly unavailable", "method", method, "err", err)
+			return nil, StoreUnavailable()
+		}
+		c.log.Error("listing operations", "err", err)
+		return nil, InternalError("internal error while listing operations")
+	}
+	res := &wire.ListOperationsResult{Operations: make([]wire.ListedOperation, 0, len(ops)), NextCursor: next}
+	for _, op := range ops {
+		res.Operations = append(res.Operations, wire.ListedOperation{
+			Operation:     wireOperation(op),
+			TaskID:        string(op.TaskID),
+			Tool:          op.Tool,
+			Object:        op.Object,
+			ObjectVersion: op.ObjectVersion,
+			Detail:        op.Detail,
+			CreatedAt:     task.FormatTime(op.CreatedAt),
+			UpdatedAt:     task.FormatTime(op.UpdatedAt),
+		})
+	}
+	return res, nil
+}
+
+// ListOperationsParams are the params of wire.MethodOperationsList as the
+// go-sdk decodes them.
+type ListOperationsParams struct {
+	mcp.ParamsBase
+	wire.ListOperationsParams
+}
+
+// OperationsResult is the answer of wire.MethodOperationsList on either
+// wire (ResultType is set on 2026-07-28 only).
+type OperationsResult struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType,omitempty"`
+	wire.ListOperationsResult
+}
+
+// ServeListOperations decodes r's params and answers
+// wire.MethodOperationsList for owner with resultType (or none).
+func (c *Core) ServeListOperations(ctx context.Context, r *Request, owner task.Owner, resultType string) (mcp.Result, error) {
+	var p ListOperationsParams
+	if err := r.Decode(&p); err != nil {
+		return nil, err
+	}
+	res, err := c.ListOperations(ctx, r.Method, owner, p.ListOperationsParams)
+	if err != nil {
+		return nil, err
+	}
+	return &OperationsResult{ResultType: resultType, ListOperationsResult: *res}, nil
 }

@@ -37,15 +37,16 @@ type Wire struct {
 func New(c *adapter.Core) *Wire {
 	w := &Wire{c: c}
 	w.table = adapter.Table{
-		wire.MethodToolsCall:   w.callTool,
-		"initialize":           w.initialize,
-		"tools/list":           w.listTools,
-		wire.MethodTasksGet:    w.get,
-		wire.MethodTasksUpdate: w.update,
-		wire.MethodTasksCancel: w.cancel,
-		wire.MethodTasksResult: w.result,
-		wire.MethodTasksList:   w.list,
-		wire.MethodTasksDelete: w.delete,
+		wire.MethodToolsCall:      w.callTool,
+		"initialize":              w.initialize,
+		"tools/list":              w.listTools,
+		wire.MethodTasksGet:       w.get,
+		wire.MethodTasksUpdate:    w.update,
+		wire.MethodTasksCancel:    w.cancel,
+		wire.MethodTasksResult:    w.result,
+		wire.MethodTasksList:      w.list,
+		wire.MethodTasksDelete:    w.delete,
+		wire.MethodOperationsList: w.operations,
 	}
 	return w
 }
@@ -127,6 +128,9 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 		exp = map[string]any{}
 	}
 	exp[wire.ExtensionIdempotency] = map[string]any{}
+	if w.c.Engine().HasLedger() {
+		exp[wire.ExtensionOperations] = map[string]any{}
+	}
 	caps["experimental"] = exp
 	m["capabilities"] = caps
 	out, err := json.Marshal(m)
@@ -234,6 +238,12 @@ func (w *Wire) delete(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		return nil, err
 	}
 	return &v1.RawResult{JSON: []byte(`{}`)}, nil
+}
+
+// operations answers wire.MethodOperationsList: the requester's own
+// operations on the ledger.
+func (w *Wire) operations(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	return w.c.ServeListOperations(ctx, r, w.c.Requester(ctx, r.Req), "")
 }
 
 // listPageSize is the number of tasks of one tasks/list page.

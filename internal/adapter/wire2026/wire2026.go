@@ -29,15 +29,16 @@ type Wire struct {
 func New(c *adapter.Core) *Wire {
 	w := &Wire{c: c}
 	w.table = adapter.Table{
-		wire.MethodToolsCall:   w.callTool,
-		"server/discover":      w.discover,
-		"tools/list":           w.listTools,
-		wire.MethodTasksGet:    w.get,
-		wire.MethodTasksUpdate: w.update,
-		wire.MethodTasksCancel: w.cancel,
-		wire.MethodTasksDelete: w.delete,
-		wire.MethodTasksResult: w.removed,
-		wire.MethodTasksList:   w.removed,
+		wire.MethodToolsCall:      w.callTool,
+		"server/discover":         w.discover,
+		"tools/list":              w.listTools,
+		wire.MethodTasksGet:       w.get,
+		wire.MethodTasksUpdate:    w.update,
+		wire.MethodTasksCancel:    w.cancel,
+		wire.MethodTasksDelete:    w.delete,
+		wire.MethodOperationsList: w.operations,
+		wire.MethodTasksResult:    w.removed,
+		wire.MethodTasksList:      w.removed,
 	}
 	return w
 }
@@ -104,6 +105,9 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
+		if w.c.Engine().HasLedger() {
+			caps.AddExtension(wire.ExtensionOperations, map[string]any{})
+		}
 		dr.Capabilities = &caps
 	}
 	return res, err
@@ -225,6 +229,15 @@ func (w *Wire) delete(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		return nil, err
 	}
 	return ext2026.Ack(), nil
+}
+
+// operations answers wire.MethodOperationsList: the requester's own
+// operations on the ledger.
+func (w *Wire) operations(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
+	if !ext2026.Declares(r.Meta()) {
+		return nil, ext2026.MissingCapability(r.Method)
+	}
+	return w.c.ServeListOperations(ctx, r, w.c.Requester(ctx, r.Req), ext2026.ResultTypeComplete)
 }
 
 // removed answers tasks/result and tasks/list, which the extension removed.
