@@ -70,6 +70,38 @@ type Options struct {
 	TTL time.Duration
 	// Logger receives the client's records. Nil discards them.
 	Logger *slog.Logger
+	// AllowUnknownEffects lets CallTool call a tool although an earlier
+	// call of it left an operation whose effect is unknown on the server's
+	// ledger (see [UnknownEffectError]). By default CallTool refuses: the
+	// caller must reconcile first, or say so.
+	AllowUnknownEffects bool
+}
+
+// UnknownEffectError is CallTool's refusal to call a tool while an earlier
+// call of it (by the same requester) left a domain operation whose effect
+// is unknown on the server's ledger: the deployment, payment or publish
+// may have happened, and calling again may do it twice. Reconcile it with
+// the system of record first, or set Options.AllowUnknownEffects (mcptask
+// call --despite-unknown).
+type UnknownEffectError struct {
+	// Tool is the tool refused.
+	Tool string
+	// Operations are the operations in state unknown, newest first.
+	Operations []Operation
+}
+
+func (e *UnknownEffectError) Error() string {
+	op := e.Operations[0]
+	receipt := ""
+	if op.Receipt != "" {
+		receipt = ", receipt " + op.Receipt
+	}
+	more := ""
+	if n := len(e.Operations) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more)", n)
+	}
+	return fmt.Sprintf("an earlier call of %s left its effect unknown: operation %q of task %s (%s%s)%s; reconcile it with the system of record before calling again, or allow it explicitly",
+		e.Tool, op.Key, op.TaskID, op.Effect, receipt, more)
 }
 
 // Client is a connection to one MCP server. It is safe for concurrent use.
@@ -129,7 +161,17 @@ type Call struct {
 // CallTool calls a tool with arguments (any JSON-encodable value, or nil).
 // A task the server creates is recorded in the journal before CallTool
 // returns.
+//
+// Unless Options.AllowUnknownEffects is set, a server that keeps an
+// operation ledger is first asked for the requester's operations in state
+// unknown: if an earlier call of the tool left one, CallTool sends nothing
+// and returns an *UnknownEffectError.
 func (c *Client) CallTool(ctx context.Context, name string, args any) (*Call, error) {
+	if !c.impl.opts.AllowUnknownEffects {
+		if err := c.impl.unknownEffects(ctx, name); err != nil {
+			return nil, err
+		}
+	}
 	return c.impl.callTool(ctx, name, args)
 }
 

@@ -24,7 +24,10 @@ type clientImpl struct {
 	log     *slog.Logger
 	e       *edge
 	journal *journal // nil without Options.Journal
-	closeFn func()   // releases transport resources after the session
+	// noLedger is set once the server answered that it keeps no
+	// operation ledger (CallTool stops asking it for unknown effects).
+	noLedger atomic.Bool
+	closeFn  func() // releases transport resources after the session
 	// idempotent reports whether the server advertised
 	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
 	idempotent bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -62,6 +63,35 @@ var ErrTooManyOperations = errors.New("client: more operations than one listing 
 // ledger, not mcptask, or a wire without tasks) gives ErrUnsupported.
 func (c *Client) Operations(ctx context.Context, f OperationFilter) ([]Operation, error) {
 	return c.impl.operations(ctx, f)
+}
+
+// unknownEffects returns an *UnknownEffectError when the requester has an
+// operation of tool in state unknown on the server's ledger. A server
+// without a ledger (or a session without tasks) is remembered, not asked
+// again; a listing that fails otherwise does not stop the call (the call
+// itself will say what is wrong with the server).
+func (c *clientImpl) unknownEffects(ctx context.Context, tool string) error {
+	if c.noLedger.Load() {
+		return nil
+	}
+	ops, err := c.operations(ctx, OperationFilter{State: string(task.OpUnknown)})
+	if errors.Is(err, ErrUnsupported) {
+		c.noLedger.Store(true)
+		return nil
+	}
+	if err != nil && !errors.Is(err, ErrTooManyOperations) {
+		return nil
+	}
+	var mine []Operation
+	for _, o := range ops {
+		if o.Tool == tool {
+			mine = append(mine, o)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	return &UnknownEffectError{Tool: tool, Operations: mine}
 }
 
 func (c *clientImpl) operations(ctx context.Context, f OperationFilter) ([]Operation, error) {

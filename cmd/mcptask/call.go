@@ -15,6 +15,7 @@ type callFlags struct {
 	args              string
 	detach            bool
 	cancelOnInterrupt bool
+	despiteUnknown    bool
 }
 
 // cmdCall is 'mcptask call'.
@@ -54,6 +55,7 @@ Examples:
 		fs.BoolVar(&a.cmd.call.detach, "detach", false, "print the task's ID as soon as the server created it and exit (wait for it later with 'mcptask wait ID' or 'mcptask resume')")
 		fs.DurationVar(&a.ttl, "ttl", 0, "how long the server should keep the task and its result (2025-11-25 wire; default: the server's choice)")
 		fs.BoolVar(&a.cmd.call.cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the task instead of leaving it running")
+		fs.BoolVar(&a.cmd.call.despiteUnknown, "despite-unknown", false, "call the tool even though an earlier call of it left its effect unknown on the server's ledger (see 'mcptask ops --state unknown'; reconcile first)")
 		a.cmd.answers.define(fs)
 	},
 	run: runCall,
@@ -102,7 +104,11 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 		var je *jsonrpc.Error
 		var unknown *client.OutcomeUnknownError
 		var notSent *client.NotSentError
+		var unknownEffect *client.UnknownEffectError
 		switch {
+		case errors.As(err, &unknownEffect):
+			// Refused before sending anything (exit 2), saying how on.
+			err = &refusedError{fmt.Errorf("%w\nmcptask: see '%s ops --state unknown'; call anyway with --despite-unknown", err, a.selfCommand())}
 		case errors.As(err, &notSent):
 			// Not refused either: the server did not answer before the
 			// call went out (exit 4).

@@ -31,6 +31,9 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 		ProtocolVersion: wire,
 		Elicit:          a.elicit,
 		TTL:             a.ttl,
+		// Only 'call --despite-unknown' calls a tool whose earlier call
+		// left its effect unknown.
+		AllowUnknownEffects: a.cmd.call.despiteUnknown,
 	}
 	if a.g.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(logWriter{a}, &slog.HandlerOptions{Level: slog.LevelDebug}))

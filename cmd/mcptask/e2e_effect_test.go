@@ -73,6 +73,14 @@ func TestEffectShownApart(t *testing.T) {
 	c = newCLI(t, d.URL)
 	expect(t, c.run("status", id), exitOK, []string{"status:   failed", "effect:   unknown (receipt rollout-", "reconcile before retrying"}, nil)
 	expect(t, c.run("wait", id), exitFailed, nil, []string{"task: failed · effect: unknown (receipt rollout-", "reconcile before retrying"})
+	expect(t, c.run("ops", "--state", "unknown"), exitOK, []string{"unknown", id, "roll out web@latest to production"}, nil)
+
+	// Calling the tool again is refused while that effect is unknown;
+	// --despite-unknown says so explicitly.
+	r = c.run("call", "--answer", "confirm=true", "deploy_with_confirmation", "service=web", "build_steps=1", "step_delay_ms=0")
+	expect(t, r, exitFailed, nil, []string{"left its effect unknown", id, "reconcile it", "--despite-unknown"})
+	r = c.run("call", "--despite-unknown", "--answer", "confirm=true", "deploy_with_confirmation", "service=web", "build_steps=1", "step_delay_ms=0")
+	expect(t, r, exitOK, []string{"Deployed web@latest"}, []string{"effect: confirmed"})
 }
 
 // taskIDOf returns the task ID a call's notes name ("task ID started").
