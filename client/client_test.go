@@ -580,7 +580,9 @@ func TestWaitBacksOffWhenRateLimited(t *testing.T) {
 			t.Parallel()
 			// One tasks/* request per second per requester, no burst.
 			s := newServer(t, serverOpts{limits: mcptask.Limits{RequestRate: 1, RequestBurst: 1}})
-			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
+			// No listing of unknown effects before the call: it would
+			// spend the bucket this test counts.
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire, AllowUnknownEffects: true})
 			ctx := t.Context()
 			call, err := c.CallTool(ctx, "counted", nil)
 			if err != nil || call.Task == nil {

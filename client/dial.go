@@ -34,6 +34,9 @@ type clientImpl struct {
 	// deleteExt reports whether the server advertised
 	// wire.ExtensionTasksDelete (2026-07-28: tasks/delete).
 	deleteExt bool
+	// opsAdvertised reports whether the server advertised its operation
+	// ledger (wire.ExtensionOperations, in either capability map).
+	opsAdvertised bool
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // the session now (see renew)
@@ -253,6 +256,9 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		_, inExp := caps.Experimental[wire.ExtensionIdempotency]
 		c.idempotent = inExt || inExp
 		_, c.deleteExt = caps.Extensions[wire.ExtensionTasksDelete]
+		_, opsExt := caps.Extensions[wire.ExtensionOperations]
+		_, opsExp := caps.Experimental[wire.ExtensionOperations]
+		c.opsAdvertised = opsExt || opsExp
 	}
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())

@@ -71,8 +71,8 @@ func (c *Client) Operations(ctx context.Context, f OperationFilter) ([]Operation
 // again; a listing that fails otherwise does not stop the call (the call
 // itself will say what is wrong with the server).
 func (c *clientImpl) unknownEffects(ctx context.Context, tool string) error {
-	if c.noLedger.Load() {
-		return nil
+	if !c.opsAdvertised || c.noLedger.Load() {
+		return nil // a server that did not offer it is never sent the request
 	}
 	ops, err := c.operations(ctx, OperationFilter{State: string(task.OpUnknown)})
 	if errors.Is(err, ErrUnsupported) {

@@ -94,8 +94,8 @@ func TestExitCodeOf(t *testing.T) {
 		}
 		seen[e.code] = true
 	}
-	if len(seen) != 8 {
-		t.Errorf("%d exit codes documented, want 8", len(seen))
+	if len(seen) != 9 {
+		t.Errorf("%d exit codes documented, want 9", len(seen))
 	}
 }
 
