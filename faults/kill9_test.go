@@ -588,7 +588,7 @@ func dialJournal(t testing.TB, url, wire, journal string, elicit func(context.Co
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire, Elicit: elicit, Journal: journal})
+	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire, Elicit: elicit, Journal: journal, AllowUnknownEffects: true})
 	if err != nil {
 		t.Fatalf("dialing %s on %s: %v", url, wire, err)
 	}

@@ -112,6 +112,10 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		Elicit:          tc.elicit,
 		Sample:          tc.sample,
 		Logger:          u.log,
+		// The gateway relays its requesters' calls: whether one may call
+		// again after an unknown effect is for them to say, not for the
+		// ledger of the gateway's own principal upstream.
+		AllowUnknownEffects: true,
 	}
 	if u.cfg.URL != "" {
 		opts.HTTPClient = &http.Client{Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers}}
