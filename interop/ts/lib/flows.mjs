@@ -72,9 +72,9 @@ export function registerFlows(connect) {
       if (failure) throw failure;
     });
 
-  flow('initialize: server declares the tasks capability (list, cancel, requests.tools.call)', async ({ client, transport, kind }) => {
+  flow('initialize: server declares the tasks capability (list, cancel, requests.tools.call, and mcptask\'s delete)', async ({ client, transport, kind }) => {
     const caps = client.getServerCapabilities();
-    assert.deepEqual(caps.tasks, { list: {}, cancel: {}, requests: { tools: { call: {} } } });
+    assert.deepEqual(caps.tasks, { list: {}, cancel: {}, delete: {}, requests: { tools: { call: {} } } });
     assert.ok(caps.tools, 'tools capability');
     assert.equal(client.getServerVersion()?.name, 'mcptaskd');
     if (kind === 'http') {
