@@ -57,6 +57,13 @@ func TestDeleteErasesFromDisk(t *testing.T) {
 			if b := onDisk(t, path); !bytes.Contains(b, []byte(goneMarker)) || !bytes.Contains(b, []byte(keptMarker)) {
 				t.Fatal("the results are not on disk before the deletion: the test checks nothing")
 			}
+			// The deleted task recorded a domain operation: the ledger's
+			// evidence outlives it.
+			op := &task.Operation{Key: "op-" + string(gone.ID), TaskID: gone.ID, Tool: gone.Tool, Owner: gone.Owner,
+				Effect: "deploy api to production", State: task.OpSubmitted, Receipt: "rollout-42", CreatedAt: now, UpdatedAt: now}
+			if _, err := s.RecordOperation(t.Context(), op); err != nil {
+				t.Fatal(err)
+			}
 
 			if err := s.Delete(t.Context(), gone.ID); err != nil {
 				t.Fatal(err)
@@ -83,6 +90,9 @@ func TestDeleteErasesFromDisk(t *testing.T) {
 			s2 := openTest(t, path)
 			if _, err := s2.Get(t.Context(), gone.ID); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Get of the deleted task after reopening: %v", err)
+			}
+			if ops, _, err := s2.Operations(t.Context(), store.OperationQuery{TaskID: gone.ID}); err != nil || len(ops) != 1 || ops[0].Receipt != "rollout-42" {
+				t.Errorf("the deleted task's operation on the ledger: %+v, %v; want it kept", ops, err)
 			}
 			if got, err := s2.Get(t.Context(), kept.ID); err != nil || !strings.Contains(string(got.Result), keptMarker) {
 				t.Errorf("the neighbour after reopening: %v", err)
