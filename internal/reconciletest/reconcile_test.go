@@ -2,10 +2,7 @@ package reconciletest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/store"
@@ -402,21 +399,5 @@ func reconcileAfterKill(t *testing.T, backend, outcome string) {
 // ends.
 func newSchema(t *testing.T, dsn string) string {
 	t.Helper()
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	schema := "mcptask_reconcile_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return pgtest.Schema(t, dsn, "mcptask_reconcile_")
 }
