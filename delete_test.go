@@ -1,6 +1,7 @@
 package mcptask_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -22,17 +23,7 @@ func TestDelete2026(t *testing.T) {
 	c, without := clients(s)
 	ctx := ctxT(t)
 
-	var disc struct {
-		Capabilities struct {
-			Extensions map[string]any `json:"extensions"`
-		} `json:"capabilities"`
-	}
-	if err := c.Result(ctx, "server/discover", map[string]any{}, &disc); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := disc.Capabilities.Extensions[wire.ExtensionTasksDelete]; !ok {
-		t.Errorf("server/discover lacks %s: %v", wire.ExtensionTasksDelete, disc.Capabilities.Extensions)
-	}
+	checkDiscovered(t, ctx, c, wire.ExtensionTasksDelete)
 
 	h, err := c.CallTool(ctx, "work", map[string]any{"millis": -1, "label": "forever"})
 	if err != nil {
@@ -70,5 +61,21 @@ func TestDelete2026(t *testing.T) {
 		if err := c.Result(ctx, m, map[string]any{"taskId": h.TaskID}, &ack); !errors.As(err, &we) || we.Code != -32602 {
 			t.Errorf("%s of the deleted task: %v, want -32602", m, err)
 		}
+	}
+}
+
+// checkDiscovered checks that server/discover lists the extension ext.
+func checkDiscovered(t *testing.T, ctx context.Context, c *wiretest.Client, ext string) {
+	t.Helper()
+	var disc struct {
+		Capabilities struct {
+			Extensions map[string]any `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if err := c.Result(ctx, "server/discover", map[string]any{}, &disc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := disc.Capabilities.Extensions[ext]; !ok {
+		t.Errorf("server/discover lacks %s: %v", ext, disc.Capabilities.Extensions)
 	}
 }

@@ -51,17 +51,7 @@ func TestOperationsList(t *testing.T) {
 		s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
 		c, without := clients(s)
 		ctx := ctxT(t)
-		var disc struct {
-			Capabilities struct {
-				Extensions map[string]any `json:"extensions"`
-			} `json:"capabilities"`
-		}
-		if err := c.Result(ctx, "server/discover", map[string]any{}, &disc); err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := disc.Capabilities.Extensions[wire.ExtensionOperations]; !ok {
-			t.Errorf("server/discover lacks %s: %v", wire.ExtensionOperations, disc.Capabilities.Extensions)
-		}
+		checkDiscovered(t, ctx, c, wire.ExtensionOperations)
 		var ids []string
 		for _, label := range []string{"a", "b"} {
 			h, err := c.CallTool(ctx, "records_op", map[string]any{"label": label})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -357,7 +358,7 @@ func TestResumeAfterHostKilled(t *testing.T) {
 			journal := filepath.Join(t.TempDir(), "journal.json")
 			cmd := exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), envHost+"=1", envURL+"="+s.URL, envJournal+"="+journal, envWire+"="+wire)
-			var stderr syncBuffer
+			var stderr proctest.Buffer
 			cmd.Stderr = &stderr
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {

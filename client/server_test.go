@@ -22,6 +22,7 @@ import (
 	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -217,7 +218,7 @@ func connectStdio(t *testing.T, o *client.Options) *client.Client {
 	t.Helper()
 	cmd := exec.Command(mcptaskdBin(t), "-stdio", "-db", filepath.Join(t.TempDir(), "tasks.db"),
 		"-poll-interval", "20ms", "-log-level", "warn")
-	var stderr syncBuffer
+	var stderr proctest.Buffer
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -232,23 +233,6 @@ func connectStdio(t *testing.T, o *client.Options) *client.Client {
 		}
 	})
 	return c
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // waitFor polls cond until it holds or the timeout passes.

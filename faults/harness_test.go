@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -500,7 +499,7 @@ type bg struct {
 	args     []string
 	cancel   context.CancelFunc
 	done     chan struct{}
-	out, err syncBuffer
+	out, err proctest.Buffer
 	code     int
 }
 
@@ -527,24 +526,6 @@ func (b *bg) wait() result {
 	<-b.done
 	b.cancel()
 	return result{args: b.args, stdout: b.out.String(), stderr: b.err.String(), code: b.code}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // expect checks a run's exit code and that stdout and stderr hold the

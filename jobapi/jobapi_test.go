@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/jobservice"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/jobapi"
@@ -28,24 +28,6 @@ import (
 )
 
 const token = "tok-9f8e7d6c5b4a-secret"
-
-// syncBuffer is a log buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // buildTool is a tool of the job service at base: its result from a
 // result request, or inline (the status answer's /output).
@@ -119,7 +101,7 @@ func (j *jobs) jobOf(t *testing.T, id string) string {
 }
 
 // serve starts an mcptask server on the SQLite file db with the tools.
-func serve(t *testing.T, db string, logs *syncBuffer, tools ...jobapi.Tool) *servertest.Server {
+func serve(t *testing.T, db string, logs *proctest.Buffer, tools ...jobapi.Tool) *servertest.Server {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return servertest.Start(t, servertest.Options{
 		DB: db, Logger: log,
@@ -178,7 +160,7 @@ func text(r *mcp.CallToolResult) string {
 // and a status that maps to nothing; the token never shows.
 func TestJobs(t *testing.T) {
 	js := newJobs(t)
-	logs := &syncBuffer{}
+	logs := &proctest.Buffer{}
 	inline := buildTool(js.URL, true)
 	inline.Name = "build_inline"
 	s := serve(t, "", logs, buildTool(js.URL, false), inline)
@@ -284,7 +266,7 @@ func TestJobs(t *testing.T) {
 func TestRestartReattach(t *testing.T) {
 	js := newJobs(t)
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	logs := &syncBuffer{}
+	logs := &proctest.Buffer{}
 	s1 := serve(t, db, logs, buildTool(js.URL, false))
 	c1 := dial(t, s1.URL, client.Wire20260728)
 	id := start(t, c1, map[string]any{"ref": "main"})
@@ -314,7 +296,7 @@ func TestTimeout(t *testing.T) {
 	js := newJobs(t)
 	tool := buildTool(js.URL, false)
 	tool.Timeout = 300 * time.Millisecond
-	s := serve(t, "", &syncBuffer{}, tool)
+	s := serve(t, "", &proctest.Buffer{}, tool)
 	c := dial(t, s.URL, client.Wire20260728)
 	id := start(t, c, map[string]any{"ref": "slow"})
 	job := js.jobOf(t, id)
@@ -382,7 +364,7 @@ func ExampleTool_Check() {
 func TestJobOnLedger(t *testing.T) {
 	js := newJobs(t)
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	logs := &syncBuffer{}
+	logs := &proctest.Buffer{}
 	s1 := serve(t, db, logs, buildTool(js.URL, false))
 	c1 := dial(t, s1.URL, client.Wire20260728)
 	id := start(t, c1, map[string]any{"ref": "main"})
