@@ -40,6 +40,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	stateless.PropagateRequestCancellation = true
 	stateless.EventStore = nil
 	return &wireRouter{
+		s:        s,
 		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
 		stateless: ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless)),
 	}
@@ -47,16 +48,32 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 
 // wireRouter sends each request to the handler of its wire (see Handler).
 type wireRouter struct {
+	s                   *Server
 	stateful, stateless http.Handler
 }
 
 func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateless(w, r) {
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+			if err == nil && bytes.Contains(body, []byte(`"taskIds"`)) && rt.s.w26.ServeListen(w, r, body, rt.stateless) {
+				return
+			}
+		}
 		rt.stateless.ServeHTTP(w, r)
 		return
 	}
-	if r.Method == http.MethodPost && r.Body != nil {
-		liftTaskParam(w, r)
+	switch r.Method {
+	case http.MethodPost:
+		if r.Body != nil {
+			liftTaskParam(w, r)
+		}
+	case http.MethodGet:
+		// The session's standalone stream also carries its tasks' status
+		// notifications.
+		rt.s.w25.ServeStream(w, r, rt.stateful)
+		return
 	}
 	rt.stateful.ServeHTTP(w, r)
 }

@@ -99,6 +99,9 @@ type Options struct {
 	// Limits bounds what each requester may do. The zero value sets no
 	// limit; see DefaultLimits.
 	Limits Limits
+	// Notifications configures the task notifications pushed to clients.
+	// The zero value uses the defaults.
+	Notifications Notifications
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -155,13 +158,12 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := eng.SetHold(s.queueHeld); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
-	s.w26 = wire2026.New(s.core)
-	s.w25 = wire2025.New(s.core)
+	s.w26 = wire2026.New(s.core, o.Notifications.options())
+	s.w25 = wire2025.New(s.core, o.Notifications.options())
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
 	srv.AddReceivingMiddleware(s.middleware)
-	eng.OnChange(s.w25.OnTaskChange) // 2025-11-25 status notifications
 	return s, nil
 }
 
@@ -215,7 +217,13 @@ func (s *Server) Start(ctx context.Context) error {
 // for that shutdown and returns its result, so the caller may close the
 // engine's store (which Close leaves open) once Close returns.
 func (s *Server) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() { s.closeErr = s.eng.Shutdown(ctx) })
+	s.closeOnce.Do(func() {
+		// Notification streams end first, each with its result: an HTTP
+		// server's Shutdown waits for them.
+		s.w26.Close()
+		s.w25.Close()
+		s.closeErr = s.eng.Shutdown(ctx)
+	})
 	return s.closeErr
 }
 

@@ -29,6 +29,18 @@ const (
 	MethodOperationsList = MetaPrefix + "operations/list"
 	// MethodTaskStatus is the 2025-11-25 status notification.
 	MethodTaskStatus = "notifications/tasks/status"
+	// MethodSubscriptionsListen opens a 2026-07-28 notification stream;
+	// its params.notifications.taskIds asks for MethodTasks notifications.
+	MethodSubscriptionsListen = "subscriptions/listen"
+	// MethodSubscriptionsAcknowledged is the first message of a listen
+	// stream: what the server agreed to send.
+	MethodSubscriptionsAcknowledged = "notifications/subscriptions/acknowledged"
+	// MethodTasks is the 2026-07-28 task notification: the full task as
+	// tasks/get returns it.
+	MethodTasks = "notifications/tasks"
+	// MetaSubscriptionID is the _meta key naming the listen stream (its
+	// request's JSON-RPC ID) a notification belongs to.
+	MetaSubscriptionID = "io.modelcontextprotocol/subscriptionId"
 	// MethodElicit and MethodSample are the input requests a task may
 	// make of its client.
 	MethodElicit = "elicitation/create"
@@ -147,6 +159,9 @@ const (
 	// ReasonTooManyActiveTasks: the requester has as many unfinished
 	// tasks as allowed.
 	ReasonTooManyActiveTasks = "too_many_active_tasks"
+	// ReasonTooManyStreams: the requester holds as many open
+	// subscriptions/listen streams with task IDs as allowed.
+	ReasonTooManyStreams = "too_many_streams"
 )
 
 // MetaOperation is the _meta key under which tasks/get carries, on both

@@ -92,3 +92,11 @@ func (c *Core) PollInterval(owner task.Owner, t *task.Task) *task.Task {
 	t.PollInterval = c.limits.polls.Interval(string(owner), string(t.ID), t.PollInterval, time.Now())
 	return t
 }
+
+// TooManyStreams is the error of a subscriptions/listen refused because
+// owner holds max open streams already.
+func (c *Core) TooManyStreams(ctx context.Context, owner task.Owner, max int) error {
+	c.eng.Audit().Limited(ctx, owner, wire.MethodSubscriptionsListen, "", "listen_streams")
+	return limitError(wire.ReasonTooManyStreams, "listen_streams", fmt.Sprintf(
+		"too many open notification streams: at most %d per requester; close one (or poll tasks/get) before opening another", max), 0)
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,11 @@ type Options struct {
 	// HTTP is the Streamable HTTP handler's options; nil means the
 	// defaults of mcptask.Server.Handler.
 	HTTP *mcp.StreamableHTTPOptions
+	// Tasks is the mcptask server's options; its Logger is set here.
+	Tasks mcptask.Options
+	// Wrap, if set, wraps the Streamable HTTP handler (e.g. to count
+	// requests).
+	Wrap func(http.Handler) http.Handler
 	// StopGrace is how long running work may finish when the server stops
 	// at the end of the test; zero means 50 ms.
 	StopGrace time.Duration
@@ -100,7 +106,9 @@ func Start(t testing.TB, o Options) *Server {
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "servertest", Version: "1"}, &mcp.ServerOptions{Logger: log})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: log})
+	to := o.Tasks
+	to.Logger = log
+	ts, err := mcptask.New(srv, eng, &to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +126,11 @@ func Start(t testing.TB, o Options) *Server {
 		t.Fatal(err)
 	}
 	s.stops = append(s.stops, func() { _ = ts.Close(s.ctx) })
-	s.hs = httptest.NewServer(ts.Handler(o.HTTP))
+	var h http.Handler = ts.Handler(o.HTTP)
+	if o.Wrap != nil {
+		h = o.Wrap(h)
+	}
+	s.hs = httptest.NewServer(h)
 	s.stops = append(s.stops, func() { s.hs.CloseClientConnections(); s.hs.Close() })
 	s.URL = s.hs.URL
 	return s

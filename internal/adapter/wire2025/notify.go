@@ -3,8 +3,11 @@ package wire2025
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"slices"
 	"sync"
 
+	"github.com/mcptask/mcptask/internal/push"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
@@ -28,12 +31,6 @@ func (w *Wire) Serve(ctx context.Context, srv *mcp.Server, t mcp.Transport) erro
 	defer func() {
 		w.conns.Delete(ss)
 		c.stop()
-		w.targets.Range(func(id, target any) bool {
-			if target == c {
-				w.targets.Delete(id)
-			}
-			return true
-		})
 	}()
 	done := make(chan error, 1)
 	go func() { done <- ss.Wait() }()
@@ -106,17 +103,13 @@ func (c *conn) Close() error {
 	return c.Connection.Close()
 }
 
-// notify queues a notification; it never blocks. Status notifications are
+// send queues a notification; it never blocks. Status notifications are
 // advisory (clients must keep polling), so one that finds the queue full,
 // or the connection closed, is dropped.
-func (c *conn) notify(method string, params any) {
-	b, err := json.Marshal(params)
-	if err != nil {
-		return
-	}
+func (c *conn) send(n *jsonrpc.Request) {
 	select {
 	case <-c.done:
-	case c.out <- &jsonrpc.Request{Method: method, Params: b}:
+	case c.out <- n:
 	default:
 	}
 }
@@ -134,29 +127,159 @@ func (c *conn) notifier() {
 
 func (c *conn) stop() { c.stopped.Do(func() { close(c.done) }) }
 
-// watchStatus arranges for status notifications of a task created by req,
-// if req's session runs on a connection of [Wire.Serve].
-func (w *Wire) watchStatus(req mcp.Request, created *task.Task) {
-	c, ok := w.conns.Load(req.GetSession())
-	if !ok {
+// sessionPush is what a session follows: its tasks, until the session
+// ends.
+type sessionPush struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	followed map[task.ID]bool
+}
+
+// add reports whether id was not followed yet, and follows it.
+func (p *sessionPush) add(id task.ID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.followed[id] {
+		return false
+	}
+	p.followed[id] = true
+	return true
+}
+
+func (p *sessionPush) remove(id task.ID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.followed, id)
+}
+
+// session returns the follows of ss, set up at its first use and ended
+// when ss ends or the wire is closed.
+func (w *Wire) session(ss *mcp.ServerSession) *sessionPush {
+	if p, ok := w.sessions.Load(ss); ok {
+		return p.(*sessionPush)
+	}
+	ctx, cancel := context.WithCancel(w.base)
+	p := &sessionPush{ctx: ctx, cancel: cancel, followed: map[task.ID]bool{}}
+	if old, loaded := w.sessions.LoadOrStore(ss, p); loaded {
+		cancel()
+		return old.(*sessionPush)
+	}
+	go func() {
+		done := make(chan struct{})
+		go func() { _ = ss.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		cancel()
+		w.sessions.Delete(ss)
+	}()
+	return p
+}
+
+// follow sends notifications/tasks/status for t to the session of req
+// until t is terminal or the session ends: on the connection of
+// [Wire.Serve] (stdio), or on the open standalone GET streams of a
+// Streamable HTTP session ([Wire.ServeStream]). since is the state the
+// client already has (the CreateTaskResult's), nil for none.
+func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *task.Task) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss == nil || t.Status.Terminal() {
 		return
 	}
-	w.targets.Store(created.ID, c)
-	// The task may have changed before it was registered.
-	if t, err := w.c.Engine().Get(context.Background(), created.Owner, created.ID); err == nil && !t.LastUpdatedAt.Equal(created.LastUpdatedAt) {
-		w.OnTaskChange(t)
+	var send func(*jsonrpc.Request)
+	if c, ok := w.conns.Load(ss); ok {
+		send = c.(*conn).send
+	} else if sid := ss.ID(); sid != "" {
+		send = func(n *jsonrpc.Request) { w.streamsOf(sid).event(n) }
+	} else {
+		return
+	}
+	p := w.session(ss)
+	if !p.add(t.ID) {
+		return
+	}
+	go func() {
+		defer p.remove(t.ID)
+		_ = push.Follow(p.ctx, w.c.Engine(), owner, t.ID, w.push, since, func(t *task.Task) error {
+			if n, err := statusNotification(t); err == nil {
+				send(n)
+			}
+			return nil // advisory: a client without a stream polls
+		})
+	}()
+}
+
+// statusNotification is the notifications/tasks/status of t, with the
+// related-task _meta.
+func statusNotification(t *task.Task) (*jsonrpc.Request, error) {
+	b, err := json.Marshal(struct {
+		v1.Task
+		Meta map[string]any `json:"_meta"`
+	}{v1.FromTask(t), map[string]any{v1.MetaRelatedTask: v1.RelatedTask(t.ID)}})
+	if err != nil {
+		return nil, err
+	}
+	return &jsonrpc.Request{Method: wire.MethodTaskStatus, Params: b}, nil
+}
+
+// streamSet holds the open standalone GET streams of one Streamable HTTP
+// session.
+type streamSet struct {
+	mu   sync.Mutex
+	open []*push.Splice
+}
+
+func (w *Wire) streamsOf(sessionID string) *streamSet {
+	s, _ := w.streams.LoadOrStore(sessionID, &streamSet{})
+	return s.(*streamSet)
+}
+
+// event writes n to every open stream of the set; with none open it is
+// dropped (the client polls).
+func (s *streamSet) event(n *jsonrpc.Request) {
+	data, err := jsonrpc.EncodeMessage(n)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	open := slices.Clone(s.open)
+	s.mu.Unlock()
+	for _, sp := range open {
+		_ = sp.Event(data)
 	}
 }
 
-// OnTaskChange sends notifications/tasks/status for a watched task; the
-// owner of the wire registers it with the engine (engine.OnChange).
-func (w *Wire) OnTaskChange(t *task.Task) {
-	c, ok := w.targets.Load(t.ID)
-	if !ok {
+// ServeStream serves a standalone GET stream of a 2025-11-25 Streamable
+// HTTP session with sdk (the go-sdk's stateful handler, which checks the
+// session and its user) and writes the session's task status
+// notifications into it, between the go-sdk's own events: the go-sdk
+// cannot send a method it does not know.
+func (w *Wire) ServeStream(rw http.ResponseWriter, r *http.Request, sdk http.Handler) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		sdk.ServeHTTP(rw, r)
 		return
 	}
-	if t.Status.Terminal() {
-		w.targets.Delete(t.ID)
-	}
-	c.(*conn).notify(wire.MethodTaskStatus, v1.FromTask(t))
+	sp := push.NewSplice(rw)
+	set := w.streamsOf(sid)
+	set.mu.Lock()
+	set.open = append(set.open, sp)
+	set.mu.Unlock()
+	defer func() {
+		sp.Close()
+		set.mu.Lock()
+		set.open = slices.DeleteFunc(set.open, func(o *push.Splice) bool { return o == sp })
+		empty := len(set.open) == 0
+		set.mu.Unlock()
+		if empty {
+			w.streams.CompareAndDelete(sid, set)
+		}
+	}()
+	sdk.ServeHTTP(sp, r)
 }
+
+// Close stops following tasks for every session.
+func (w *Wire) Close() { w.stop() }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/push"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -28,14 +29,18 @@ type Wire struct {
 	c     *adapter.Core
 	table adapter.Table
 
-	conns   sync.Map // *mcp.ServerSession -> *conn, for sessions of Serve
-	targets sync.Map // task.ID -> *conn that gets its status notifications
+	push     push.Options
+	base     context.Context // ends the follows of every session (Close)
+	stop     context.CancelFunc
+	conns    sync.Map // *mcp.ServerSession -> *conn, for sessions of Serve
+	sessions sync.Map // *mcp.ServerSession -> *sessionPush
+	streams  sync.Map // Streamable HTTP session ID -> *streamSet
 }
 
-// New returns the wire on core c. Status notifications need the engine's
-// changes: the caller registers [Wire.OnTaskChange] with the engine.
-func New(c *adapter.Core) *Wire {
-	w := &Wire{c: c}
+// New returns the wire on core c; o configures its status notifications.
+func New(c *adapter.Core, o push.Options) *Wire {
+	w := &Wire{c: c, push: o.WithDefaults()}
+	w.base, w.stop = context.WithCancel(context.Background())
 	w.table = adapter.Table{
 		wire.MethodToolsCall:      w.callTool,
 		"initialize":              w.initialize,
@@ -94,7 +99,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, err
 	}
-	w.watchStatus(r.Req, t)
+	w.follow(r.Req, t.Owner, t, t)
 	return &v1.CreateTaskResult{Task: v1.FromTask(t)}, nil
 }
 
@@ -204,6 +209,9 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
+	// A client that reads a task (again) on a session gets its status
+	// notifications there, e.g. after reconnecting.
+	w.follow(r.Req, owner, t, t)
 	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}
 	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
 	return res, nil

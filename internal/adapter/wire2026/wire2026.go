@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/push"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -23,11 +25,19 @@ import (
 type Wire struct {
 	c     *adapter.Core
 	table adapter.Table
+
+	push push.Options
+	base context.Context // ends every listen stream (Close)
+	stop context.CancelFunc
+
+	smu     sync.Mutex
+	streams map[task.Owner]int // open listen streams with task IDs
 }
 
-// New returns the wire on core c.
-func New(c *adapter.Core) *Wire {
-	w := &Wire{c: c}
+// New returns the wire on core c; o configures its listen streams.
+func New(c *adapter.Core, o push.Options) *Wire {
+	w := &Wire{c: c, push: o.WithDefaults(), streams: map[task.Owner]int{}}
+	w.base, w.stop = context.WithCancel(context.Background())
 	w.table = adapter.Table{
 		wire.MethodToolsCall:      w.callTool,
 		"server/discover":         w.discover,

@@ -1,0 +1,109 @@
+package wiretest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
+)
+
+// Message is one JSON-RPC message read from an event stream.
+type Message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *Error          `json:"error"`
+}
+
+// Stream is an open subscriptions/listen stream.
+type Stream struct {
+	// ID is the listen request's JSON-RPC ID, as sent.
+	ID int64
+	// HTTPStatus is the status the stream's response came with.
+	HTTPStatus int
+	// Messages delivers the stream's messages in order; it is closed when
+	// the stream ends.
+	Messages <-chan Message
+
+	body   io.Closer
+	cancel context.CancelFunc
+}
+
+// Close closes the stream from the client's side.
+func (s *Stream) Close() {
+	s.cancel()
+	_ = s.body.Close()
+}
+
+// Listen opens a subscriptions/listen stream with params.notifications set
+// to notifications (e.g. {"taskIds": [...]}). A refusal answered as JSON
+// arrives as the stream's only message.
+func (c *Client) Listen(ctx context.Context, notifications map[string]any) (*Stream, error) {
+	id := c.id.Add(1)
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": wire.MethodSubscriptionsListen,
+		"params": map[string]any{"notifications": notifications, "_meta": c.Meta()}})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
+	req.Header.Set("Mcp-Method", wire.MethodSubscriptionsListen)
+	for k, vs := range c.Header {
+		req.Header[k] = vs
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ch := make(chan Message, 64)
+	s := &Stream{ID: id, HTTPStatus: resp.StatusCode, Messages: ch, body: resp.Body, cancel: cancel}
+	go func() {
+		defer close(ch)
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); len(ct) < 17 || ct[:17] != "text/event-stream" {
+			var m Message
+			raw, _ := io.ReadAll(resp.Body)
+			if json.Unmarshal(raw, &m) == nil {
+				ch <- m
+			}
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for sc.Scan() {
+			d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
+			if !ok {
+				continue
+			}
+			var m Message
+			if err := json.Unmarshal(bytes.TrimSpace(d), &m); err != nil {
+				m = Message{Method: fmt.Sprintf("undecodable: %q", d)}
+			}
+			select {
+			case ch <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return s, nil
+}

@@ -1,0 +1,393 @@
+package mcptask_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/servertest"
+	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stepper is a tool that moves through steps as the test allows: each
+// step sets the status message "step N" once the test sends on go.
+type stepper struct {
+	mu    sync.Mutex
+	gates map[string]chan struct{}
+}
+
+type stepArgs struct {
+	Label string `json:"label"`
+	Steps int    `json:"steps"`
+}
+
+func (s *stepper) gate(label string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates == nil {
+		s.gates = map[string]chan struct{}{}
+	}
+	g, ok := s.gates[label]
+	if !ok {
+		g = make(chan struct{})
+		s.gates[label] = g
+	}
+	return g
+}
+
+// step lets the task labelled label take its next step.
+func (s *stepper) step(label string) { s.gate(label) <- struct{}{} }
+
+func (s *stepper) run(ctx context.Context, _ *mcp.CallToolRequest, in stepArgs) (*mcp.CallToolResult, any, error) {
+	g := s.gate(in.Label)
+	for i := 1; i <= in.Steps; i++ {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		if err := mcptask.FromContext(ctx).SetStatusMessage(ctx, fmt.Sprintf("step %d", i)); err != nil {
+			return nil, nil, err
+		}
+	}
+	select {
+	case <-g:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
+}
+
+// methodCounter counts the requests per Mcp-Method header (both wires'
+// clients here set it) and per JSON-RPC method of 2025-11-25 sessions.
+type methodCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *methodCounter) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := r.Header.Get("Mcp-Method"); m != "" {
+			c.mu.Lock()
+			if c.n == nil {
+				c.n = map[string]int{}
+			}
+			c.n[m]++
+			c.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (c *methodCounter) count(m string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[m]
+}
+
+// userOwner makes the X-User header the requester, for tests with two
+// principals.
+func userOwner(_ context.Context, req mcp.Request) task.Owner {
+	if ex := req.GetExtra(); ex != nil && ex.Header != nil {
+		if u := ex.Header.Get("X-User"); u != "" {
+			return task.TokenOwner(u)
+		}
+	}
+	return task.AnonymousOwner("")
+}
+
+type pushServer struct {
+	*servertest.Server
+	steps   *stepper
+	methods *methodCounter
+}
+
+func startPush(t *testing.T, st store.Store, n mcptask.Notifications) *pushServer {
+	t.Helper()
+	p := &pushServer{steps: &stepper{}, methods: &methodCounter{}}
+	p.Server = servertest.Start(t, servertest.Options{
+		Store: st,
+		Tasks: mcptask.Options{Owner: userOwner, Notifications: n},
+		Wrap:  p.methods.wrap,
+		Register: func(ts *mcptask.Server) (func(), error) {
+			mcptask.AddTool(ts, &mcp.Tool{Name: "steps"}, p.steps.run, mcptask.ToolOptions{Support: mcptask.Optional})
+			return nil, nil
+		},
+	})
+	return p
+}
+
+func user(u string) http.Header { return http.Header{"X-User": {u}} }
+
+// next returns the next message of a stream, failing the test when none
+// comes.
+func next(t *testing.T, ctx context.Context, msgs <-chan wiretest.Message) wiretest.Message {
+	t.Helper()
+	select {
+	case m, ok := <-msgs:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return m
+	case <-ctx.Done():
+		t.Fatal("no message on the stream")
+	}
+	return wiretest.Message{}
+}
+
+type taskNote struct {
+	TaskID        string          `json:"taskId"`
+	Status        string          `json:"status"`
+	StatusMessage string          `json:"statusMessage"`
+	Result        json.RawMessage `json:"result"`
+	Meta          map[string]any  `json:"_meta"`
+}
+
+// TestListenTaskNotifications: a 2026-07-28 client that opened a
+// subscriptions/listen stream for its task learns every change of it
+// (status message steps, then completed with the result) without a single
+// tasks/get; the acknowledgement agrees only its own task (not an unknown
+// ID, not another requester's task), and the stream ends with the
+// listen's result once the task has ended.
+func TestListenTaskNotifications(t *testing.T) {
+	p := startPush(t, nil, mcptask.Notifications{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	alice := &wiretest.Client{URL: p.URL, Tasks: true, Header: user("alice")}
+	mallory := &wiretest.Client{URL: p.URL, Tasks: true, Header: user("mallory")}
+
+	tk, err := alice.CallTool(ctx, "steps", map[string]any{"label": "a", "steps": 2})
+	if err != nil || tk.ResultType != "task" {
+		t.Fatalf("tools/call = %+v, %v", tk, err)
+	}
+	other, err := mallory.CallTool(ctx, "steps", map[string]any{"label": "m", "steps": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := string(task.NewID())
+	s, err := alice.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID, other.TaskID, unknown, tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ack := next(t, ctx, s.Messages)
+	if ack.Method != wire.MethodSubscriptionsAcknowledged {
+		t.Fatalf("first message = %+v, want the acknowledgement", ack)
+	}
+	var ap struct {
+		Notifications struct {
+			TaskIDs []string `json:"taskIds"`
+		} `json:"notifications"`
+		Meta map[string]any `json:"_meta"`
+	}
+	if err := json.Unmarshal(ack.Params, &ap); err != nil {
+		t.Fatal(err)
+	}
+	if len(ap.Notifications.TaskIDs) != 1 || ap.Notifications.TaskIDs[0] != tk.TaskID {
+		t.Fatalf("agreed task IDs = %v, want only %s (not another requester's, not an unknown one)", ap.Notifications.TaskIDs, tk.TaskID)
+	}
+	wantSub := fmt.Sprint(s.ID)
+	note := func(wantStatus, wantMessage string) taskNote {
+		t.Helper()
+		m := next(t, ctx, s.Messages)
+		var n taskNote
+		if m.Method != wire.MethodTasks || json.Unmarshal(m.Params, &n) != nil {
+			t.Fatalf("message = %s %s, want %s", m.Method, m.Params, wire.MethodTasks)
+		}
+		if n.TaskID != tk.TaskID || n.Status != wantStatus || n.StatusMessage != wantMessage {
+			t.Fatalf("notification = %+v, want %s %q", n, wantStatus, wantMessage)
+		}
+		if got := fmt.Sprint(n.Meta[wire.MetaSubscriptionID]); got != wantSub {
+			t.Fatalf("notification subscription ID = %v, want %s", n.Meta[wire.MetaSubscriptionID], wantSub)
+		}
+		return n
+	}
+	note("working", "")
+	p.steps.step("a")
+	note("working", "step 1")
+	p.steps.step("a")
+	note("working", "step 2")
+	p.steps.step("a")
+	done := note("completed", "step 2")
+	if !json.Valid(done.Result) || len(done.Result) < 10 {
+		t.Fatalf("completed notification lacks the result: %s", done.Result)
+	}
+	end := next(t, ctx, s.Messages)
+	if string(end.ID) != wantSub || end.Result == nil {
+		t.Fatalf("last message = %+v, want the listen's result", end)
+	}
+	if n := p.methods.count(wire.MethodTasksGet); n != 0 {
+		t.Fatalf("%d tasks/get requests; the client learned everything from the stream", n)
+	}
+	p.steps.step("m")
+}
+
+// TestListenRefusals: without the extension declared the listen is
+// refused with -32021; a bad taskIds with -32602; beyond the per-requester
+// stream cap with the limit error; a listen without taskIds stays the
+// go-sdk's.
+func TestListenRefusals(t *testing.T) {
+	p := startPush(t, nil, mcptask.Notifications{MaxStreams: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	plain := &wiretest.Client{URL: p.URL, Header: user("alice")}
+	s, err := plain.Listen(ctx, map[string]any{"taskIds": []string{string(task.NewID())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ctx, s.Messages); m.Error == nil || m.Error.Code != mcp.CodeMissingRequiredClientCapabilities || s.HTTPStatus != http.StatusBadRequest {
+		t.Fatalf("listen without the extension = HTTP %d %+v, want 400 and -32021", s.HTTPStatus, m)
+	}
+	alice := &wiretest.Client{URL: p.URL, Tasks: true, Header: user("alice")}
+	s, err = alice.Listen(ctx, map[string]any{"taskIds": "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ctx, s.Messages); m.Error == nil || m.Error.Code != -32602 {
+		t.Fatalf("listen with a bad taskIds = %+v, want -32602", m)
+	}
+
+	tk, err := alice.CallTool(ctx, "steps", map[string]any{"label": "a", "steps": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := alice.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if m := next(t, ctx, first.Messages); m.Method != wire.MethodSubscriptionsAcknowledged {
+		t.Fatalf("first listen: %+v", m)
+	}
+	second, err := alice.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ctx, second.Messages); m.Error == nil || m.Error.Code != wire.CodeLimitExceeded {
+		t.Fatalf("a second stream beyond the cap of 1 = %+v, want the limit error", m)
+	}
+	// Another requester is not affected by alice's streams.
+	bob := &wiretest.Client{URL: p.URL, Tasks: true, Header: user("bob")}
+	third, err := bob.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, ctx, third.Messages)
+	if m.Method != wire.MethodSubscriptionsAcknowledged || !jsonHas(m.Params, `"taskIds":[]`) {
+		t.Fatalf("bob's listen for alice's task = %s %s, want an acknowledgement agreeing no task", m.Method, m.Params)
+	}
+	if end := next(t, ctx, third.Messages); end.Result == nil {
+		t.Fatalf("bob's listen with nothing agreed ends at once with its result; got %+v", end)
+	}
+	p.steps.step("a")
+}
+
+func jsonHas(raw json.RawMessage, s string) bool {
+	return json.Valid(raw) && contains(string(raw), s)
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// Test2025StatusOverHTTP: a 2025-11-25 session over Streamable HTTP gets
+// notifications/tasks/status (with the related-task _meta) for each status
+// change of the task it created, on its standalone GET stream, without
+// polling.
+func Test2025StatusOverHTTP(t *testing.T) {
+	p := startPush(t, nil, mcptask.Notifications{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s := &wiretest.Session{URL: p.URL, Header: user("alice")}
+	if _, err := s.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	status, msgs, err := s.Stream(ctx)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("GET stream: %d, %v", status, err)
+	}
+	raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "steps", "arguments": map[string]any{"label": "h", "steps": 1}, "task": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Task struct{ TaskID, Status string } `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &created); err != nil || created.Task.TaskID == "" {
+		t.Fatalf("tools/call = %s, %v", raw, err)
+	}
+	id := created.Task.TaskID
+	note := func(wantStatus, wantMessage string) {
+		t.Helper()
+		for {
+			m := next(t, ctx, msgs)
+			if m.Method != wire.MethodTaskStatus {
+				continue // the go-sdk's own (e.g. a ping)
+			}
+			var n taskNote
+			if err := json.Unmarshal(m.Params, &n); err != nil {
+				t.Fatal(err)
+			}
+			rel, _ := n.Meta["io.modelcontextprotocol/related-task"].(map[string]any)
+			if n.TaskID != id || n.Status != wantStatus || n.StatusMessage != wantMessage || rel["taskId"] != id {
+				t.Fatalf("status notification = %s, want %s %q with the related-task _meta", m.Params, wantStatus, wantMessage)
+			}
+			return
+		}
+	}
+	// The stream may have opened after the first step was taken, so each
+	// step waits for its notification.
+	p.steps.step("h")
+	note("working", "step 1")
+	p.steps.step("h")
+	note("completed", "step 1")
+	if n := p.methods.count(wire.MethodTasksGet); n != 0 {
+		t.Fatalf("%d tasks/get requests", n)
+	}
+	// Another session cannot read this session's stream.
+	mallory := &wiretest.Session{URL: p.URL, Header: user("mallory"), ID: s.ID}
+	if st, _, err := mallory.Stream(ctx); err == nil && st == http.StatusOK {
+		t.Fatalf("another principal opened the session's stream: HTTP %d", st)
+	}
+}
+
+// TestPushKeepAlive: with KeepAlive set, a running task's status is sent
+// again without a change.
+func TestPushKeepAlive(t *testing.T) {
+	p := startPush(t, nil, mcptask.Notifications{KeepAlive: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	alice := &wiretest.Client{URL: p.URL, Tasks: true, Header: user("alice")}
+	tk, err := alice.CallTool(ctx, "steps", map[string]any{"label": "k", "steps": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := alice.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var working atomic.Int32
+	for working.Load() < 3 {
+		m := next(t, ctx, s.Messages)
+		if m.Method == wire.MethodTasks && jsonHas(m.Params, `"status":"working"`) {
+			working.Add(1)
+		}
+	}
+	p.steps.step("k")
+}
