@@ -40,7 +40,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	stateless.PropagateRequestCancellation = true
 	stateless.EventStore = nil
 	return &wireRouter{
-		s:        s,
+		s:         s,
 		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
 		stateless: ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless)),
 	}
