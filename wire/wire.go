@@ -87,6 +87,16 @@ const ExtensionIdempotency = MetaPrefix + "idempotency"
 // capabilities.tasks.delete, beside list and cancel).
 const ExtensionTasksDelete = MetaPrefix + "tasks-delete"
 
+// ExtensionTaskNotifications is the experimental capability an mcptask
+// server advertises in initialize on 2025-11-25: it sends
+// notifications/tasks/status, with the related-task _meta, for every
+// status change of the tasks a session created or read (tasks/get), on
+// the session's stdio connection or standalone Streamable HTTP GET stream.
+// A client may then wait for them instead of polling at full rate. (On
+// 2026-07-28, subscriptions/listen with notifications.taskIds is the
+// standard way, acknowledged per stream.)
+const ExtensionTaskNotifications = MetaPrefix + "task-notifications"
+
 // ExtensionOperations is the extension an mcptask server advertises to
 // say that it serves MethodOperationsList: in capabilities.extensions of
 // server/discover on 2026-07-28, in capabilities.experimental of

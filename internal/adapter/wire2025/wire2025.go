@@ -133,6 +133,7 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 		exp = map[string]any{}
 	}
 	exp[wire.ExtensionIdempotency] = map[string]any{}
+	exp[wire.ExtensionTaskNotifications] = map[string]any{}
 	if w.c.Engine().HasLedger() {
 		exp[wire.ExtensionOperations] = map[string]any{}
 	}
