@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/postgres"
+	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -114,13 +118,21 @@ type pushServer struct {
 
 func startPush(t *testing.T, st store.Store, n mcptask.Notifications) *pushServer {
 	t.Helper()
-	p := &pushServer{steps: &stepper{}, methods: &methodCounter{}}
+	return startPushWith(t, st, n, &stepper{})
+}
+
+// startPushWith starts a server whose tools steps (and steps_rerun,
+// Rerunnable) move as steps allows.
+func startPushWith(t *testing.T, st store.Store, n mcptask.Notifications, steps *stepper) *pushServer {
+	t.Helper()
+	p := &pushServer{steps: steps, methods: &methodCounter{}}
 	p.Server = servertest.Start(t, servertest.Options{
 		Store: st,
 		Tasks: mcptask.Options{Owner: userOwner, Notifications: n},
 		Wrap:  p.methods.wrap,
 		Register: func(ts *mcptask.Server) (func(), error) {
 			mcptask.AddTool(ts, &mcp.Tool{Name: "steps"}, p.steps.run, mcptask.ToolOptions{Support: mcptask.Optional})
+			mcptask.AddTool(ts, &mcp.Tool{Name: "steps_rerun"}, p.steps.run, mcptask.ToolOptions{Support: mcptask.Optional, Rerunnable: true})
 			return nil, nil
 		},
 	})
@@ -390,4 +402,171 @@ func TestPushKeepAlive(t *testing.T) {
 		}
 	}
 	p.steps.step("k")
+}
+
+// TestListenAcrossInstancesPostgres: two instances share one PostgreSQL
+// task space; a task runs on one, and a client's listen stream is held by
+// the other: every change reaches the client through the change feed, with
+// no tasks/get. A 2025-11-25 session on the other instance that read the
+// task once gets its status notifications too.
+func TestListenAcrossInstancesPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "push_test_")
+	steps := &stepper{}
+	var servers [2]*pushServer
+	for i := range servers {
+		st, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = startPushWith(t, st, mcptask.Notifications{}, steps)
+	}
+	a, b := servers[0], servers[1]
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	onA := &wiretest.Client{URL: a.URL, Tasks: true, Header: user("alice")}
+	onB := &wiretest.Client{URL: b.URL, Tasks: true, Header: user("alice")}
+	tk, err := onA.CallTool(ctx, "steps", map[string]any{"label": "x", "steps": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := onB.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if m := next(t, ctx, s.Messages); m.Method != wire.MethodSubscriptionsAcknowledged || !jsonHas(m.Params, tk.TaskID) {
+		t.Fatalf("acknowledgement on the other instance = %s %s", m.Method, m.Params)
+	}
+	sess := &wiretest.Session{URL: b.URL, Header: user("alice")}
+	if _, err := sess.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, msgs, err := sess.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.Call(ctx, wire.MethodTasksGet, map[string]any{"taskId": tk.TaskID}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(status, message string) {
+		t.Helper()
+		for {
+			var n taskNote
+			m := next(t, ctx, s.Messages)
+			if m.Method != wire.MethodTasks || json.Unmarshal(m.Params, &n) != nil {
+				t.Fatalf("listen stream: %s %s", m.Method, m.Params)
+			}
+			if n.Status == status && n.StatusMessage == message {
+				break
+			}
+			if n.Status != "working" || n.StatusMessage != "" {
+				t.Fatalf("listen stream: %+v, want %s %q", n, status, message)
+			}
+		}
+		for {
+			var n taskNote
+			m := next(t, ctx, msgs)
+			if m.Method != wire.MethodTaskStatus || json.Unmarshal(m.Params, &n) != nil {
+				continue
+			}
+			if n.Status == status && n.StatusMessage == message {
+				return
+			}
+		}
+	}
+	steps.step("x")
+	want("working", "step 1")
+	steps.step("x")
+	want("working", "step 2")
+	steps.step("x")
+	want("completed", "step 2")
+	if n := b.methods.count(wire.MethodTasksGet) + a.methods.count(wire.MethodTasksGet); n != 0 {
+		t.Fatalf("%d tasks/get requests of 2026-07-28 clients", n)
+	}
+}
+
+// TestListenEndsAtShutdownAndResumes: a listen stream is ended cleanly
+// (with the listen's result) when the server shuts down, and a client that
+// listens again on the restarted server gets the task's state and its
+// later changes.
+func TestListenEndsAtShutdownAndResumes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	open := func() store.Store {
+		st, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	steps := &stepper{}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	first := startPushWith(t, open(), mcptask.Notifications{}, steps)
+	c := &wiretest.Client{URL: first.URL, Tasks: true, Header: user("alice")}
+	tk, err := c.CallTool(ctx, "steps_rerun", map[string]any{"label": "r", "steps": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ctx, s.Messages); m.Method != wire.MethodSubscriptionsAcknowledged {
+		t.Fatalf("first message %+v", m)
+	}
+	if m := next(t, ctx, s.Messages); m.Method != wire.MethodTasks {
+		t.Fatalf("second message %+v", m)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		cctx, stop := context.WithTimeout(context.Background(), 100*time.Millisecond) // the running task is stopped then
+		defer stop()
+		closed <- first.Tasks.Close(cctx)
+	}()
+	end := next(t, ctx, s.Messages)
+	if end.Result == nil || fmt.Sprint(s.ID) != string(end.ID) {
+		t.Fatalf("at shutdown the stream got %+v, want the listen's result", end)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	first.Stop()
+
+	second := startPushWith(t, open(), mcptask.Notifications{}, steps)
+	c.URL = second.URL
+	s, err = c.Listen(ctx, map[string]any{"taskIds": []string{tk.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if m := next(t, ctx, s.Messages); m.Method != wire.MethodSubscriptionsAcknowledged || !jsonHas(m.Params, tk.TaskID) {
+		t.Fatalf("after the restart: %s %s", m.Method, m.Params)
+	}
+	// The rerunnable task runs again after the restart: its state, then
+	// its step, are seen on the new stream.
+	want := func(message string) {
+		t.Helper()
+		for {
+			var n taskNote
+			m := next(t, ctx, s.Messages)
+			if m.Method != wire.MethodTasks || json.Unmarshal(m.Params, &n) != nil || n.Status != "working" {
+				t.Fatalf("after the restart: %s %s", m.Method, m.Params)
+			}
+			if message == "*" || n.StatusMessage == message {
+				return
+			}
+		}
+	}
+	want("*") // its state at the listen (the recovery may have set a message)
+	steps.step("r")
+	want("step 1")
+	steps.step("r")
+	for {
+		var n taskNote
+		m := next(t, ctx, s.Messages)
+		if m.Method == wire.MethodTasks && json.Unmarshal(m.Params, &n) == nil && n.Status == "completed" {
+			break
+		}
+	}
 }
