@@ -218,13 +218,20 @@ func (s *Server) Start(ctx context.Context) error {
 // engine's store (which Close leaves open) once Close returns.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		// Notification streams end first, each with its result: an HTTP
-		// server's Shutdown waits for them.
-		s.w26.Close()
-		s.w25.Close()
+		s.CloseStreams()
 		s.closeErr = s.eng.Shutdown(ctx)
 	})
 	return s.closeErr
+}
+
+// CloseStreams ends the long-lived notification streams of [Server.Handler]:
+// each subscriptions/listen stream with its result, and the standalone GET
+// streams of 2025-11-25 sessions. An http.Server's Shutdown waits for
+// active requests, these included: register it with RegisterOnShutdown.
+// [Server.Close] calls it too.
+func (s *Server) CloseStreams() {
+	s.w26.Close()
+	s.w25.Close()
 }
 
 // Run serves one client on t (e.g. &mcp.StdioTransport{}) until the client

@@ -46,6 +46,9 @@ type Config struct {
 	Limits   mcptask.Limits
 	AuditLog string // "" (the daemon's log), "off", or a file of JSON lines
 
+	// Task notifications pushed to clients (mcptask.Notifications).
+	Notifications mcptask.Notifications
+
 	// Authentication of /mcp (package authn); off when all three files
 	// are empty.
 	Tokens         string // static tokens file (JSON)
@@ -109,6 +112,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.Float64Var(&c.Limits.RequestRate, "request-rate", d.RequestRate, "tasks/* requests (get, update, cancel, result, list) per second allowed per requester; 0: no limit")
 	fs.IntVar(&c.Limits.RequestBurst, "request-burst", d.RequestBurst, "tasks/* requests a requester may send in a burst above -request-rate")
 	fs.DurationVar(&c.Limits.MaxPollInterval, "max-poll-interval", d.MaxPollInterval, "the most the poll interval suggested to a client that polls a task faster than suggested is raised to (doubling on each early poll); 0: never raised")
+	fs.DurationVar(&c.Notifications.MinInterval, "notify-interval", 50*time.Millisecond, "task notifications (2025-11-25 notifications/tasks/status; 2026-07-28 subscriptions/listen): a task's changes closer together than this are sent as one, its state at the end (negative: every change)")
+	fs.DurationVar(&c.Notifications.KeepAlive, "notify-keepalive", 0, "re-send the status of a running task to its subscribed clients after this long without a change, for clients that drop a task they have not heard of for a while (e.g. 25s for clients with a 30 s timeout); 0: off")
+	fs.IntVar(&c.Notifications.MaxStreams, "max-listen-streams", 16, "most subscriptions/listen streams with task IDs a requester may hold open at once; -1: no limit")
+	fs.IntVar(&c.Notifications.MaxTasksPerStream, "max-listen-tasks", 256, "most task IDs one subscriptions/listen stream follows; the IDs beyond are not agreed")
 	fs.StringVar(&c.AuditLog, "audit-log", "", "where the audit trail (tasks created, status changes, results retrieved, cancellations, denied access, limited requests) goes: empty for the daemon's log, a `file` to append JSON lines to, or off")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML (or JSON) `file` declaring the tools served: the demo tools (demo: true, the default) and upstream MCP servers (mcpServers, as in a host's configuration) whose tools become tasks; see docs/gateway.md")
 	fs.StringVar(&c.CheckConfig, "check-config", "", "validate this configuration `file`, print what it declares or what is wrong (file:line: field: problem), and exit")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/internal/wiretest"
@@ -265,6 +267,68 @@ func TestSecurity(t *testing.T) {
 		if tk := alice.get26(t, vRun); tk.Status != "cancelled" {
 			t.Errorf("alice's computation after her cancel: %s", tk.Status)
 		}
+	})
+
+	t.Run("2026-07-28 wire: subscriptions/listen agrees none of another principal's tasks", func(t *testing.T) {
+		vDeploy, vRun, vDone, _, _, _ := victims26(t)
+		vids := []string{vDeploy, vRun, vDone}
+		listen := func(t *testing.T, p *secPrincipal, ids []string) []wiretest.Message {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			c := &wiretest.Client{URL: p.srv.url, Tasks: true, Header: http.Header{"Authorization": {"Bearer " + p.token}}}
+			s, err := c.Listen(ctx, map[string]any{"taskIds": ids})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var got []wiretest.Message
+			for m := range s.Messages {
+				got = append(got, m)
+				if m.Result != nil || m.Error != nil || len(got) == 1+len(ids) {
+					break
+				}
+			}
+			return got
+		}
+		for _, a := range attackers {
+			t.Run(a.String(), func(t *testing.T) {
+				msgs := listen(t, a, append(slices.Clone(vids), string(task.NewID())))
+				if len(msgs) != 2 || msgs[0].Method != "notifications/subscriptions/acknowledged" || msgs[1].Result == nil {
+					t.Fatalf("%s's listen for alice's tasks: %+v, want an acknowledgement agreeing none, then the end", a, msgs)
+				}
+				var ack struct {
+					Notifications struct {
+						TaskIDs []string `json:"taskIds"`
+					} `json:"notifications"`
+				}
+				if err := json.Unmarshal(msgs[0].Params, &ack); err != nil || len(ack.Notifications.TaskIDs) != 0 {
+					t.Errorf("%s's listen agreed %v of alice's tasks (%v)", a, ack.Notifications.TaskIDs, err)
+				}
+				for _, m := range msgs {
+					b, _ := json.Marshal(m)
+					for _, secret := range []string{secretService, secretDone, secretDeploy, vDeploy, vRun, vDone} {
+						if strings.Contains(string(b), secret) {
+							t.Errorf("%s's listen stream carried %q: %s", a, secret, b)
+						}
+					}
+				}
+			})
+		}
+		// Alice's own listen agrees all three, and carries her result.
+		msgs := listen(t, alice, vids)
+		if len(msgs) < 1+len(vids) || !strings.Contains(string(msgs[0].Params), vRun) {
+			t.Fatalf("alice's listen: %+v", msgs)
+		}
+		found := false
+		for _, m := range msgs[1:] {
+			found = found || strings.Contains(string(m.Params), secretDone)
+		}
+		if !found {
+			t.Errorf("alice's listen stream lacks her completed task's result")
+		}
+		alice.call26(t, "tasks/cancel", map[string]any{"taskId": vRun})
+		alice.call26(t, "tasks/cancel", map[string]any{"taskId": vDeploy})
 	})
 
 	t.Run("guessed, truncated and malformed task IDs", func(t *testing.T) {
@@ -675,7 +739,7 @@ func TestSecurity(t *testing.T) {
 			t.Error("no result_retrieved or cancelled audit record: the cross-principal check saw nothing")
 		}
 		for _, a := range attackers {
-			for _, op := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result"} {
+			for _, op := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "subscriptions/listen"} {
 				if !denied[a.String()][op] {
 					t.Errorf("no %s audit record of %s's %s of alice's tasks (got %v)", audit.EventDenied, a, op, denied[a.String()])
 				}

@@ -128,7 +128,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
 			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
 	})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -419,6 +419,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Notification streams end (listen streams with their result) as soon
+	// as shutdown begins: Shutdown waits for active requests.
+	srv.RegisterOnShutdown(app.tasks.CloseStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 

@@ -278,8 +278,15 @@ func (w *Wire) ServeStream(rw http.ResponseWriter, r *http.Request, sdk http.Han
 			w.streams.CompareAndDelete(sid, set)
 		}
 	}()
-	sdk.ServeHTTP(sp, r)
+	// Shutdown ends the stream (Close): an HTTP server's Shutdown waits
+	// for it otherwise.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(w.base, cancel)
+	defer stop()
+	sdk.ServeHTTP(sp, r.WithContext(ctx))
 }
 
-// Close stops following tasks for every session.
+// Close stops following tasks for every session and ends the standalone
+// streams served by ServeStream.
 func (w *Wire) Close() { w.stop() }
