@@ -212,3 +212,16 @@ export function textOf(result) {
     .map((c) => c.text)
     .join('\n');
 }
+
+/**
+ * until resolves once cond() holds, checking it every 10 ms (the SDK
+ * delivers notifications on its own schedule); it fails after timeoutMs
+ * with what() as the message.
+ */
+export async function until(cond, timeoutMs, what = () => 'condition not met') {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) assert.fail(`after ${timeoutMs} ms: ${what()}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}

@@ -12,7 +12,7 @@ import {
   ErrorCode,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
-import { collect, expectMcpError, pollTask, startTask, textOf, TERMINAL } from './client.mjs';
+import { collect, expectMcpError, pollTask, startTask, textOf, TERMINAL, until } from './client.mjs';
 
 const INVALID_PARAMS = ErrorCode.InvalidParams; // -32602
 const METHOD_NOT_FOUND = ErrorCode.MethodNotFound; // -32601
@@ -146,23 +146,35 @@ export function registerFlows(connect) {
     assert.equal(statuses.at(-1), 'completed');
   });
 
-  // mcptaskd sends notifications/tasks/status over stdio; over Streamable
-  // HTTP go-sdk v1.8.0 gives it no way to (docs/wire-2025-11-25.md), so
-  // there only their shape is checked, should any arrive.
-  flow('notifications/tasks/status: parsed by the SDK schema; over stdio they follow the task to completed', async (conn, t) => {
+  // mcptaskd sends notifications/tasks/status for every status change of
+  // the tasks a session created, over stdio and over Streamable HTTP (on
+  // the session's standalone GET stream, which the SDK opens itself): the
+  // client learns the task completed without polling tasks/get.
+  flow('notifications/tasks/status follow the task to completed without polling', async (conn, t) => {
     const { client, kind } = conn;
-    const created = await startTask(client, 'long_computation', { n: 100, steps: 2, step_delay_ms: 50 });
-    await pollTask(client, created.taskId);
-    await client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
-    await new Promise((r) => setTimeout(r, 100)); // a notification may trail the result
-    const mine = conn.statusNotes.filter((n) => n.taskId === created.taskId);
-    t.diagnostic(`${kind}: ${mine.length} status notifications: ${mine.map((n) => n.status).join(', ')}`);
-    for (const n of mine) checkTaskShape(n);
-    if (kind === 'stdio') {
-      assert.ok(mine.length > 0, 'no notifications/tasks/status over stdio');
-      assert.equal(mine.at(-1).status, 'completed');
-      assert.ok(mine.every((n) => n.status === 'working' || n.status === 'completed'), mine.map((n) => n.status).join());
+    const created = await startTask(client, 'long_computation', { n: 100, steps: 3, step_delay_ms: 100 });
+    const mine = () => conn.statusNotes.filter((n) => n.taskId === created.taskId);
+    await until(() => mine().some((n) => TERMINAL.has(n.status)), 30_000, () => `${kind}: notifications so far: ${JSON.stringify(mine())}`);
+    const notes = mine();
+    t.diagnostic(`${kind}: ${notes.length} status notifications: ${notes.map((n) => `${n.status} ${n.statusMessage ?? ''}`).join(' | ')}`);
+    for (const n of notes) {
+      checkTaskShape(n);
+      assert.deepEqual(n._meta?.[RELATED_TASK_META_KEY], { taskId: created.taskId }, JSON.stringify(n));
     }
+    assert.ok(notes.every((n) => n.status === 'working' || n.status === 'completed'), notes.map((n) => n.status).join());
+    assert.equal(notes.at(-1).status, 'completed');
+    assert.ok(notes.some((n) => /step/i.test(n.statusMessage ?? '')), `no step message among ${notes.map((n) => n.statusMessage).join(' | ')}`);
+    const result = await client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
+    assert.equal(textOf(result), 'There are 25 primes up to 100 (computed in 3 steps).');
+  });
+
+  flow('callToolStream: the status notifications arrive alongside its own polling', async (conn) => {
+    const { client } = conn;
+    const msgs = await collect(client.experimental.tasks.callToolStream({ name: 'long_computation', arguments: { n: 100, steps: 2, step_delay_ms: 100 } }));
+    assert.equal(msgs.at(-1).type, 'result', JSON.stringify(msgs.at(-1)));
+    const id = msgs[0].task.taskId;
+    await until(() => conn.statusNotes.some((n) => n.taskId === id && n.status === 'completed'), 30_000,
+      () => `notifications: ${JSON.stringify(conn.statusNotes)}`);
   });
 
   flow('tasks/list shows the tasks of this client', async ({ client }) => {
