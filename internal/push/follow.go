@@ -62,13 +62,11 @@ type Options struct {
 	MaxTasksPerStream int
 }
 
-// WithDefaults returns o with its zero fields set to the defaults.
+// WithDefaults returns o with its zero fields set to the defaults. It is
+// idempotent: a negative MinInterval (every change) stays negative.
 func (o Options) WithDefaults() Options {
 	if o.MinInterval == 0 {
 		o.MinInterval = DefaultMinInterval
-	}
-	if o.MinInterval < 0 {
-		o.MinInterval = 0
 	}
 	if o.RecheckInterval <= 0 {
 		o.RecheckInterval = DefaultRecheckInterval
@@ -118,6 +116,14 @@ func Follow(ctx context.Context, eng *engine.Engine, owner task.Owner, id task.I
 			// A passing store error: try again at the next signal.
 		} else if sig := signature(t); !sent || sig != last ||
 			opts.KeepAlive > 0 && !t.Status.Terminal() && time.Since(sentAt) >= opts.KeepAlive {
+			// Coalesce: a change within MinInterval of the last
+			// notification is sent at its end, as the state then.
+			if d := max(opts.MinInterval, 0) - time.Since(sentAt); sent && d > 0 {
+				if err := sleep(ctx, d); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := send(t); err != nil {
 				return err
 			}
@@ -143,17 +149,18 @@ func Follow(ctx context.Context, eng *engine.Engine, owner task.Owner, id task.I
 		case <-timer.C:
 		}
 		timer.Stop()
-		// Coalesce: changes within MinInterval of the last notification
-		// are sent together, as the state at its end.
-		if d := opts.MinInterval - time.Since(sentAt); d > 0 && sent {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-		}
+	}
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
