@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/internal/wiretest"
@@ -53,6 +54,11 @@ func FuzzWireRequest(f *testing.F) {
 		{"tasks/list", `{"cursor":"zzz"}`},
 		{"tasks/get", `[]`},
 		{"tasks/get", `not json`},
+		{"subscriptions/listen", `{"notifications":{"taskIds":["` + sentinel.TaskID + `"]}}`},
+		{"subscriptions/listen", `{"notifications":{"taskIds":["` + sentinel.TaskID + `","x",7,null]}}`},
+		{"subscriptions/listen", `{"notifications":{"taskIds":"` + sentinel.TaskID + `"}}`},
+		{"subscriptions/listen", `{"notifications":{"taskIds":[]}}`},
+		{"subscriptions/listen", `{"notifications":null}`},
 	} {
 		f.Add(seed.method, seed.params, true)
 		f.Add(seed.method, seed.params, false)
@@ -77,6 +83,11 @@ func FuzzWireRequest(f *testing.F) {
 		}
 		_ = json.Unmarshal([]byte(params), &tid)
 		req.Header.Set("Mcp-Name", tid.TaskID)
+		// A listen stream the go-sdk keeps open (e.g. toolsListChanged)
+		// lasts until the client goes: this one goes after a moment.
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req = req.WithContext(rctx)
 		rec := httptest.NewRecorder()
 		s.handler.ServeHTTP(rec, req)
 		if rec.Code >= 500 {

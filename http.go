@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,7 +55,7 @@ type wireRouter struct {
 
 func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateless(w, r) {
-		if r.Method == http.MethodPost && r.Body != nil {
+		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Body != nil && (m == "" || m == wire.MethodSubscriptionsListen) {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 			if err == nil && bytes.Contains(body, []byte(`"taskIds"`)) && rt.s.w26.ServeListen(w, r, body, rt.stateless) {
