@@ -68,7 +68,12 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodPost:
 		if r.Body != nil {
-			liftTaskParam(w, r)
+			body := liftTaskParam(w, r)
+			if id, ok := v1.ResultRequest(body); ok && r.Header.Get("Mcp-Session-Id") != "" {
+				// Its task's status notifications go on its stream.
+				rt.s.w25.ServeResultStream(w, r, rt.stateful, id)
+				return
+			}
 		}
 	case http.MethodGet:
 		// The session's standalone stream also carries its tasks' status
@@ -81,15 +86,17 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // liftTaskParam carries the 2025-11-25 `task` parameter of a tools/call
 // across the go-sdk (see v20251125.LiftTaskMessage).
-func liftTaskParam(w http.ResponseWriter, r *http.Request) {
+// It returns the body as handed on (nil if it could not be read whole).
+func liftTaskParam(w http.ResponseWriter, r *http.Request) []byte {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 	if err != nil {
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-		return
+		return nil
 	}
 	body, _ = v1.LiftTaskMessage(body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	return body
 }
 
 func isStateless(w http.ResponseWriter, r *http.Request) bool {

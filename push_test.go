@@ -570,3 +570,62 @@ func TestListenEndsAtShutdownAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// Test2025StatusOnResultStream: while a session's tasks/result waits for
+// its task, the task's status notifications go on that request's stream
+// (where they relate to a request of the client's), not only on the GET
+// stream; the result ends the stream.
+func Test2025StatusOnResultStream(t *testing.T) {
+	// The keep-alive makes the wait for the stream's first notification
+	// deterministic: it comes once the server holds the stream.
+	p := startPush(t, nil, mcptask.Notifications{KeepAlive: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s := &wiretest.Session{URL: p.URL, Header: user("alice")}
+	if _, err := s.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "steps", "arguments": map[string]any{"label": "rs", "steps": 1}, "task": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Task struct{ TaskID string } `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &created); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.CallStream(ctx, wire.MethodTasksResult, map[string]any{"taskId": created.Task.TaskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(want string) {
+		t.Helper()
+		for {
+			m := next(t, ctx, msgs)
+			var n taskNote
+			if m.Method != wire.MethodTaskStatus || json.Unmarshal(m.Params, &n) != nil || n.TaskID != created.Task.TaskID {
+				t.Fatalf("on the tasks/result stream: %+v", m)
+			}
+			if n.StatusMessage == want {
+				return
+			}
+		}
+	}
+	status("") // a keep-alive: the stream is held
+	p.steps.step("rs")
+	status("step 1")
+	p.steps.step("rs")
+	for {
+		m := next(t, ctx, msgs)
+		if m.Result != nil {
+			if !jsonHas(m.Result, "done rs") {
+				t.Fatalf("tasks/result = %s", m.Result)
+			}
+			return
+		}
+		if m.Method != wire.MethodTaskStatus {
+			t.Fatalf("on the tasks/result stream: %+v", m)
+		}
+	}
+}

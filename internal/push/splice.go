@@ -106,6 +106,21 @@ func (s *Splice) Streaming() bool {
 	return s.stream && !s.closed
 }
 
+// Begin writes the response's status now if the handler has set its
+// headers for an event stream but written nothing yet (the go-sdk answers
+// a POST so, with the status going out with its first event), so that
+// events may be written before the handler's first. Call it only once the
+// handler is known to have set its headers (e.g. from the handler of the
+// request, which the go-sdk runs after setting them): the header map is
+// the handler's until then.
+func (s *Splice) Begin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wrote && !s.closed && strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") {
+		s.writeHeaderLocked(http.StatusOK)
+	}
+}
+
 // Event writes one message event carrying data (a JSON-RPC message) and
 // flushes it.
 func (s *Splice) Event(data []byte) error {

@@ -132,11 +132,33 @@ func (s *Session) Stream(ctx context.Context) (status int, msgs <-chan Message, 
 	if err != nil {
 		return 0, nil, err
 	}
+	return resp.StatusCode, readEvents(ctx, resp), nil
+}
+
+// CallStream sends a request and returns the messages of its response
+// stream as they arrive (notifications and server requests, then the
+// response), on a channel closed when the stream ends.
+func (s *Session) CallStream(ctx context.Context, method string, params any) (<-chan Message, error) {
+	resp, err := s.post(ctx, map[string]any{"jsonrpc": "2.0", "id": s.id.Add(1), "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	return readEvents(ctx, resp), nil
+}
+
+// readEvents delivers the JSON-RPC messages of an event stream (or of a
+// JSON body: its one message).
+func readEvents(ctx context.Context, resp *http.Response) <-chan Message {
 	ch := make(chan Message, 64)
 	go func() {
 		defer close(ch)
 		defer resp.Body.Close()
 		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			var m Message
+			raw, _ := io.ReadAll(resp.Body)
+			if json.Unmarshal(raw, &m) == nil {
+				ch <- m
+			}
 			return
 		}
 		sc := bufio.NewScanner(resp.Body)
@@ -157,5 +179,5 @@ func (s *Session) Stream(ctx context.Context) (status int, msgs <-chan Message, 
 			}
 		}
 	}()
-	return resp.StatusCode, ch, nil
+	return ch
 }

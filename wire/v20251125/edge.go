@@ -3,6 +3,8 @@ package v20251125
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/mcptask/mcptask/task"
 )
 
 // LiftTaskParams moves the `task` parameter of a tools/call request's params
@@ -63,4 +65,23 @@ func LiftTaskMessage(body []byte) ([]byte, bool) {
 		return body, false
 	}
 	return out, true
+}
+
+// ResultRequest reports whether body is a single tasks/result request, and
+// the task ID it names (parsed: a malformed one is not reported).
+func ResultRequest(body []byte) (task.ID, bool) {
+	if !bytes.Contains(body, []byte(`"tasks/result"`)) {
+		return "", false
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tasks/result" {
+		return "", false
+	}
+	id, err := task.ParseID(msg.Params.TaskID)
+	return id, err == nil
 }

@@ -193,7 +193,8 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 	if c, ok := w.conns.Load(ss); ok {
 		send = c.(*conn).send
 	} else if sid := ss.ID(); sid != "" {
-		send = func(n *jsonrpc.Request) { w.streamsOf(sid).event(n) }
+		id := t.ID
+		send = func(n *jsonrpc.Request) { w.streamsOf(sid).event(id, n) }
 	} else {
 		return
 	}
@@ -225,11 +226,17 @@ func statusNotification(t *task.Task) (*jsonrpc.Request, error) {
 	return &jsonrpc.Request{Method: wire.MethodTaskStatus, Params: b}, nil
 }
 
-// streamSet holds the open standalone GET streams of one Streamable HTTP
-// session.
+// streamSet holds the open streams of one Streamable HTTP session that
+// carry its status notifications: standalone GET streams, and the streams
+// of its pending tasks/result requests.
 type streamSet struct {
 	mu   sync.Mutex
-	open []*push.Splice
+	open []stream
+}
+
+type stream struct {
+	sp   *push.Splice
+	task task.ID // the task of a tasks/result stream; "" for a GET stream
 }
 
 func (w *Wire) streamsOf(sessionID string) *streamSet {
@@ -237,18 +244,53 @@ func (w *Wire) streamsOf(sessionID string) *streamSet {
 	return s.(*streamSet)
 }
 
-// event writes n to every open stream of the set; with none open it is
-// dropped (the client polls).
-func (s *streamSet) event(n *jsonrpc.Request) {
+// event writes n, a notification of task id, on the streams of the
+// tasks/result requests for that task if any are open (where the
+// notification relates to a request of the client's), else on every open
+// GET stream; with none open it is dropped (the client polls).
+func (s *streamSet) event(id task.ID, n *jsonrpc.Request) {
 	data, err := jsonrpc.EncodeMessage(n)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
-	open := slices.Clone(s.open)
+	var to []*push.Splice
+	for _, o := range s.open {
+		if o.task == id && o.sp.Streaming() {
+			to = append(to, o.sp)
+		}
+	}
+	if len(to) == 0 {
+		for _, o := range s.open {
+			if o.task == "" {
+				to = append(to, o.sp)
+			}
+		}
+	}
 	s.mu.Unlock()
-	for _, sp := range open {
+	for _, sp := range to {
 		_ = sp.Event(data)
+	}
+}
+
+// beginResultStreams lets the status notifications of task id go on the
+// open tasks/result streams of the session ss for it. It runs in the
+// tasks/result handler: the go-sdk has set the stream's headers by then.
+func (w *Wire) beginResultStreams(ss *mcp.ServerSession, id task.ID) {
+	if ss == nil || ss.ID() == "" {
+		return
+	}
+	v, ok := w.streams.Load(ss.ID())
+	if !ok {
+		return
+	}
+	set := v.(*streamSet)
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	for _, o := range set.open {
+		if o.task == id {
+			o.sp.Begin()
+		}
 	}
 }
 
@@ -258,6 +300,17 @@ func (s *streamSet) event(n *jsonrpc.Request) {
 // notifications into it, between the go-sdk's own events: the go-sdk
 // cannot send a method it does not know.
 func (w *Wire) ServeStream(rw http.ResponseWriter, r *http.Request, sdk http.Handler) {
+	w.serveWith(rw, r, sdk, "")
+}
+
+// ServeResultStream serves a session's tasks/result POST for the task id
+// with sdk, and writes the task's status notifications into its response
+// stream while the request waits.
+func (w *Wire) ServeResultStream(rw http.ResponseWriter, r *http.Request, sdk http.Handler, id task.ID) {
+	w.serveWith(rw, r, sdk, id)
+}
+
+func (w *Wire) serveWith(rw http.ResponseWriter, r *http.Request, sdk http.Handler, id task.ID) {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		sdk.ServeHTTP(rw, r)
@@ -266,20 +319,26 @@ func (w *Wire) ServeStream(rw http.ResponseWriter, r *http.Request, sdk http.Han
 	sp := push.NewSplice(rw)
 	set := w.streamsOf(sid)
 	set.mu.Lock()
-	set.open = append(set.open, sp)
+	set.open = append(set.open, stream{sp: sp, task: id})
 	set.mu.Unlock()
 	defer func() {
 		sp.Close()
 		set.mu.Lock()
-		set.open = slices.DeleteFunc(set.open, func(o *push.Splice) bool { return o == sp })
+		set.open = slices.DeleteFunc(set.open, func(o stream) bool { return o.sp == sp })
 		empty := len(set.open) == 0
 		set.mu.Unlock()
 		if empty {
 			w.streams.CompareAndDelete(sid, set)
 		}
 	}()
-	// Shutdown ends the stream (Close): an HTTP server's Shutdown waits
-	// for it otherwise.
+	if id != "" {
+		// A POST's stream is not held open by the server at shutdown:
+		// the request ends as it would.
+		sdk.ServeHTTP(sp, r)
+		return
+	}
+	// Shutdown ends a GET stream (Close): an HTTP server's Shutdown
+	// waits for it otherwise.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(w.base, cancel)

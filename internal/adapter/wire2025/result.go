@@ -39,6 +39,7 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	refusals := map[string]int{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops forwards still waiting for the client
+	w.beginResultStreams(r.Session, id)
 	for {
 		changed := eng.Watch(id)
 		t, err := eng.Get(ctx, owner, id)
@@ -49,6 +50,9 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 			w.c.AuditOutcome(ctx, r.Method, owner, t)
 			return finalResult(t)
 		}
+		// Its status notifications go on this request's stream while it
+		// is open (ServeResultStream), else on the session's.
+		w.follow(r.Req, owner, t, t)
 		for key, req := range t.InputRequests {
 			if !forwarded[key] && r.Session != nil && !time.Now().Before(notBefore[key]) {
 				forwarded[key] = true
