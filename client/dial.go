@@ -37,6 +37,12 @@ type clientImpl struct {
 	// opsAdvertised reports whether the server advertised its operation
 	// ledger (wire.ExtensionOperations, in either capability map).
 	opsAdvertised bool
+	// notifies reports whether the server advertised
+	// wire.ExtensionTaskNotifications (2025-11-25 status notifications).
+	notifies bool
+	// listen opens 2026-07-28 subscriptions/listen streams; nil when the
+	// client was not made with Dial.
+	listen *listener
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // the session now (see renew)
@@ -159,6 +165,9 @@ func dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 		}
 		return nil, err
 	}
+	// Listen streams go through the same client: its bearer token and
+	// edge apply.
+	c.impl.listen = &listener{hc: &hc, url: url, wire: c.impl.wire, info: o.ClientInfo}
 	return c, nil
 }
 
@@ -170,6 +179,8 @@ func connect(ctx context.Context, t mcp.Transport, target string, opts *Options)
 		return nil, errors.New("client: Connect needs a target naming the server (the journal records it)")
 	}
 	e := newEdge()
+	// The connection itself carries the server's notifications.
+	e.hub.always = true
 	return newClient(ctx, &edgeTransport{inner: t, e: e}, target, opts.normalized(), e, func() {}, false)
 }
 
@@ -259,6 +270,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		_, opsExt := caps.Extensions[wire.ExtensionOperations]
 		_, opsExp := caps.Experimental[wire.ExtensionOperations]
 		c.opsAdvertised = opsExt || opsExp
+		_, c.notifies = caps.Experimental[wire.ExtensionTaskNotifications]
 	}
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())
