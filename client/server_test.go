@@ -57,10 +57,10 @@ type seenRequest struct {
 }
 
 type serverOpts struct {
-	poll       time.Duration // suggested poll interval; 0 means 20ms
+	poll       time.Duration                   // suggested poll interval; 0 means 20ms
 	wrap       func(http.Handler) http.Handler // wraps the HTTP handler, if set
-	defaultTTL time.Duration // 0 means the engine's default
-	sweep      time.Duration // 0 means no sweeping
+	defaultTTL time.Duration                   // 0 means the engine's default
+	sweep      time.Duration                   // 0 means no sweeping
 	limits     mcptask.Limits
 }
 
