@@ -238,6 +238,7 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 		if err := s.awaitPath(w); err != nil {
 			return nil, err
 		}
+		s.c.log.Debug("following the task's notifications (tasks/status) while their path is up", "task", w.id)
 	}
 	// pushed is the state a notification brought, which replaces the
 	// next poll; polled is the path's state before the last poll.
