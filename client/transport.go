@@ -139,19 +139,7 @@ func (rt *edgeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	ct := mediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
-		// Every event stream may carry task notifications, which the
-		// edge takes (dropping them from the stream).
-		rewrite := func(data []byte) []byte {
-			if params, ok := statusNote(data); ok {
-				rt.e.hub.deliver(params)
-				return nil
-			}
-			if watch {
-				return rt.e.incomingRaw(data)
-			}
-			return data
-		}
-		resp.Body = &sseRewriter{src: bufio.NewReader(resp.Body), closer: resp.Body, rewrite: rewrite}
+		resp.Body = &sseRewriter{src: bufio.NewReader(resp.Body), closer: resp.Body, rewrite: rt.e.streamRewrite(watch)}
 		return resp, nil
 	}
 	if !watch {
@@ -170,6 +158,23 @@ func (rt *edgeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		resp.Header.Del("Content-Length")
 	}
 	return resp, nil
+}
+
+// streamRewrite returns the rewrite of an event stream's events: every
+// stream may carry task notifications, which the edge takes (dropping them
+// from the stream); watch says whether the stream may hold a response the
+// edge tracks.
+func (e *edge) streamRewrite(watch bool) func([]byte) []byte {
+	return func(data []byte) []byte {
+		if params, ok := statusNote(data); ok {
+			e.hub.deliver(params)
+			return nil
+		}
+		if watch {
+			return e.incomingRaw(data)
+		}
+		return data
+	}
 }
 
 // mediaType returns the media type of a Content-Type header, "" if none.
