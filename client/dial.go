@@ -28,6 +28,10 @@ type clientImpl struct {
 	// operation ledger (CallTool stops asking it for unknown effects).
 	noLedger atomic.Bool
 	closeFn  func() // releases transport resources after the session
+	// closing is closed by Close: waits following notifications stop
+	// expecting them.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// idempotent reports whether the server advertised
 	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
 	idempotent bool
@@ -198,6 +202,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		log:     o.Logger,
 		e:       e,
 		closeFn: closeFn,
+		closing: make(chan struct{}),
 	}
 	if o.Journal != "" {
 		j, err := openJournal(o.Journal)
@@ -293,6 +298,7 @@ func (t *watchedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 }
 
 func (c *clientImpl) close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	err := c.session().Close()
 	c.closeFn()
 	return err

@@ -333,7 +333,7 @@ type pushEvent int
 
 const (
 	pushNote   pushEvent = iota // a notification may be waiting
-	pushDown                    // the notifications' path went down or changed
+	pushDown                    // the notifications' path went down or changed, or the client was closed
 	pushSafety                  // the safety poll is due
 	pushWake                    // the caller's wake channel fired
 )
@@ -350,6 +350,8 @@ func (w *waiter) awaitPush(ready, down, wake <-chan struct{}) (pushEvent, error)
 		return pushNote, nil
 	case <-down:
 		return pushDown, nil
+	case <-w.c.closing:
+		return pushDown, nil // the client was closed: no more notifications
 	case <-wake:
 		return pushWake, nil
 	case <-t.C:

@@ -375,7 +375,7 @@ func (s *wire2025) awaitPath(w *waiter) error {
 func (s *wire2025) next(w *waiter, notes *noteSlot, polled, wake <-chan struct{}) (*TaskStatus, error) {
 	for notes != nil {
 		up, _, changed := s.c.e.hub.path()
-		if !up {
+		if !up || closed(s.c.closing) {
 			break
 		}
 		if changed != polled {

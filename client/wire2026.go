@@ -246,7 +246,7 @@ const maxListens = 3
 // canListen reports whether the wait may open a listen stream.
 func (s *wire2026) canListen(opened int) bool {
 	l := s.c.listen
-	return l != nil && !s.c.opts.DisablePush && s.extension && !l.unsupported.Load() && opened < maxListens
+	return l != nil && !s.c.opts.DisablePush && s.extension && !l.unsupported.Load() && opened < maxListens && !closed(s.c.closing)
 }
 
 // openListen opens a listen stream for the wait's task; nil when the
