@@ -295,3 +295,32 @@ func BenchmarkWaitGets(b *testing.B) {
 		}
 	}
 }
+
+// TestWaitPushInputRequired: a task that asks a question is answered from
+// its notifications: on 2026-07-28 the input request comes in a
+// notifications/tasks and the answer goes out with tasks/update, without a
+// tasks/get; on 2025-11-25 the input_required notification starts
+// tasks/result, which carries the question, after one tasks/get.
+func TestWaitPushInputRequired(t *testing.T) {
+	for _, tc := range []struct {
+		wire    string
+		maxGets int
+	}{{client.Wire20260728, 0}, {client.Wire20251125, 1}} {
+		t.Run(tc.wire, func(t *testing.T) {
+			s := newServer(t, serverOpts{})
+			el := &confirm{}
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: tc.wire, Elicit: el.Elicit})
+			tk := startTask(t, c, "deploy_with_confirmation", map[string]any{"service": "api", "version": "2", "build_steps": 1, "step_delay_ms": 0})
+			res, err := c.Wait(testCtx(t), tk.ID, nil)
+			if err != nil || text(res) != "Deployed api@2 to production." {
+				t.Fatalf("Wait = %q, %v", text(res), err)
+			}
+			if n := el.count(tk.ID); n != 1 {
+				t.Fatalf("Elicit called %d times, want once", n)
+			}
+			if n := s.count(wire.MethodTasksGet); n > tc.maxGets {
+				t.Fatalf("%d tasks/get with push, want at most %d", n, tc.maxGets)
+			}
+		})
+	}
+}
