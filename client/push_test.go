@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,23 +215,54 @@ func TestWaitPush2025Connect(t *testing.T) {
 	}
 }
 
+// listenGate counts a server's subscriptions/listen requests and refuses
+// them once closed.
+type listenGate struct {
+	n       atomic.Int64
+	refused atomic.Bool
+}
+
+func (g *listenGate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == wire.MethodSubscriptionsListen {
+			g.n.Add(1)
+			if g.refused.Load() {
+				http.Error(rw, "no more streams", http.StatusMethodNotAllowed)
+				return
+			}
+		}
+		h.ServeHTTP(rw, r)
+	})
+}
+
 // TestWaitPushStreamBreaks: when the server cuts every connection while
 // the task runs (the notifications' stream with them), Wait polls and
-// still returns the result.
+// still returns the result; on 2026-07-28 it opens another listen stream
+// when the server gives one.
 func TestWaitPushStreamBreaks(t *testing.T) {
-	for _, w := range []string{client.Wire20260728, client.Wire20251125} {
-		t.Run(w, func(t *testing.T) {
-			s := newServer(t, serverOpts{})
-			c := dial(t, s.URL, &client.Options{ProtocolVersion: w})
+	for _, tc := range []struct {
+		wire   string
+		relist bool // the server takes new listen streams after the cut
+	}{{client.Wire20260728, false}, {client.Wire20260728, true}, {client.Wire20251125, false}} {
+		t.Run(fmt.Sprintf("%s/relisten=%v", tc.wire, tc.relist), func(t *testing.T) {
+			var gate listenGate
+			s := newServer(t, serverOpts{wrap: gate.wrap})
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: tc.wire})
 			var before int
+			var listens int64
 			out, seen := stepThrough(t, s, c, "cut", func() {
-				before = s.count(wire.MethodTasksGet)
+				before, listens = s.count(wire.MethodTasksGet), gate.n.Load()
+				gate.refused.Store(!tc.relist)
 				s.HS.CloseClientConnections()
 			})
 			checkDone(t, out, "cut", seen)
-			t.Logf("%d tasks/get before the cut, %d in all", before, s.count(wire.MethodTasksGet))
-			if n := s.count(wire.MethodTasksGet); n <= before {
-				t.Fatalf("no tasks/get after the stream broke (%d before, %d after)", before, n)
+			gets := s.count(wire.MethodTasksGet)
+			t.Logf("%d tasks/get before the cut, %d in all; %d listens before the cut, %d in all", before, gets, listens, gate.n.Load())
+			switch {
+			case tc.relist && gate.n.Load() <= listens:
+				t.Fatal("no listen stream opened again after the cut")
+			case !tc.relist && gets <= before:
+				t.Fatalf("no tasks/get after the stream broke (%d before, %d after)", before, gets)
 			}
 		})
 	}
