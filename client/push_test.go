@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -215,8 +218,20 @@ func TestWaitPush2025Connect(t *testing.T) {
 	}
 }
 
-// listenGate counts a server's subscriptions/listen requests and refuses
-// them once closed.
+// taskListen reports whether r is a subscriptions/listen for tasks (not
+// one the go-sdk client opens for its own notifications), and leaves its
+// body readable.
+func taskListen(r *http.Request) bool {
+	if r.Header.Get("Mcp-Method") != wire.MethodSubscriptionsListen {
+		return false
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte(`"taskIds"`))
+}
+
+// listenGate counts a server's subscriptions/listen requests for tasks
+// and refuses them once closed.
 type listenGate struct {
 	n       atomic.Int64
 	refused atomic.Bool
@@ -224,7 +239,7 @@ type listenGate struct {
 
 func (g *listenGate) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Mcp-Method") == wire.MethodSubscriptionsListen {
+		if taskListen(r) {
 			g.n.Add(1)
 			if g.refused.Load() {
 				http.Error(rw, "no more streams", http.StatusMethodNotAllowed)
@@ -354,5 +369,52 @@ func TestWaitPushInputRequired(t *testing.T) {
 				t.Fatalf("%d tasks/get with push, want at most %d", n, tc.maxGets)
 			}
 		})
+	}
+}
+
+// TestWaitPushGarbageNotifications: a listen stream that agrees the task
+// but sends junk for it (an unknown status, another task, no JSON) and
+// ends is ignored: the wait polls and returns the result.
+func TestWaitPushGarbageNotifications(t *testing.T) {
+	var listens atomic.Int64
+	junk := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if !taskListen(r) {
+				h.ServeHTTP(rw, r)
+				return
+			}
+			listens.Add(1)
+			var req struct {
+				Params struct {
+					Notifications struct {
+						TaskIDs []string `json:"taskIds"`
+					} `json:"notifications"`
+				} `json:"params"`
+			}
+			if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Params.Notifications.TaskIDs) != 1 {
+				http.Error(rw, "bad listen", http.StatusBadRequest)
+				return
+			}
+			id := req.Params.Notifications.TaskIDs[0]
+			rw.Header().Set("Content-Type", "text/event-stream")
+			for _, m := range []string{
+				fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{"taskIds":[%q]}}}`, id),
+				fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":%q,"status":"exploded"}}`, id),
+				`{"jsonrpc":"2.0","method":"notifications/tasks","params":{"taskId":"someoneelse","status":"completed","result":{"content":[]}}}`,
+				`<<garbage>>`,
+			} {
+				fmt.Fprintf(rw, "data: %s\n\n", m)
+			}
+		})
+	}
+	s := newServer(t, serverOpts{wrap: junk})
+	c := dial(t, s.URL, &client.Options{ProtocolVersion: client.Wire20260728})
+	out, seen := stepThrough(t, s, c, "junk", nil)
+	checkDone(t, out, "junk", seen)
+	if listens.Load() == 0 || s.count(wire.MethodTasksGet) == 0 {
+		t.Fatalf("%d listens, %d tasks/get: want the junk stream tried, then polls", listens.Load(), s.count(wire.MethodTasksGet))
+	}
+	if n := listens.Load(); n > 3 {
+		t.Fatalf("%d listens: want at most 3 for one wait", n)
 	}
 }
