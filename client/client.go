@@ -8,9 +8,14 @@
 // it falls back to a plain call and says so ([Call.Fallback]).
 //
 // A call returns either the immediate result or a task. [Client.Wait]
-// polls the task at the server's latest pollInterval (with jitter) until it
-// ends, the deadline passes or ctx is done, answering the task's input
-// requests through the host's handlers. With a journal file
+// follows the task until it ends, the deadline passes or ctx is done,
+// answering the task's input requests through the host's handlers. Where
+// the server pushes task notifications (2026-07-28: a subscriptions/listen
+// stream over Streamable HTTP; 2025-11-25: notifications/tasks/status,
+// advertised as the experimental io.mcptask/task-notifications), it reads
+// them and polls only slowly as a safety net; otherwise, or once the
+// stream breaks, it polls at the server's latest pollInterval (with
+// jitter). With a journal file
 // ([Options.Journal]), a host that crashes mid-wait reattaches to its tasks
 // on restart ([Client.Resume]) instead of calling the tools again.
 package client
@@ -75,6 +80,13 @@ type Options struct {
 	// ledger (see [UnknownEffectError]). By default CallTool refuses: the
 	// caller must reconcile first, or say so.
 	AllowUnknownEffects bool
+	// DisablePush forces [Client.Wait] to poll: it then never opens a
+	// 2026-07-28 subscriptions/listen stream, and ignores the 2025-11-25
+	// notifications/tasks/status a server sends. By default Wait uses the
+	// server's task notifications where it offers them (and polls only
+	// slowly, as a safety net, while they flow), and polls at the
+	// server's interval where it does not or the stream breaks.
+	DisablePush bool
 }
 
 // UnknownEffectError is CallTool's refusal to call a tool while an earlier
@@ -246,8 +258,11 @@ func (e *UnreachableError) Error() string {
 // Unwrap returns the last failure.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// Wait polls a task until it ends and returns its result. It honours the
-// latest pollInterval with jitter, the deadline and ctx; it hands each input
+// Wait follows a task until it ends and returns its result: from the
+// server's task notifications when it pushes them (returning as soon as
+// the terminal status arrives), else by polling at the latest
+// pollInterval with jitter (see [Options.DisablePush]). It honours the
+// deadline and ctx; it hands each input
 // request to the Elicit / Sample handlers once per key and sends the
 // answers. A failed task returns a *TaskError, a cancelled one
 // ErrCancelled, a task the server no longer knows ErrTaskNotFound; a wait

@@ -28,6 +28,10 @@ type clientImpl struct {
 	// operation ledger (CallTool stops asking it for unknown effects).
 	noLedger atomic.Bool
 	closeFn  func() // releases transport resources after the session
+	// closing is closed by Close: waits following notifications stop
+	// expecting them.
+	closing   chan struct{}
+	closeOnce sync.Once
 	// idempotent reports whether the server advertised
 	// wire.ExtensionIdempotency: it honours the key of a re-sent create.
 	idempotent bool
@@ -37,6 +41,12 @@ type clientImpl struct {
 	// opsAdvertised reports whether the server advertised its operation
 	// ledger (wire.ExtensionOperations, in either capability map).
 	opsAdvertised bool
+	// notifies reports whether the server advertised
+	// wire.ExtensionTaskNotifications (2025-11-25 status notifications).
+	notifies bool
+	// listen opens 2026-07-28 subscriptions/listen streams; nil when the
+	// client was not made with Dial.
+	listen *listener
 
 	mu sync.Mutex
 	cs *mcp.ClientSession // the session now (see renew)
@@ -159,6 +169,9 @@ func dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 		}
 		return nil, err
 	}
+	// Listen streams go through the same client: its bearer token and
+	// edge apply.
+	c.impl.listen = &listener{hc: &hc, url: url, wire: c.impl.wire, info: o.ClientInfo}
 	return c, nil
 }
 
@@ -170,6 +183,8 @@ func connect(ctx context.Context, t mcp.Transport, target string, opts *Options)
 		return nil, errors.New("client: Connect needs a target naming the server (the journal records it)")
 	}
 	e := newEdge()
+	// The connection itself carries the server's notifications.
+	e.hub.always = true
 	return newClient(ctx, &edgeTransport{inner: t, e: e}, target, opts.normalized(), e, func() {}, false)
 }
 
@@ -187,6 +202,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		log:     o.Logger,
 		e:       e,
 		closeFn: closeFn,
+		closing: make(chan struct{}),
 	}
 	if o.Journal != "" {
 		j, err := openJournal(o.Journal)
@@ -259,6 +275,7 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		_, opsExt := caps.Extensions[wire.ExtensionOperations]
 		_, opsExp := caps.Experimental[wire.ExtensionOperations]
 		c.opsAdvertised = opsExt || opsExp
+		_, c.notifies = caps.Experimental[wire.ExtensionTaskNotifications]
 	}
 	c.tw = newWireStrategy(c, init)
 	c.log.Debug("connected", "target", target, "wire", c.wire, "tasks", c.tasksSupported())
@@ -281,6 +298,7 @@ func (t *watchedTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 }
 
 func (c *clientImpl) close() error {
+	c.closeOnce.Do(func() { close(c.closing) })
 	err := c.session().Close()
 	c.closeFn()
 	return err

@@ -57,10 +57,15 @@ type edge struct {
 	support map[string]string
 	// listed is set once a tools/list answer has been seen.
 	listed bool
+
+	// hub receives the 2025-11-25 status notifications (push.go).
+	hub pushHub
 }
 
 func newEdge() *edge {
-	return &edge{pending: map[jsonrpc.ID]string{}, support: map[string]string{}}
+	e := &edge{pending: map[jsonrpc.ID]string{}, support: map[string]string{}}
+	e.hub.init()
+	return e
 }
 
 // expecting reports whether some tracked call still awaits its answer.

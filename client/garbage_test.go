@@ -68,7 +68,8 @@ func TestGarbageServer(t *testing.T) {
 }
 
 // TestGarbageTaskAnswers serves mcptask but answers tasks/get with junk:
-// Wait ends with a clear error, promptly.
+// Wait ends with a clear error, promptly. The waits poll (DisablePush):
+// with push, a 2026-07-28 wait sends no tasks/get.
 func TestGarbageTaskAnswers(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, serverOpts{})
@@ -110,7 +111,7 @@ func TestGarbageTaskAnswers(t *testing.T) {
 				proxy(w, r, s.URL)
 			}))
 			for _, wire := range wires {
-				c := dial(t, url, &client.Options{ProtocolVersion: wire})
+				c := dial(t, url, &client.Options{ProtocolVersion: wire, DisablePush: true})
 				tk := startTask(t, c, "long_computation", map[string]any{"n": 10, "steps": 1, "step_delay_ms": 0})
 				start := time.Now()
 				_, err := c.Wait(testCtx(t), tk.ID, &client.WaitOptions{Deadline: 30 * time.Second})

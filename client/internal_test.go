@@ -107,6 +107,30 @@ func TestSSERewriter(t *testing.T) {
 	}
 }
 
+// TestSSERewriterTakesStatusNotes: the edge's rewriter takes a
+// notifications/tasks/status out of an event stream (the go-sdk never sees
+// it) and hands it to the waits of its task; the other events pass.
+func TestSSERewriterTakesStatusNotes(t *testing.T) {
+	e := newEdge()
+	slot := e.hub.subscribe("t1")
+	note := `{"jsonrpc":"2.0","method":"notifications/tasks/status","params":{"taskId":"t1","status":"working"}}`
+	in := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n" +
+		"id: 7\ndata: " + note + "\n\n" +
+		"data: keep\n\n"
+	r := &sseRewriter{src: newBufReader(in), closer: io.NopCloser(nil), rewrite: e.streamRewrite(false)}
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n\n" + "data: keep\n\n"
+	if string(got) != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if raw := slot.take(); !strings.Contains(string(raw), `"status":"working"`) {
+		t.Fatalf("the wait got %s", raw)
+	}
+}
+
 func TestPollDelay(t *testing.T) {
 	for _, d := range []time.Duration{0, time.Millisecond, 100 * time.Millisecond, time.Hour} {
 		base := d

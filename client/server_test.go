@@ -35,13 +35,20 @@ import (
 type testServer struct {
 	URL string
 	Eng *engine.Engine
+	// TS is the mcptask server (for Run on another transport); HS the
+	// loopback HTTP server.
+	TS *mcptask.Server
+	HS *httptest.Server
+	// Steps gates the "steps" tool's runs.
+	Steps *stepper
 
 	runs    atomic.Int64
 	release chan struct{}
 	relOnce sync.Once
 
-	mu   sync.Mutex
-	seen []seenRequest
+	mu      sync.Mutex
+	seen    []seenRequest
+	methods map[string]int // requests received, by method, on any transport
 }
 
 // seenRequest is one tasks/* request as it reached the server.
@@ -50,13 +57,14 @@ type seenRequest struct {
 }
 
 type serverOpts struct {
-	poll       time.Duration // suggested poll interval; 0 means 20ms
-	defaultTTL time.Duration // 0 means the engine's default
-	sweep      time.Duration // 0 means no sweeping
+	poll       time.Duration                   // suggested poll interval; 0 means 20ms
+	wrap       func(http.Handler) http.Handler // wraps the HTTP handler, if set
+	defaultTTL time.Duration                   // 0 means the engine's default
+	sweep      time.Duration                   // 0 means no sweeping
 	limits     mcptask.Limits
 }
 
-func newServer(t *testing.T, o serverOpts) *testServer {
+func newServer(t testing.TB, o serverOpts) *testServer {
 	t.Helper()
 	if o.poll == 0 {
 		o.poll = 20 * time.Millisecond
@@ -84,7 +92,19 @@ func newServer(t *testing.T, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	demo.Register(ts)
-	s := &testServer{Eng: eng, release: make(chan struct{})}
+	s := &testServer{Eng: eng, TS: ts, Steps: &stepper{}, release: make(chan struct{}), methods: map[string]int{}}
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			s.mu.Lock()
+			s.methods[method]++
+			s.mu.Unlock()
+			return next(ctx, method, req)
+		}
+	})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "steps", Description: "sets the status message step 1..N, one step each time the test lets it"},
+		s.Steps.run, mcptask.ToolOptions{Support: mcptask.Optional})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "sleepy", Description: "runs for ms milliseconds, setting its status message every 500 ms"},
+		sleepy, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "counted", Description: "counts its runs; holds until the test releases it"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			n := s.runs.Add(1)
@@ -120,7 +140,11 @@ func newServer(t *testing.T, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	h := httpguard.LoopbackOnly(ts.Handler(&mcp.StreamableHTTPOptions{Logger: logger}))
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
 	hs := httptest.NewServer(s.record(h))
+	s.HS = hs
 	s.URL = hs.URL + "/mcp"
 	t.Cleanup(func() {
 		s.Release()
@@ -159,6 +183,13 @@ func (s *testServer) record(next http.Handler) http.Handler {
 	})
 }
 
+// count returns how many method requests the server received.
+func (s *testServer) count(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.methods[method]
+}
+
 func (s *testServer) tasksRequests() []seenRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,7 +197,7 @@ func (s *testServer) tasksRequests() []seenRequest {
 }
 
 // dial connects a client to url for the test's duration.
-func dial(t *testing.T, url string, o *client.Options) *client.Client {
+func dial(t testing.TB, url string, o *client.Options) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,15 +47,23 @@ type edgeConn struct {
 }
 
 func (c *edgeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err != nil {
-		return msg, err
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		if params, ok := statusNoteMsg(msg); ok {
+			// A task notification is the client's, not the go-sdk's,
+			// which knows no such method.
+			c.e.hub.deliver(params)
+			continue
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			out, _ := c.e.incoming(resp)
+			return out, nil
+		}
+		return msg, nil
 	}
-	if resp, ok := msg.(*jsonrpc.Response); ok {
-		out, _ := c.e.incoming(resp)
-		return out, nil
-	}
-	return msg, nil
 }
 
 func (c *edgeConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -103,11 +112,39 @@ func (rt *edgeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 			req.Header.Set("Mcp-Name", name)
 		}
 	}
+	// A GET asking for an event stream opens a path of the server's
+	// task notifications (the standalone stream, or a resumed one).
+	stream := req.Method == http.MethodGet && strings.Contains(req.Header.Get("Accept"), "text/event-stream")
+	if stream {
+		rt.e.hub.update(func() { rt.e.hub.opening++ })
+	}
 	resp, err := rt.base.RoundTrip(req)
-	if err != nil || resp.Body == nil || !watch {
+	if stream {
+		up := err == nil && resp.StatusCode == http.StatusOK && resp.Body != nil &&
+			mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+		rt.e.hub.update(func() {
+			rt.e.hub.opening--
+			if up {
+				rt.e.hub.streams++
+			}
+		})
+		if up {
+			resp.Body = &trackedBody{ReadCloser: resp.Body, down: func() {
+				rt.e.hub.update(func() { rt.e.hub.streams-- })
+			}}
+		}
+	}
+	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	ct := mediaType(resp.Header.Get("Content-Type"))
+	if ct == "text/event-stream" {
+		resp.Body = &sseRewriter{src: bufio.NewReader(resp.Body), closer: resp.Body, rewrite: rt.e.streamRewrite(watch)}
+		return resp, nil
+	}
+	if !watch {
+		return resp, nil
+	}
 	switch ct {
 	case "application/json":
 		body, err := io.ReadAll(resp.Body)
@@ -119,10 +156,31 @@ func (rt *edgeRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
 		resp.Header.Del("Content-Length")
-	case "text/event-stream":
-		resp.Body = &sseRewriter{src: bufio.NewReader(resp.Body), closer: resp.Body, rewrite: rt.e.incomingRaw}
 	}
 	return resp, nil
+}
+
+// streamRewrite returns the rewrite of an event stream's events: every
+// stream may carry task notifications, which the edge takes (dropping them
+// from the stream); watch says whether the stream may hold a response the
+// edge tracks.
+func (e *edge) streamRewrite(watch bool) func([]byte) []byte {
+	return func(data []byte) []byte {
+		if params, ok := statusNote(data); ok {
+			e.hub.deliver(params)
+			return nil
+		}
+		if watch {
+			return e.incomingRaw(data)
+		}
+		return data
+	}
+}
+
+// mediaType returns the media type of a Content-Type header, "" if none.
+func mediaType(header string) string {
+	ct, _, _ := mime.ParseMediaType(header)
+	return ct
 }
 
 // validHeaderValue reports whether s can be sent as a header value as is.
@@ -136,7 +194,8 @@ func validHeaderValue(s string) bool {
 }
 
 // sseRewriter passes a text/event-stream body through, event by event,
-// rewriting the data of each event with rewrite. Events are handed on as
+// rewriting the data of each event with rewrite, or dropping the event
+// when rewrite returns nil. Events are handed on as
 // soon as they are complete, so long-lived streams (a tasks/result that
 // carries elicitation requests) flow unchanged.
 type sseRewriter struct {
@@ -165,8 +224,9 @@ func (s *sseRewriter) step() {
 	line, err := s.src.ReadBytes('\n')
 	if len(line) > 0 {
 		if len(bytes.TrimRight(line, "\r\n")) == 0 && err == nil {
-			s.flush()
-			s.out.Write(line)
+			if s.flush() {
+				s.out.Write(line)
+			}
 		} else {
 			s.event = append(s.event, line)
 		}
@@ -181,8 +241,9 @@ func (s *sseRewriter) step() {
 	}
 }
 
-// flush emits the current event, its data rewritten when rewrite changes it.
-func (s *sseRewriter) flush() {
+// flush emits the current event, its data rewritten when rewrite changes
+// it, and reports whether it did (false: rewrite dropped it).
+func (s *sseRewriter) flush() bool {
 	defer func() { s.event = s.event[:0] }()
 	var data [][]byte
 	for _, l := range s.event {
@@ -193,7 +254,11 @@ func (s *sseRewriter) flush() {
 	}
 	if len(data) > 0 {
 		joined := bytes.Join(data, []byte("\n"))
-		if out := s.rewrite(joined); !bytes.Equal(out, joined) {
+		out := s.rewrite(joined)
+		if out == nil {
+			return false
+		}
+		if !bytes.Equal(out, joined) {
 			for _, l := range s.event {
 				if !bytes.HasPrefix(l, []byte("data:")) {
 					s.out.Write(l)
@@ -202,10 +267,11 @@ func (s *sseRewriter) flush() {
 			s.out.WriteString("data: ")
 			s.out.Write(out)
 			s.out.WriteString("\n")
-			return
+			return true
 		}
 	}
 	for _, l := range s.event {
 		s.out.Write(l)
 	}
+	return true
 }

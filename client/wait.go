@@ -327,3 +327,52 @@ func (c *clientImpl) resume(ctx context.Context, o *WaitOptions) ([]Outcome, err
 	wg.Wait()
 	return out, nil
 }
+
+// What ended an awaitPush.
+type pushEvent int
+
+const (
+	pushNote   pushEvent = iota // a notification may be waiting
+	pushDown                    // the notifications' path went down or changed, or the client was closed
+	pushSafety                  // the safety poll is due
+	pushWake                    // the caller's wake channel fired
+)
+
+// awaitPush waits, while the task's notifications flow, for the next one
+// (ready), a change of their path (down), wake (nil: never) or the safety
+// poll, and says which came first; or it returns the cut of a wait cut
+// short.
+func (w *waiter) awaitPush(ready, down, wake <-chan struct{}) (pushEvent, error) {
+	t := time.NewTimer(safetyPoll(w.suggested()))
+	defer t.Stop()
+	select {
+	case <-ready:
+		return pushNote, nil
+	case <-down:
+		return pushDown, nil
+	case <-w.c.closing:
+		return pushDown, nil // the client was closed: no more notifications
+	case <-wake:
+		return pushWake, nil
+	case <-t.C:
+		return pushSafety, nil
+	case <-w.dctx.Done():
+		return 0, w.cut()
+	}
+}
+
+// stale reports whether a notification's state is older than the state
+// the wait already has (a poll's answer overtook it).
+func (w *waiter) stale(st *TaskStatus) bool {
+	return w.last != nil && st.LastUpdatedAt.Before(w.last.LastUpdatedAt)
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -220,7 +220,10 @@ func (s *wire2025) forget(string) {}
 
 // wait polls tasks/get and, once the task needs input or has ended, holds
 // a tasks/result call open, which delivers the input requests to the
-// handlers and then the outcome.
+// handlers and then the outcome. Where the server sends status
+// notifications and their path is up, one tasks/get (which also makes the
+// server notify this session of the task) is followed by the
+// notifications, with only a slow safety poll (safetyPoll).
 func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 	var rc *resultCall
 	defer func() {
@@ -228,6 +231,19 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 			s.leave(w.id, rc)
 		}
 	}()
+	var notes *noteSlot // nil: polling only
+	if s.pushable() {
+		notes = s.c.e.hub.subscribe(w.id)
+		defer s.c.e.hub.unsubscribe(w.id, notes)
+		if err := s.awaitPath(w); err != nil {
+			return nil, err
+		}
+		s.c.log.Debug("following the task's notifications (tasks/status) while their path is up", "task", w.id)
+	}
+	// pushed is the state a notification brought, which replaces the
+	// next poll; polled is the path's state before the last poll.
+	var pushed *TaskStatus
+	var polled <-chan struct{}
 	var wake <-chan struct{}
 	// retry replaces an ended tasks/result call that a rate limit
 	// refused by a new one, after pausing as the server asked. The new
@@ -269,23 +285,29 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 			default:
 			}
 		}
-		st, err := s.getTask(w.dctx, w.id)
-		if err != nil {
-			if d, ok := rateLimited(err); ok {
-				if err := w.backOff(d); err != nil {
-					return nil, err
+		st := pushed
+		pushed = nil
+		if st == nil {
+			_, _, polled = s.c.e.hub.path()
+			var err error
+			st, err = s.getTask(w.dctx, w.id)
+			if err != nil {
+				if d, ok := rateLimited(err); ok {
+					if err := w.backOff(d); err != nil {
+						return nil, err
+					}
+					continue
 				}
-				continue
-			}
-			if retry, err := w.unanswered(err); retry {
-				if err != nil {
-					return nil, err
+				if retry, err := w.unanswered(err); retry {
+					if err != nil {
+						return nil, err
+					}
+					continue
 				}
-				continue
+				return nil, w.fail("polling", err)
 			}
-			return nil, w.fail("polling", err)
+			w.answeredNow()
 		}
-		w.answeredNow()
 		w.seen(st)
 		switch st.Status {
 		case statusCancelled:
@@ -312,10 +334,76 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 				return nil, w.cut()
 			}
 		}
-		if err := w.pause(wake); err != nil {
+		var err error
+		if pushed, err = s.next(w, notes, polled, wake); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// pushable reports whether waits follow the server's status
+// notifications.
+func (s *wire2025) pushable() bool { return s.c.notifies && !s.c.opts.DisablePush }
+
+// awaitPath lets a wait that starts while a GET event stream is being
+// opened (right after connecting over Streamable HTTP) wait for it, up to
+// pathWait, rather than poll once more.
+func (s *wire2025) awaitPath(w *waiter) error {
+	t := time.NewTimer(pathWait)
+	defer t.Stop()
+	for {
+		up, opening, changed := s.c.e.hub.path()
+		if up || !opening {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return nil
+		case <-w.dctx.Done():
+			return w.cut()
+		}
+	}
+}
+
+// next waits for what replaces the next poll: a state a notification
+// brought (returned), or nil when the wait must poll now (the path of the
+// notifications changed since polled, the state before the last poll; the
+// safety poll is due; wake fired). Without notifications, or while their
+// path is down, it pauses for the poll interval (or until wake) and
+// returns nil.
+func (s *wire2025) next(w *waiter, notes *noteSlot, polled, wake <-chan struct{}) (*TaskStatus, error) {
+	for notes != nil {
+		up, _, changed := s.c.e.hub.path()
+		if !up || closed(s.c.closing) {
+			break
+		}
+		if changed != polled {
+			// The path came up (or changed) after the last poll began: a
+			// notification may have been lost in between; poll again.
+			return nil, nil
+		}
+		ev, err := w.awaitPush(notes.ready, changed, wake)
+		if err != nil {
+			return nil, err
+		}
+		if raw := notes.take(); raw != nil {
+			st, err := decode2025(raw, wire.MethodTaskStatus, w.id)
+			switch {
+			case err != nil:
+				s.c.log.Warn("ignoring a task status notification", "task", w.id, "err", err)
+			case w.stale(st):
+			default:
+				return st, nil
+			}
+			continue
+		}
+		if ev == pushNote {
+			continue // read already
+		}
+		return nil, nil
+	}
+	return nil, w.pause(wake)
 }
 
 // outcome turns the end of tasks/result into Wait's answer. A result is

@@ -95,19 +95,7 @@ func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResu
 	if err != nil {
 		return nil, nil, err
 	}
-	var g ext2026.GetTaskResult
-	if err := json.Unmarshal(raw, &g); err != nil {
-		return nil, nil, fmt.Errorf("the server's tasks/get answer is not a task: %v", err)
-	}
-	st := status2026(g.TaskFields)
-	st.Operation = operationOf(raw)
-	if err := st.validate("tasks/get answer"); err != nil {
-		return nil, nil, err
-	}
-	if st.ID != id {
-		return nil, nil, fmt.Errorf("the server answered tasks/get for task %s with task %s", id, st.ID)
-	}
-	return &g, st, nil
+	return decodeTask2026(raw, id, wire.MethodTasksGet)
 }
 
 func (s *wire2026) get(ctx context.Context, id string) (*TaskStatus, error) {
@@ -144,30 +132,82 @@ func (s *wire2026) list(context.Context, string) ([]TaskStatus, string, error) {
 	return nil, "", fmt.Errorf("tasks/list on MCP %s: %w", s.c.wire, ErrUnsupported)
 }
 
-// wait polls tasks/get, which carries the outcome of an ended task and the
-// input requests of one in input_required, answered with tasks/update.
+// wait follows the task's notifications on a listen stream where the
+// client can open one (Dial) and the server agrees, else polls tasks/get;
+// either carries the outcome of an ended task and the input requests of
+// one in input_required, answered with tasks/update. While the stream is
+// up, tasks/get is only a slow safety net (safetyPoll); once it breaks
+// the wait polls at the server's interval, and opens another stream after
+// a poll, up to maxListens times.
 func (s *wire2026) wait(w *waiter) (*mcp.CallToolResult, error) {
+	var ls *listenStream
+	defer func() {
+		if ls != nil {
+			ls.close()
+		}
+	}()
+	listens := 0
 	for {
 		if err := w.cut(); err != nil {
 			return nil, err
 		}
-		g, st, err := s.getTask(w.dctx, w.id)
-		if err != nil {
-			if d, ok := rateLimited(err); ok {
-				if err := w.backOff(d); err != nil {
-					return nil, err
-				}
-				continue
+		if ls == nil && s.canListen(listens) {
+			listens++
+			if ls = s.openListen(w); ls == nil {
+				// Refused, or the task not agreed: a stream that broke
+				// is opened again, not one the server would not give.
+				listens = maxListens
 			}
-			if retry, err := w.unanswered(err); retry {
-				if err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return nil, w.fail("polling", err)
 		}
-		w.answeredNow()
+		var g *ext2026.GetTaskResult
+		var st *TaskStatus
+		if ls != nil {
+			ev, err := w.awaitPush(ls.notes.ready, ls.done, nil)
+			if err != nil {
+				return nil, err
+			}
+			raw := ls.notes.take()
+			switch {
+			case raw != nil:
+				if g, st, err = decodeTask2026(raw, w.id, wire.MethodTasks); err != nil {
+					s.c.log.Warn("ignoring a task notification", "task", w.id, "err", err)
+					g, st = nil, nil
+				} else if w.stale(st) {
+					continue
+				}
+			case ev == pushNote:
+				continue // read already
+			case ev == pushDown:
+				// The stream broke, or ended without the terminal state:
+				// poll now, and at the server's interval.
+				s.c.log.Info("the task's notification stream ended; polling", "task", w.id)
+				if time.Since(ls.opened) > time.Minute {
+					listens = 0 // it served well: it may be opened again
+				}
+				ls.close()
+				ls = nil
+			}
+		}
+		if st == nil {
+			var err error
+			g, st, err = s.getTask(w.dctx, w.id)
+			if err != nil {
+				if d, ok := rateLimited(err); ok {
+					if err := w.backOff(d); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				if retry, err := w.unanswered(err); retry {
+					if err != nil {
+						return nil, err
+					}
+					continue
+				}
+				return nil, w.fail("polling", err)
+			}
+			w.answeredNow()
+		}
 		w.seen(st)
 		switch st.Status {
 		case statusCompleted:
@@ -191,10 +231,52 @@ func (s *wire2026) wait(w *waiter) (*mcp.CallToolResult, error) {
 				return nil, err
 			}
 		}
-		if err := w.pause(nil); err != nil {
-			return nil, err
+		if ls == nil {
+			if err := w.pause(nil); err != nil {
+				return nil, err
+			}
 		}
 	}
+}
+
+// maxListens bounds the listen streams one wait opens after streams that
+// broke (a stream that lived long does not count).
+const maxListens = 3
+
+// canListen reports whether the wait may open a listen stream.
+func (s *wire2026) canListen(opened int) bool {
+	l := s.c.listen
+	return l != nil && !s.c.opts.DisablePush && s.extension && !l.unsupported.Load() && opened < maxListens && !closed(s.c.closing)
+}
+
+// openListen opens a listen stream for the wait's task; nil when the
+// server refused it or did not agree the task (the wait polls).
+func (s *wire2026) openListen(w *waiter) *listenStream {
+	ls, err := s.c.listen.open(w.dctx, w.id)
+	if err != nil {
+		s.c.log.Debug("no notification stream for the task; polling", "task", w.id, "err", err)
+		return nil
+	}
+	s.c.log.Debug("following the task's notifications", "task", w.id)
+	return ls
+}
+
+// decodeTask2026 decodes a task as tasks/get (or its notification,
+// method notifications/tasks) carries it.
+func decodeTask2026(raw json.RawMessage, id, method string) (*ext2026.GetTaskResult, *TaskStatus, error) {
+	var g ext2026.GetTaskResult
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return nil, nil, fmt.Errorf("the server's %s answer is not a task: %v", method, err)
+	}
+	st := status2026(g.TaskFields)
+	st.Operation = operationOf(raw)
+	if err := st.validate(method + " answer"); err != nil {
+		return nil, nil, err
+	}
+	if st.ID != id {
+		return nil, nil, fmt.Errorf("the server answered %s for task %s with task %s", method, id, st.ID)
+	}
+	return &g, st, nil
 }
 
 // answer hands each input request not answered yet to the host's handlers

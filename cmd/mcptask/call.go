@@ -57,6 +57,7 @@ Examples:
 		fs.BoolVar(&a.cmd.call.cancelOnInterrupt, "cancel-on-interrupt", false, "on Ctrl-C, cancel the task instead of leaving it running")
 		fs.BoolVar(&a.cmd.call.despiteUnknown, "despite-unknown", false, "call the tool even though an earlier call of it left its effect unknown on the server's ledger (see 'mcptask ops --state unknown'; reconcile first)")
 		a.cmd.answers.define(fs)
+		a.definePush(fs)
 	},
 	run: runCall,
 }

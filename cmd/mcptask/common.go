@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -18,6 +19,14 @@ type commandState struct {
 	admin    adminFlags
 	manifest manifestFlags
 	ops      opsFlags
+	// noPush is --no-push (call, wait, resume): poll, ignoring the
+	// server's task notifications.
+	noPush bool
+}
+
+// definePush defines --no-push, of the commands that wait.
+func (a *app) definePush(fs *flag.FlagSet) {
+	fs.BoolVar(&a.cmd.noPush, "no-push", false, "poll the task instead of following the notifications the server pushes (when it does)")
 }
 
 // startView creates the status display for the waits of this command.

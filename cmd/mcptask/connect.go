@@ -34,6 +34,7 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 		// Only 'call --despite-unknown' calls a tool whose earlier call
 		// left its effect unknown.
 		AllowUnknownEffects: a.cmd.call.despiteUnknown,
+		DisablePush:         a.cmd.noPush,
 	}
 	if a.g.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(logWriter{a}, &slog.HandlerOptions{Level: slog.LevelDebug}))

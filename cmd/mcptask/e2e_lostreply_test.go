@@ -57,8 +57,9 @@ func TestLostCreateReply(t *testing.T) {
 }
 
 // TestCallRidesOutAnOutage: the server becomes unreachable while mcptask
-// waits for its task; mcptask keeps polling with backoff and prints the
-// result once it answers again (one failed poll ended the call, exit 4).
+// waits for its task (its connections cut, the notification stream with
+// them); mcptask keeps polling with backoff and prints the result once it
+// answers again (one failed poll ended the call, exit 4).
 func TestCallRidesOutAnOutage(t *testing.T) {
 	t.Parallel()
 	for _, wire := range wires {
@@ -69,6 +70,7 @@ func TestCallRidesOutAnOutage(t *testing.T) {
 			run := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
 			run.waitStderr(taskStarted, 30*time.Second)
 			p.SetDown(true)
+			p.CutConnections()
 			deadline := time.Now().Add(30 * time.Second)
 			for p.Cut() < 3 && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond) // polling the proxy's counter, not timing the test

@@ -22,8 +22,11 @@ server are resumed only with that same --stdio command.
 Exit code: the largest of the tasks' exit codes (0 when all succeeded, or
 when there was nothing to resume). With --json it prints a JSON array with
 one object per task.`,
-	flags: func(a *app, fs *flag.FlagSet) { a.cmd.answers.define(fs) },
-	run:   runResume,
+	flags: func(a *app, fs *flag.FlagSet) {
+		a.cmd.answers.define(fs)
+		a.definePush(fs)
+	},
+	run: runResume,
 }
 
 func runResume(a *app, ctx context.Context, pos []string) int {

@@ -15,7 +15,10 @@ Waits for the task TASK_ID to end, showing its status, and prints its result,
 exactly as 'mcptask call' does after creating a task. Use it after
 'mcptask call --detach', a --timeout or a Ctrl-C. The task need not be in the
 journal, but must be on this server (--url or --stdio).`,
-	flags: func(a *app, fs *flag.FlagSet) { a.cmd.answers.define(fs) },
+	flags: func(a *app, fs *flag.FlagSet) {
+		a.cmd.answers.define(fs)
+		a.definePush(fs)
+	},
 	run: func(a *app, ctx context.Context, pos []string) int {
 		if len(pos) != 1 {
 			return a.usage(usagef("give one task ID: mcptask wait TASK_ID"))
