@@ -37,7 +37,9 @@ func TestCallRidesOutAStoreOutage(t *testing.T) {
 	d := startDaemon(t, "-postgres", u.String(), "-postgres-schema", schema)
 	c := newCLI(t, d.URL)
 	for _, wire := range wires {
-		run := c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
+		// Polling (--no-push): the polls are what the outage must not end;
+		// a pushed wait sends none.
+		run := c.start("--wire", wire, "call", "--no-push", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
 		run.waitStderr(taskStarted, 30*time.Second)
 		before := d.count("task store briefly unavailable")
 		proxy.SetDown(true)
@@ -49,6 +51,21 @@ func TestCallRidesOutAStoreOutage(t *testing.T) {
 		if d.count("task store briefly unavailable") < before+2 {
 			t.Fatalf("%s: mcptaskd never answered a poll with 'store unavailable' during the outage", wire)
 		}
+		expect(t, run.wait(2*time.Minute), exitOK, []string{"There are 9592 primes up to 100000 (computed in 20 steps)."}, nil)
+
+		// Following the pushed notifications instead: the outage holds
+		// them back (the server cannot read the task), and the wait ends
+		// with the result once the database is back.
+		run = c.start("--wire", wire, "call", "long_computation", "n=100000", "steps=20", "step_delay_ms=100")
+		run.waitStderr(taskStarted, 30*time.Second)
+		// The task's next status message meets the outage.
+		before = d.count("task write failed on a transient store error; trying again within the lease")
+		proxy.SetDown(true)
+		deadline = time.Now().Add(30 * time.Second)
+		for d.count("task write failed on a transient store error; trying again within the lease") <= before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // polling the daemon's log, not timing the test
+		}
+		proxy.SetDown(false)
 		expect(t, run.wait(2*time.Minute), exitOK, []string{"There are 9592 primes up to 100000 (computed in 20 steps)."}, nil)
 	}
 }
