@@ -160,6 +160,10 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
+	if eng.HasLogs() {
+		// The task logs: a resource of each task, read by its owner only.
+		srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
+	}
 	srv.AddReceivingMiddleware(s.middleware)
 	eng.OnChange(s.w25.OnTaskChange) // 2025-11-25 status notifications
 	return s, nil
