@@ -18,6 +18,7 @@ type commandState struct {
 	admin    adminFlags
 	manifest manifestFlags
 	ops      opsFlags
+	logs     logsFlags
 }
 
 // startView creates the status display for the waits of this command.
