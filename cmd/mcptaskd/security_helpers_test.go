@@ -238,6 +238,9 @@ func (p *secPrincipal) call26(t *testing.T, method string, params map[string]any
 	if !ok {
 		name, ok = params["name"].(string)
 	}
+	if !ok {
+		name, ok = params["uri"].(string) // resources/read
+	}
 	if ok && name != "" && headerSafe(name) {
 		hdr.Set("Mcp-Name", name)
 	}
