@@ -175,6 +175,12 @@ func (t *Task) Logf(format string, args ...any) { t.h.Log(LogStreamLog, fmt.Spri
 // LogStreamStdout for a program's standard output).
 func (t *Task) LogStream(stream, line string) { t.h.Log(stream, line) }
 
+// LogBytes appends one line (without its line ending, and without
+// newlines) to the task's log under stream, as LogStream does, without
+// allocating for it: line may be reused once LogBytes returns (e.g. a
+// program's output read line by line).
+func (t *Task) LogBytes(stream string, line []byte) { t.h.LogLine(stream, line) }
+
 // The stream names of the task log's lines that mcptask writes.
 const (
 	// LogStreamLog names the lines a handler logs itself (Task.Log).

@@ -33,7 +33,7 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 	// line longer than the buffer: the log cuts long lines anyway).
 	taskLine := func(line []byte) {
 		if tk != nil && !inLong {
-			tk.LogStream(stream, string(bytes.TrimRight(line, "\r\n")))
+			tk.LogBytes(stream, bytes.TrimRight(line, "\r\n"))
 		}
 	}
 	for {

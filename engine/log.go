@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/store"
@@ -24,6 +25,10 @@ const (
 	// DefaultLogWriteTimeout bounds each write of logged lines.
 	DefaultLogWriteTimeout = 5 * time.Second
 )
+
+// maxLogBackoff bounds the wait between the writes of a log whose lines
+// overflow its caps in memory (see logBuffer.backoff).
+const maxLogBackoff = 2 * time.Second
 
 // ErrNoLogs is returned by ReadLog when the engine's store keeps no task
 // logs (it is not a store.TaskLogs).
@@ -81,12 +86,13 @@ func (e *Engine) LogPosition(ctx context.Context, id task.ID) (*store.LogPage, e
 // Log appends text to the task's log (see store.TaskLogs), one line per
 // line of text, under the name stream ("stdout", "stderr", or "log" for
 // what the work says itself). It never blocks on the store: lines wait in
-// memory and are written together, at most Options.LogFlushInterval
-// after they were logged (or at once when Options.LogFlushLines wait),
-// and when the work returns, before its outcome is recorded; the lines
-// that overflow the memory kept for them (the log's caps) are dropped,
-// oldest first, and counted as dropped in the log. It does nothing when
-// the store keeps no logs.
+// memory and are written together, at most about every
+// Options.LogFlushInterval (sooner, though not more than four times as
+// often, when Options.LogFlushLines wait), and when the work returns,
+// before its outcome is recorded, or asks for input; the lines that
+// overflow the memory kept for them (the log's caps) are dropped, oldest
+// first, and counted as dropped in the log. It does nothing when the
+// store keeps no logs.
 func (h *Handle) Log(stream, text string) {
 	b := h.run.logs
 	if b == nil {
@@ -95,7 +101,16 @@ func (h *Handle) Log(stream, text string) {
 	now := h.e.now()
 	text = strings.TrimRight(text, "\r\n")
 	for line := range strings.SplitSeq(text, "\n") {
-		b.add(store.LogLine{Time: now, Stream: stream, Text: strings.TrimSuffix(line, "\r")})
+		addLine(b, now, stream, strings.TrimSuffix(line, "\r"))
+	}
+}
+
+// LogLine appends one line (without its line ending) to the task's log,
+// as Log does, without allocating for it: for a program's output, read
+// line by line into a reused buffer.
+func (h *Handle) LogLine(stream string, line []byte) {
+	if b := h.run.logs; b != nil {
+		addLine(b, h.e.now(), stream, line)
 	}
 }
 
@@ -118,54 +133,151 @@ func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
 	if l == nil {
 		return nil
 	}
-	return &logBuffer{e: e, l: l, id: id, lim: e.LogLimits()}
+	lim := e.LogLimits()
+	// What waits in memory is bounded tighter than the log: a program
+	// writing faster than that per flush has the lines in between
+	// dropped (and counted), not a growing buffer and ever larger
+	// writes.
+	mem := store.LogLimits{MaxLines: min(lim.MaxLines, maxLogBufferFlushes*e.opts.LogFlushLines),
+		MaxBytes: min(lim.MaxBytes, maxLogBufferBytes), MaxLineBytes: lim.MaxLineBytes}
+	mem.MaxLineBytes = min(mem.MaxLineBytes, mem.MaxBytes)
+	return &logBuffer{e: e, l: l, id: id, lim: lim, mem: mem}
 }
 
-// logBuffer holds the lines a run logged until they are written: one
-// write per flush, at most one write at a time, in order.
+// The bounds of the lines that wait in memory for a write, per task: at
+// most maxLogBufferFlushes times Options.LogFlushLines lines (1024 by
+// default) and maxLogBufferBytes bytes, and never more than the log's
+// own caps.
+const (
+	maxLogBufferFlushes = 4
+	maxLogBufferBytes   = 256 << 10
+)
+
+// logBuffer holds the lines a run logged until they are written: their
+// texts one after the other in one growing byte slice (no allocation per
+// line), the oldest dropped first beyond the log's caps; one write per
+// flush, at most one write at a time, in order.
 type logBuffer struct {
 	e   *Engine
 	l   store.TaskLogs
 	id  task.ID
-	lim store.LogLimits
+	lim store.LogLimits // the log's caps, for the store
+	mem store.LogLimits // what may wait in memory
 
 	mu      sync.Mutex
-	pending []store.LogLine
-	bytes   int   // of pending's texts
+	text    []byte        // the texts of lines[head:], from text[lines[head].off]
+	lines   []pendingLine // waiting from lines[head]
+	head    int
+	bytes   int   // of the waiting lines' texts
 	skipped int64 // lines dropped before the next flush's lines
 	timer   *time.Timer
-	kicked  bool // a flush was started and has not taken pending yet
+	kicked  bool      // a flush was started and has not taken the lines yet
+	last    time.Time // when the last flush took the lines
+	// backoff is the wait after a flush whose lines overflowed the caps
+	// in memory: a program that writes faster than the log can keep is
+	// written less and less often (up to maxLogBackoff), its log then
+	// showing the latest lines of each write; zero when none overflowed.
+	backoff time.Duration
 
 	writeMu sync.Mutex
 }
 
-func (b *logBuffer) add(l store.LogLine) {
-	l.Text = store.CutLine(l.Text, b.lim.MaxLineBytes)
+// pendingLine is a line waiting in a logBuffer: its text is
+// text[off:off+n].
+type pendingLine struct {
+	at     time.Time
+	stream string
+	off, n int
+}
+
+// addLine adds one line to b, cut to the line cap at a UTF-8 boundary.
+func addLine[T string | []byte](b *logBuffer, at time.Time, stream string, line T) {
+	if n := b.mem.MaxLineBytes; len(line) > n {
+		for n > 0 && !utf8.RuneStart(line[n]) {
+			n--
+		}
+		line = line[:n]
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.pending = append(b.pending, l)
-	b.bytes += len(l.Text)
-	drop := 0
-	for len(b.pending)-drop > b.lim.MaxLines || (b.bytes > b.lim.MaxBytes && drop < len(b.pending)-1) {
-		b.bytes -= len(b.pending[drop].Text)
-		drop++
+	b.lines = append(b.lines, pendingLine{at: at, stream: stream, off: len(b.text), n: len(line)})
+	b.text = append(b.text, line...)
+	b.bytes += len(line)
+	for b.head < len(b.lines)-1 && (len(b.lines)-b.head > b.mem.MaxLines || b.bytes > b.mem.MaxBytes) {
+		b.bytes -= b.lines[b.head].n
+		b.head++
+		b.skipped++
 	}
-	if drop > 0 {
-		b.pending = append(b.pending[:0], b.pending[drop:]...)
-		b.skipped += int64(drop)
+	if b.head >= 256 && b.head*2 >= len(b.lines) {
+		b.compact()
 	}
-	switch {
-	case b.kicked:
-	case len(b.pending) >= b.e.opts.LogFlushLines:
+	b.schedule()
+}
+
+// compact drops the dropped lines' room. Called with b.mu held.
+func (b *logBuffer) compact() {
+	base := b.lines[b.head].off
+	n := copy(b.lines, b.lines[b.head:])
+	b.lines = b.lines[:n]
+	for i := range b.lines {
+		b.lines[i].off -= base
+	}
+	b.text = b.text[:copy(b.text, b.text[base:])]
+	b.head = 0
+}
+
+// schedule starts or plans the next flush. Called with b.mu held.
+func (b *logBuffer) schedule() {
+	if b.kicked {
+		return
+	}
+	wait := max(b.e.opts.LogFlushInterval, b.backoff)
+	if b.backoff == 0 && b.skipped == 0 && len(b.lines)-b.head >= b.e.opts.LogFlushLines {
+		// Many lines wait: sooner, but not more than four times per
+		// interval, however fast they come.
+		wait = max(0, time.Until(b.last.Add(b.e.opts.LogFlushInterval/4)))
 		if b.timer != nil {
 			b.timer.Stop()
 			b.timer = nil
 		}
-		b.kicked = true
-		go b.flush()
-	case b.timer == nil:
-		b.timer = time.AfterFunc(b.e.opts.LogFlushInterval, b.flush)
 	}
+	if b.timer == nil {
+		b.kicked = wait == 0
+		if b.kicked {
+			go b.flush()
+		} else {
+			b.timer = time.AfterFunc(wait, b.flush)
+		}
+	}
+}
+
+// take returns the waiting lines as a batch, and empties b. The texts
+// share one allocation.
+func (b *logBuffer) take() store.LogBatch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batch := store.LogBatch{Skipped: b.skipped, Limits: b.lim}
+	if n := len(b.lines) - b.head; n > 0 {
+		base := b.lines[b.head].off
+		all := string(b.text[base:])
+		batch.Lines = make([]store.LogLine, 0, n)
+		for _, l := range b.lines[b.head:] {
+			off := l.off - base
+			batch.Lines = append(batch.Lines, store.LogLine{Time: l.at, Stream: l.stream, Text: all[off : off+l.n]})
+		}
+	}
+	if b.skipped > 0 {
+		b.backoff = min(max(2*b.backoff, b.e.opts.LogFlushInterval), maxLogBackoff)
+	} else {
+		b.backoff = 0
+	}
+	b.text, b.lines, b.head, b.bytes, b.skipped = b.text[:0], b.lines[:0], 0, 0, 0
+	b.kicked, b.last = false, time.Now()
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	return batch
 }
 
 // flush writes the waiting lines. A failed write counts them as dropped
@@ -174,28 +286,19 @@ func (b *logBuffer) add(l store.LogLine) {
 func (b *logBuffer) flush() {
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
-	b.mu.Lock()
-	lines, skipped := b.pending, b.skipped
-	b.pending, b.bytes, b.skipped, b.kicked = nil, 0, 0, false
-	if b.timer != nil {
-		b.timer.Stop()
-		b.timer = nil
-	}
-	b.mu.Unlock()
-	if len(lines) == 0 && skipped == 0 {
+	batch := b.take()
+	if len(batch.Lines) == 0 && batch.Skipped == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.e.opts.LogWriteTimeout)
 	defer cancel()
-	err := b.l.AppendLog(ctx, b.id, store.LogBatch{Lines: lines, Skipped: skipped, Limits: b.lim})
+	err := b.l.AppendLog(ctx, b.id, batch)
 	if err == nil || errors.Is(err, store.ErrNotFound) {
 		return
 	}
-	b.e.log.Warn("writing a task's log lines failed; they are counted as dropped", "task", b.id, "lines", len(lines), "err", err)
+	b.e.log.Warn("writing a task's log lines failed; they are counted as dropped", "task", b.id, "lines", len(batch.Lines), "err", err)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.skipped += skipped + int64(len(lines))
-	if b.timer == nil && !b.kicked {
-		b.timer = time.AfterFunc(b.e.opts.LogFlushInterval, b.flush)
-	}
+	b.skipped += batch.Skipped + int64(len(batch.Lines))
+	b.schedule()
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -16,7 +17,9 @@ var _ store.TaskLogs = (*Store)(nil)
 const (
 	logHeadSQL = `SELECT coalesce(h.last_seq, 0), coalesce(h.lines, 0), coalesce(h.bytes, 0), coalesce(h.dropped, 0)
 	FROM tasks t LEFT JOIN task_log_heads h ON h.task_id = t.id WHERE t.id = ?`
-	logInsertSQL = `INSERT INTO task_log_lines (task_id, seq, at_ms, stream, text) VALUES (?, ?, ?, ?, ?)`
+	logInsertSQL = `INSERT INTO task_log_lines (task_id, seq, at_ms, stream, text)
+	SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]')
+	FROM json_each(?)`
 	logOldestSQL = `SELECT seq, length(CAST(text AS BLOB)) FROM task_log_lines WHERE task_id = ? ORDER BY seq`
 	logTrimSQL   = `DELETE FROM task_log_lines WHERE task_id = ? AND seq <= ?`
 	logUpsertSQL = `INSERT INTO task_log_heads (task_id, last_seq, lines, bytes, dropped) VALUES (?, ?, ?, ?, ?)
@@ -48,12 +51,16 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 		lines, dropped := store.PlanAppend(b, h.last, now)
 		h.last += max(b.Skipped, 0) + int64(len(b.Lines))
 		h.dropped += dropped
-		for _, l := range lines {
-			if _, err := tx.Exec(logInsertSQL, string(id), l.Seq, l.Time.UnixMilli(), l.Stream, l.Text); err != nil {
+		if len(lines) > 0 {
+			// One statement for the whole batch: the lines as a JSON
+			// array of [seq, at_ms, stream, text].
+			if _, err := tx.Exec(logInsertSQL, string(id), linesJSON(lines)); err != nil {
 				return fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
 			}
-			h.lines++
-			h.bytes += int64(len(l.Text))
+			for _, l := range lines {
+				h.lines++
+				h.bytes += int64(len(l.Text))
+			}
 		}
 		if h.lines > int64(lim.MaxLines) || h.bytes > int64(lim.MaxBytes) {
 			if err := trimLog(tx, id, &h, lim); err != nil {
@@ -139,4 +146,47 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 		}
 	}
 	return store.LogPageOf(lines, after, limit, h.last, h.dropped), nil
+}
+
+// linesJSON encodes lines as a JSON array of [seq, at_ms, stream, text]
+// (the texts valid UTF-8, as store.PlanAppend leaves them).
+func linesJSON(lines []store.LogLine) string {
+	n := 2
+	for _, l := range lines {
+		n += len(l.Text) + len(l.Stream) + 48
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, l := range lines {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, l.Seq, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, l.Time.UnixMilli(), 10)
+		b = append(b, ',')
+		b = appendJSONString(b, l.Stream)
+		b = append(b, ',')
+		b = appendJSONString(b, l.Text)
+		b = append(b, ']')
+	}
+	return string(append(b, ']'))
+}
+
+// appendJSONString appends s (valid UTF-8) as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
