@@ -122,7 +122,9 @@ type Server struct {
 // New installs tasks on srv, backed by eng: the receiving middleware that
 // turns tool calls into tasks, the tasks/* methods of both wires, the
 // tasks capability of 2025-11-25 and the tasks extension in
-// server/discover. It installs the server's recovery policy on eng (a task
+// server/discover, and, when eng's store keeps task logs, the resource
+// template of the task logs (wire.LogURITemplate, read by each task's
+// owner only; the server then advertises resources). It installs the server's recovery policy on eng (a task
 // of a tool declared Rerunnable is run again, any other fails "outcome
 // unknown"), so eng must have none: one engine serves one Server. Call it
 // once per mcp.Server, then register the tools, then [Server.Start].
