@@ -161,3 +161,87 @@ func TestTaskLog2026(t *testing.T) {
 		t.Errorf("a bad cursor: %v", err)
 	}
 }
+
+// TestResultLink: with Options.ResultLinkBytes, a result larger than the
+// threshold is answered as one resource_link to the task's result
+// resource, on both wires (tasks/get on 2026-07-28, tasks/result on
+// 2025-11-25), and resources/read of it answers the whole result; a
+// small result stays inline; an unknown task's result is an unknown
+// resource.
+func TestResultLink(t *testing.T) {
+	g := &gates{}
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{ResultLinkBytes: 10 << 10}, func(ts *mcptask.Server) {
+		registerTestTools(ts, g)
+		mcptask.AddTool(ts, &mcp.Tool{Name: "big", Description: "a 20 KiB result"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text(strings.Repeat("y", 20<<10)), nil, nil
+			}, mcptask.ToolOptions{Support: mcptask.Optional})
+	})
+	c, _ := clients(s)
+	ctx := ctxT(t)
+
+	big, err := c.CallTool(ctx, "big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := c.CallTool(ctx, "work", map[string]any{"label": "small", "millis": -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := c.WaitFor(ctx, big.TaskID, wiretest.Terminal)
+	if err != nil || tk.Status != "completed" {
+		t.Fatalf("big: %+v, %v", tk, err)
+	}
+	var linked struct {
+		Content []struct {
+			Type     string `json:"type"`
+			URI      string `json:"uri"`
+			MIMEType string `json:"mimeType"`
+			Size     int    `json:"size"`
+		} `json:"content"`
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(tk.Result, &linked); err != nil || len(linked.Content) != 1 || linked.Content[0].Type != "resource_link" ||
+		linked.Content[0].URI != wire.ResultURI(big.TaskID) || linked.Content[0].Size < 20<<10 || linked.Meta[wire.MetaResultLink] == nil {
+		t.Fatalf("the large result on 2026-07-28: %.300s (%v)", tk.Result, err)
+	}
+	var read struct {
+		Contents []struct {
+			MIMEType string `json:"mimeType"`
+			Text     string `json:"text"`
+		} `json:"contents"`
+	}
+	if err := c.Result(ctx, "resources/read", map[string]any{"uri": linked.Content[0].URI}, &read); err != nil || len(read.Contents) != 1 {
+		t.Fatalf("resources/read of the result: %v", err)
+	}
+	if text := resultText(t, json.RawMessage(read.Contents[0].Text)); text != strings.Repeat("y", 20<<10) || read.Contents[0].MIMEType != "application/json" {
+		t.Errorf("the result resource: %s, %d bytes of text", read.Contents[0].MIMEType, len(text))
+	}
+	close(g.get("small"))
+	tk, err = c.WaitFor(ctx, small.TaskID, wiretest.Terminal)
+	if err != nil || resultText(t, tk.Result) != "done small" {
+		t.Errorf("the small result: %+v, %v", tk, err)
+	}
+	var we *wiretest.Error
+	if err := c.Result(ctx, "resources/read", map[string]any{"uri": wire.ResultURI(string(task.NewID()))}, &read); !errors.As(err, &we) || we.Code != -32602 {
+		t.Errorf("an unknown task's result: %v", err)
+	}
+
+	// 2025-11-25: tasks/result answers the link too (the in-memory
+	// session of Server.Run), and the session reads the resource.
+	rs := startRaw2025With(t, mcptask.Options{ResultLinkBytes: 10 << 10}, nil)
+	h := rs.callTask(t, "huge", map[string]any{}, nil)
+	var res map[string]any
+	if err := rs.call("tasks/result", map[string]any{"taskId": h.TaskID}, &res); err != nil {
+		t.Fatal(err)
+	}
+	content, _ := res["content"].([]any)
+	first, _ := content[0].(map[string]any)
+	if len(content) != 1 || first["type"] != "resource_link" || first["uri"] != wire.ResultURI(h.TaskID) {
+		t.Fatalf("tasks/result of the large result on 2025-11-25: %v", res)
+	}
+	if err := rs.call("resources/read", map[string]any{"uri": first["uri"]}, &read); err != nil || len(read.Contents) != 1 ||
+		resultText(t, json.RawMessage(read.Contents[0].Text)) != strings.Repeat("x", 100<<10) {
+		t.Errorf("resources/read of the result on 2025-11-25: %v", err)
+	}
+}

@@ -99,6 +99,13 @@ type Options struct {
 	// Limits bounds what each requester may do. The zero value sets no
 	// limit; see DefaultLimits.
 	Limits Limits
+	// ResultLinkBytes, if positive, is the size (of its JSON) above which
+	// a completed task's result is answered (tasks/get on 2026-07-28,
+	// tasks/result on 2025-11-25) as a result with one resource_link
+	// content to the task's result resource (wire.ResultURI), which its
+	// owner reads with resources/read, instead of inline. Zero answers
+	// every result inline.
+	ResultLinkBytes int
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -144,6 +151,8 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Owner:  o.Owner,
 		Tool:   s.toolPolicy,
 		Limits: adapter.Limits(o.Limits),
+
+		ResultLinkBytes: o.ResultLinkBytes,
 	})
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
@@ -165,6 +174,9 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if eng.HasLogs() {
 		// The task logs: a resource of each task, read by its owner only.
 		srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
+	}
+	if o.ResultLinkBytes > 0 {
+		srv.AddResourceTemplate(adapter.ResultTemplate(), s.core.ReadResultResource)
 	}
 	srv.AddReceivingMiddleware(s.middleware)
 	eng.OnChange(s.w25.OnTaskChange) // 2025-11-25 status notifications

@@ -281,3 +281,26 @@ type LogLine struct {
 	// Text is the line.
 	Text string `json:"text"`
 }
+
+// ResultURITemplate is the URI template of a task's result resource: a
+// completed task whose result is larger than the server's threshold is
+// answered (tasks/get on 2026-07-28, tasks/result on 2025-11-25) with a
+// result whose content is one resource_link to it, and resources/read of
+// it, by the task's owner only, answers the whole result (the
+// CallToolResult's JSON, application/json).
+const ResultURITemplate = "mcptask://tasks/{taskId}/result"
+
+// ResultURI returns the URI of the result of the task id.
+func ResultURI(id string) string { return "mcptask://tasks/" + id + "/result" }
+
+// MetaResultLink is the _meta key of a result answered as a link to its
+// resource (a [ResultLink]).
+const MetaResultLink = MetaPrefix + "result-link"
+
+// ResultLink is the value of MetaResultLink.
+type ResultLink struct {
+	// URI is the result's resource.
+	URI string `json:"uri"`
+	// Size is the result's size in bytes (its JSON).
+	Size int `json:"size"`
+}

@@ -47,7 +47,7 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		}
 		if t.Status.Terminal() {
 			w.c.AuditOutcome(ctx, r.Method, owner, t)
-			return finalResult(t)
+			return finalResult(w.c.Presented(t))
 		}
 		for key, req := range t.InputRequests {
 			if !forwarded[key] && r.Session != nil && !time.Now().Before(notBefore[key]) {
