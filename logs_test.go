@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
@@ -221,6 +222,25 @@ func TestResultLink(t *testing.T) {
 	tk, err = c.WaitFor(ctx, small.TaskID, wiretest.Terminal)
 	if err != nil || resultText(t, tk.Result) != "done small" {
 		t.Errorf("the small result: %+v, %v", tk, err)
+	}
+	// The Go client reads a linked result whole, on both wires.
+	for _, w := range []string{client.Wire20260728, client.Wire20251125} {
+		gc, err := client.Dial(ctx, s.url, &client.Options{ProtocolVersion: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call, err := gc.CallTool(ctx, "big", nil)
+		if err != nil || call.Task == nil {
+			t.Fatalf("%s: big: %+v, %v", w, call, err)
+		}
+		res, err := gc.Wait(ctx, call.Task.ID, nil)
+		if err != nil || len(res.Content) != 1 {
+			t.Fatalf("%s: Wait: %+v, %v", w, res, err)
+		}
+		if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != strings.Repeat("y", 20<<10) {
+			t.Errorf("%s: the Go client's result is not the whole result: %T", w, res.Content[0])
+		}
+		gc.Close()
 	}
 	var we *wiretest.Error
 	if err := c.Result(ctx, "resources/read", map[string]any{"uri": wire.ResultURI(string(task.NewID()))}, &read); !errors.As(err, &we) || we.Code != -32602 {

@@ -252,7 +252,10 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // answers. A failed task returns a *TaskError, a cancelled one
 // ErrCancelled, a task the server no longer knows ErrTaskNotFound; a wait
 // cut short returns ctx's error or ErrDeadline, and the task keeps
-// running. The task leaves the journal once it has ended.
+// running. The task leaves the journal once it has ended. A result the
+// server answered as a link to its result resource (a result larger than
+// it answers inline: mcptask.Options.ResultLinkBytes) is read whole with
+// resources/read and returned as if it had been inline.
 func (c *Client) Wait(ctx context.Context, taskID string, opts *WaitOptions) (*mcp.CallToolResult, error) {
 	return c.impl.wait(ctx, taskID, opts)
 }

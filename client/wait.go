@@ -125,6 +125,10 @@ func (c *clientImpl) wait(ctx context.Context, id string, o *WaitOptions) (*mcp.
 		defer cancel()
 	}
 	res, err := c.tw.wait(w)
+	if err == nil {
+		// A large result the server answered as a link: read it whole.
+		res, err = c.resolveResultLink(ctx, id, res)
+	}
 	if ended(err) {
 		c.tw.forget(id)
 		if c.journal != nil {
