@@ -76,6 +76,10 @@ func parseResultURI(raw string) (task.ID, bool) {
 // audited), and so is a task without a result (not completed). The
 // content is the stored result as is, bounded by the engine's result cap.
 func (c *Core) ReadResultResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	// A task's resources are read at the tasks/* request rate.
+	if err := c.AllowRequest(ctx, MethodResourcesRead, req); err != nil {
+		return nil, err
+	}
 	raw := req.Params.URI
 	id, ok := parseResultURI(raw)
 	if !ok {

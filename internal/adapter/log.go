@@ -78,6 +78,10 @@ func parseLogURI(raw string) (task.ID, url.Values, bool) {
 // (wire.LogPage) under wire.MetaLog; it may not be cached by anyone
 // else than the requester, and is stale at once.
 func (c *Core) ReadLogResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	// A task's resources are read at the tasks/* request rate.
+	if err := c.AllowRequest(ctx, MethodResourcesRead, req); err != nil {
+		return nil, err
+	}
 	raw := req.Params.URI
 	id, q, ok := parseLogURI(raw)
 	if !ok {
