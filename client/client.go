@@ -189,6 +189,10 @@ type TaskStatus struct {
 	// system confirmed of the task's side effect, apart from its status.
 	// Nil when the server shows none.
 	Operation *wire.Operation
+	// Log links the task's log (tasks/get's io.mcptask/log: its resource,
+	// its latest line's number) once the task's work logged a line; read
+	// it with ReadLog. Nil when the server shows none.
+	Log *wire.LogLink
 }
 
 // operationOf reads the io.mcptask/operation entry of an answer's _meta.
@@ -204,6 +208,21 @@ func operationOf(raw json.RawMessage) *wire.Operation {
 		return nil
 	}
 	return &op
+}
+
+// logOf reads the io.mcptask/log entry of an answer's _meta.
+func logOf(raw json.RawMessage) *wire.LogLink {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaLog] == nil {
+		return nil
+	}
+	var l wire.LogLink
+	if json.Unmarshal(m.Meta[wire.MetaLog], &l) != nil || l.URI == "" {
+		return nil
+	}
+	return &l
 }
 
 // Terminal reports whether the task has ended.

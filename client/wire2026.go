@@ -101,6 +101,7 @@ func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResu
 	}
 	st := status2026(g.TaskFields)
 	st.Operation = operationOf(raw)
+	st.Log = logOf(raw)
 	if err := st.validate("tasks/get answer"); err != nil {
 		return nil, nil, err
 	}

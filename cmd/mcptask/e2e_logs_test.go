@@ -54,7 +54,8 @@ commands:
 // live against a real mcptaskd: it prints the lines the command wrote
 // before it waits while the task runs, then the rest, and exits 0 once
 // the task has ended and its log is read; 'mcptask logs --json' prints a
-// JSON object per line with its number and stream; another principal's
+// JSON object per line with its number and stream; 'mcptask status'
+// links the log; another principal's
 // 'mcptask logs' of the same task fails exactly as for an unknown task.
 func TestLogsFollow(t *testing.T) {
 	t.Parallel()
@@ -102,6 +103,11 @@ func TestLogsFollow(t *testing.T) {
 	}
 	if r.code != exitOK || streams["line one"] != "stdout" || streams["line two"] != "stderr" || streams["line three"] != "stdout" {
 		t.Errorf("logs --json: %v\n%s", streams, r)
+	}
+
+	// mcptask status links the log.
+	if r := c.run("--token-file", alice, "status", id); r.code != exitOK || !strings.Contains(r.stdout, "3 lines logged (mcptask logs "+id+")") {
+		t.Errorf("status: %s", r)
 	}
 
 	// Another principal: the victim's log is unknown to it, exactly as
