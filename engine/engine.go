@@ -651,7 +651,9 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		defer r.cancel(nil)
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
-		h.FlushLog() // the log is complete before the outcome is
+		if r.logs != nil {
+			r.logs.end() // the log is complete before the outcome is
+		}
 		r.returned.Store(true)
 		r.refSettled()
 		// Decide at once whether shutdown cut the work short, before a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -180,6 +181,10 @@ type logBuffer struct {
 	backoff time.Duration
 
 	writeMu sync.Mutex
+	// ended is set once the run's work returned and its lines were
+	// written: a failed write is then not tried again (the store may be
+	// closing).
+	ended atomic.Bool
 }
 
 // pendingLine is a line waiting in a logBuffer: its text is
@@ -297,8 +302,18 @@ func (b *logBuffer) flush() {
 		return
 	}
 	b.e.log.Warn("writing a task's log lines failed; they are counted as dropped", "task", b.id, "lines", len(batch.Lines), "err", err)
+	if b.ended.Load() {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.skipped += batch.Skipped + int64(len(batch.Lines))
 	b.schedule()
+}
+
+// end writes the waiting lines, the run's work having returned; later
+// failures are not tried again.
+func (b *logBuffer) end() {
+	b.flush()
+	b.ended.Store(true)
 }

@@ -132,6 +132,18 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 	if s.closed() {
 		return nil, ErrClosed
 	}
+	if limit <= 0 {
+		// The position only: one statement.
+		var last, dropped int64
+		err := s.pool.QueryRow(ctx, s.opSQL(logHeadSQL), string(id)).Scan(&last, &dropped)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: read the log of %s: %w", id, err)
+		}
+		return store.LogPageOf(nil, max(after, 0), 0, last, dropped), nil
+	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: read the log of %s: %w", id, err)

@@ -108,6 +108,18 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 	if s.closed() {
 		return nil, ErrClosed
 	}
+	if limit <= 0 {
+		// The position only: one statement.
+		var h logHead
+		err := s.rdb.QueryRowContext(ctx, logHeadSQL, string(id)).Scan(&h.last, &h.lines, &h.bytes, &h.dropped)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: read the log of %s: %w", id, err))
+		}
+		return store.LogPageOf(nil, max(after, 0), 0, h.last, h.dropped), nil
+	}
 	tx, err := s.rdb.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: read the log of %s: %w", id, err))
