@@ -235,7 +235,7 @@ type WaitOptions struct {
 	// Deadline bounds the whole wait; zero means none (ctx still applies).
 	Deadline time.Duration
 	// OnStatus, if set, is called with each new status seen (status,
-	// status message or last update changed).
+	// status message, last update or the log's latest line changed).
 	OnStatus func(*TaskStatus)
 	// Unreachable bounds how long the wait keeps polling, with backoff, a
 	// server that does not answer (connection refused or cut, a restart),
