@@ -87,13 +87,14 @@ func (e *Engine) LogPosition(ctx context.Context, id task.ID) (*store.LogPage, e
 // Log appends text to the task's log (see store.TaskLogs), one line per
 // line of text, under the name stream ("stdout", "stderr", or "log" for
 // what the work says itself). It never blocks on the store: lines wait in
-// memory and are written together, at most about every
-// Options.LogFlushInterval (sooner, though not more than four times as
-// often, when Options.LogFlushLines wait), and when the work returns,
-// before its outcome is recorded, or asks for input; the lines that
-// overflow the memory kept for them (the log's caps) are dropped, oldest
-// first, and counted as dropped in the log. It does nothing when the
-// store keeps no logs.
+// memory and are written together, Options.LogFlushInterval after the
+// first of them (sooner, though not more than four times per interval,
+// when Options.LogFlushLines wait), and when the work returns, before its
+// outcome is recorded, or asks for input. At most 4 x LogFlushLines lines
+// and 256 KiB wait (within the log's caps): a program that writes faster
+// has the oldest waiting lines dropped, and counted as dropped in the
+// log, and is written less often (up to every 2 s) while it does. It does
+// nothing when the store keeps no logs.
 func (h *Handle) Log(stream, text string) {
 	b := h.run.logs
 	if b == nil {
