@@ -21,7 +21,8 @@ const (
 	logHeadLockSQL = `SELECT last_seq, lines, bytes, dropped FROM %[1]s.task_log_heads WHERE task_id = $1 FOR UPDATE`
 	logInsertSQL   = `INSERT INTO %[1]s.task_log_lines (task_id, seq, at_ms, stream, text)
 	SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[])`
-	logOldestSQL  = `SELECT seq, octet_length(text) FROM %[1]s.task_log_lines WHERE task_id = $1 ORDER BY seq`
+	logOldestSQL = `SELECT seq, octet_length(text) FROM %[1]s.task_log_lines
+	WHERE task_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`
 	logTrimSQL    = `DELETE FROM %[1]s.task_log_lines WHERE task_id = $1 AND seq <= $2`
 	logHeadSetSQL = `UPDATE %[1]s.task_log_heads SET last_seq = $2, lines = $3, bytes = $4, dropped = $5
 	WHERE task_id = $1`
@@ -97,24 +98,34 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) (er
 	return nil
 }
 
-// trimLog drops the oldest lines of the log until h fits lim.
+// trimLog drops the oldest lines of the log until h fits lim. It reads
+// the sizes of the oldest lines in chunks, so that a small trim does not
+// read the whole log.
 func (s *Store) trimLog(ctx context.Context, tx pgx.Tx, id task.ID, h *logHead, lim store.LogLimits) error {
-	rows, err := tx.Query(ctx, s.opSQL(logOldestSQL), string(id))
-	if err != nil {
-		return err
-	}
 	var cut, n, size int64
-	for (h.lines-n > int64(lim.MaxLines) || h.bytes-size > int64(lim.MaxBytes)) && rows.Next() {
-		var seq, bytes int64
-		if err := rows.Scan(&seq, &bytes); err != nil {
-			rows.Close()
+	over := func() bool { return h.lines-n > int64(lim.MaxLines) || h.bytes-size > int64(lim.MaxBytes) }
+	for over() {
+		chunk := max(h.lines-n-int64(lim.MaxLines), 0) + 256
+		rows, err := tx.Query(ctx, s.opSQL(logOldestSQL), string(id), cut, chunk)
+		if err != nil {
 			return err
 		}
-		cut, n, size = seq, n+1, size+bytes
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		read := 0
+		for over() && rows.Next() {
+			var seq, bytes int64
+			if err := rows.Scan(&seq, &bytes); err != nil {
+				rows.Close()
+				return err
+			}
+			cut, n, size, read = seq, n+1, size+bytes, read+1
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if read == 0 {
+			break // nothing left to drop
+		}
 	}
 	if n == 0 {
 		return nil

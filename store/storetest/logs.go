@@ -24,6 +24,7 @@ func (s *suite) runLog(t *testing.T) {
 		{"Cursor", s.logCursor},
 		{"CapLines", s.logCapLines},
 		{"CapBytes", s.logCapBytes},
+		{"CapBytesManyLines", s.logCapBytesManyLines},
 		{"LongLine", s.logLongLine},
 		{"Skipped", s.logSkipped},
 		{"UnknownTask", s.logUnknownTask},
@@ -159,6 +160,24 @@ func (s *suite) logCapBytes(t *testing.T) {
 	checkPage(t, "bytes trimmed", mustRead(t, l, id, 0, 10), "2:bbbb 3:cccc", 3, 3, 1, 1, false)
 	mustAppend(t, l, id, store.LogBatch{Lines: textLines("dddddddddd"), Limits: lim}) // 10 alone
 	checkPage(t, "one line fills the cap", mustRead(t, l, id, 0, 10), "4:dddddddddd", 4, 4, 3, 3, false)
+}
+
+// logCapBytesManyLines: one long line pushes out many short ones at once.
+func (s *suite) logCapBytesManyLines(t *testing.T) {
+	st, l := s.logs(t)
+	id := logTask(t, st)
+	lim := store.LogLimits{MaxBytes: 1000}
+	short := make([]string, 600)
+	for i := range short {
+		short[i] = "a"
+	}
+	mustAppend(t, l, id, store.LogBatch{Lines: textLines(short...), Limits: lim})
+	mustAppend(t, l, id, store.LogBatch{Lines: textLines(strings.Repeat("b", 1000)), Limits: lim})
+	p := mustRead(t, l, id, 0, 10)
+	if len(p.Lines) != 1 || p.Lines[0].Seq != 601 || len(p.Lines[0].Text) != 1000 || p.Dropped != 600 || p.Missed != 600 {
+		t.Errorf("after the long line: lines %.80q, dropped %d, missed %d; want line 601 alone, 600 dropped",
+			pageText(p), p.Dropped, p.Missed)
+	}
 }
 
 func (s *suite) logLongLine(t *testing.T) {
