@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask/internal/pgtest"
 )
 
 // logsDaemon starts mcptaskd with bearer tokens for alice and mallory
@@ -15,6 +18,14 @@ import (
 // two" on stderr, waits for its argument's file, then writes "line
 // three" and exits. It returns the daemon and the token files.
 func logsDaemon(t *testing.T) (d *daemon, alice, mallory string) {
+	t.Helper()
+	args, alice, mallory := logsArgs(t)
+	return startDaemon(t, args...), alice, mallory
+}
+
+// logsArgs writes logsDaemon's configuration and tokens, and returns
+// mcptaskd's arguments for them and the token files.
+func logsArgs(t *testing.T) (args []string, alice, mallory string) {
 	t.Helper()
 	dir := t.TempDir()
 	sc := filepath.Join(dir, "talk.sh")
@@ -47,7 +58,7 @@ commands:
 			t.Fatal(err)
 		}
 	}
-	return startDaemon(t, "-config", config, "-tokens", tokens), alice, mallory
+	return []string{"-config", config, "-tokens", tokens}, alice, mallory
 }
 
 // TestLogsFollow: 'mcptask logs -f' follows a command task's output
@@ -148,5 +159,34 @@ func (p *proc) waitStdout(t *testing.T, ok func(string) bool, timeout time.Durat
 			t.Fatalf("stdout not as awaited within %v\n%s", timeout, p.result())
 		}
 		time.Sleep(10 * time.Millisecond) // polling the output, not synchronization
+	}
+}
+
+// TestLogsFollowAcrossInstances: two mcptaskd instances share a
+// PostgreSQL schema; a command task runs on the first, and 'mcptask logs
+// -f' against the second follows its output live, to its end.
+func TestLogsFollowAcrossInstances(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	schema := pgtest.Schema(t, dsn, "mcptask_cli_logs_")
+	args, alice, _ := logsArgs(t)
+	args = append(args, "-postgres", dsn, "-postgres-schema", schema)
+	a, b := startDaemon(t, args...), startDaemon(t, args...)
+	release := filepath.Join(t.TempDir(), "release")
+	r := newCLI(t, a.URL).run("--token-file", alice, "call", "--detach", "talk", "release="+release)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || !regexp.MustCompile(`^[a-z2-7]+$`).MatchString(id) {
+		t.Fatalf("call --detach on the first instance: %s", r)
+	}
+	f := newCLI(t, b.URL).start("--token-file", alice, "logs", "-f", "-interval", "50ms", id)
+	f.waitStdout(t, func(out string) bool {
+		return strings.Contains(out, "line one\n") && strings.Contains(out, "line two\n")
+	}, time.Minute)
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fr := f.wait(time.Minute)
+	if lines := strings.Split(strings.TrimSuffix(fr.stdout, "\n"), "\n"); fr.code != exitOK || len(lines) != 3 || lines[2] != "line three" {
+		t.Fatalf("logs -f on the second instance: %s", fr)
 	}
 }
