@@ -299,7 +299,11 @@ func (b *logBuffer) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), b.e.opts.LogWriteTimeout)
 	defer cancel()
 	err := b.l.AppendLog(ctx, b.id, batch)
-	if err == nil || errors.Is(err, store.ErrNotFound) {
+	if err == nil {
+		b.e.wakeWatchers(b.id) // a waiter here may follow the log
+		return
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		return
 	}
 	b.e.log.Warn("writing a task's log lines failed; they are counted as dropped", "task", b.id, "lines", len(batch.Lines), "err", err)

@@ -18,8 +18,8 @@ import (
 )
 
 // TestTaskLog: the lines work logs are buffered and written in batches
-// (none before the flush interval with a long one), all written before
-// the task's outcome; lines beyond the log's caps while they wait are
+// (none before the flush interval with a long one), a write wakes the
+// task's watchers, all are written before the task's outcome; lines beyond the log's caps while they wait are
 // dropped oldest first and counted; ReadLog answers the owner only
 // (another owner and an unknown task get a *NotFoundError); deleting the
 // task deletes its log.
@@ -41,7 +41,7 @@ func TestTaskLog(t *testing.T) {
 	ctx := context.Background()
 	owner := task.Owner("alice")
 
-	logged, release := make(chan struct{}), make(chan struct{})
+	logged, flush, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	tk, err := e.Start(ctx, engine.StartSpec{Owner: owner, Tool: "chatty"}, func(ctx context.Context) (json.RawMessage, error) {
 		h := engine.FromContext(ctx)
 		for i := 1; i <= 8; i++ {
@@ -49,6 +49,8 @@ func TestTaskLog(t *testing.T) {
 		}
 		h.Log("stderr", "two\nlines\r\n")
 		close(logged)
+		<-flush
+		h.FlushLog()
 		<-release
 		return json.RawMessage(`{"content":[]}`), nil
 	})
@@ -60,6 +62,14 @@ func TestTaskLog(t *testing.T) {
 	// written while the work runs.
 	if p, _, err := e.ReadLog(ctx, owner, tk.ID, 0, 100); err != nil || p.Last != 0 {
 		t.Fatalf("the log before any flush: %+v, %v", p, err)
+	}
+	// A write of the log wakes the task's watchers (its status did not
+	// change).
+	watch := e.Watch(tk.ID)
+	close(flush)
+	<-watch
+	if p, got, err := e.ReadLog(ctx, owner, tk.ID, 0, 100); err != nil || p.Last != 10 || got.Status != task.Working {
+		t.Fatalf("the log once written, the task running: %+v, %+v, %v", p, got, err)
 	}
 	close(release)
 	waitFor(t, "the task to complete", func() bool {
