@@ -102,6 +102,13 @@ type Options struct {
 	// Notifications configures the task notifications pushed to clients.
 	// The zero value uses the defaults.
 	Notifications Notifications
+	// ResultLinkBytes, if positive, is the size (of its JSON) above which
+	// a completed task's result is answered (tasks/get on 2026-07-28,
+	// tasks/result on 2025-11-25) as a result with one resource_link
+	// content to the task's result resource (wire.ResultURI), which its
+	// owner reads with resources/read, instead of inline. Zero answers
+	// every result inline.
+	ResultLinkBytes int
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -125,7 +132,9 @@ type Server struct {
 // New installs tasks on srv, backed by eng: the receiving middleware that
 // turns tool calls into tasks, the tasks/* methods of both wires, the
 // tasks capability of 2025-11-25 and the tasks extension in
-// server/discover. It installs the server's recovery policy on eng (a task
+// server/discover, and, when eng's store keeps task logs, the resource
+// template of the task logs (wire.LogURITemplate, read by each task's
+// owner only; the server then advertises resources). It installs the server's recovery policy on eng (a task
 // of a tool declared Rerunnable is run again, any other fails "outcome
 // unknown"), so eng must have none: one engine serves one Server. Call it
 // once per mcp.Server, then register the tools, then [Server.Start].
@@ -145,6 +154,8 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Owner:  o.Owner,
 		Tool:   s.toolPolicy,
 		Limits: adapter.Limits(o.Limits),
+
+		ResultLinkBytes: o.ResultLinkBytes,
 	})
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
@@ -162,6 +173,13 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	s.w25 = wire2025.New(s.core, o.Notifications.options())
 	if err := s.addMethods(); err != nil {
 		return nil, err
+	}
+	if eng.HasLogs() {
+		// The task logs: a resource of each task, read by its owner only.
+		srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
+	}
+	if o.ResultLinkBytes > 0 {
+		srv.AddResourceTemplate(adapter.ResultTemplate(), s.core.ReadResultResource)
 	}
 	srv.AddReceivingMiddleware(s.middleware)
 	return s, nil

@@ -65,6 +65,13 @@ func startServer(t testing.TB, dbPath string, g *gates) *testServer {
 
 func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)) *testServer {
 	t.Helper()
+	return startServerOpts(t, dbPath, mcptask.Options{}, register)
+}
+
+// startServerOpts is startServerWith with the server's options (its
+// Logger set here).
+func startServerOpts(t testing.TB, dbPath string, opts mcptask.Options, register func(*mcptask.Server)) *testServer {
+	t.Helper()
 	st, err := sqlite.Open(dbPath, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +82,8 @@ func startServerWith(t testing.TB, dbPath string, register func(*mcptask.Server)
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ServerOptions{Logger: logger})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger})
+	opts.Logger = logger
+	ts, err := mcptask.New(srv, eng, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,3 +156,37 @@ var ErrNoReconcile = engine.ErrNoReconcile
 // ErrNoLedger is returned by Task.RecordOperation when the server's store
 // keeps no operation ledger.
 var ErrNoLedger = engine.ErrNoLedger
+
+// Log appends line to the task's log (stream "log"), which the task's
+// owner reads while the task runs and after (resources/read of the
+// task's log resource, linked from tasks/get under io.mcptask/log, and
+// `mcptask logs`). A line with newlines is several lines. Log never
+// blocks on the store: lines are written together, within
+// engine.Options.LogFlushInterval, and before the task's outcome is
+// recorded; the log is capped (engine.Options.LogLimits), its oldest
+// lines dropped first. It does nothing when the server's store keeps no
+// task logs.
+func (t *Task) Log(line string) { t.h.Log(LogStreamLog, line) }
+
+// Logf is Log with fmt.Sprintf's formatting.
+func (t *Task) Logf(format string, args ...any) { t.h.Log(LogStreamLog, fmt.Sprintf(format, args...)) }
+
+// LogStream is Log with the name of where the line came from (e.g.
+// LogStreamStdout for a program's standard output).
+func (t *Task) LogStream(stream, line string) { t.h.Log(stream, line) }
+
+// LogBytes appends one line (without its line ending, and without
+// newlines) to the task's log under stream, as LogStream does, without
+// allocating for it: line may be reused once LogBytes returns (e.g. a
+// program's output read line by line).
+func (t *Task) LogBytes(stream string, line []byte) { t.h.LogLine(stream, line) }
+
+// The stream names of the task log's lines that mcptask writes.
+const (
+	// LogStreamLog names the lines a handler logs itself (Task.Log).
+	LogStreamLog = "log"
+	// LogStreamStdout names a program's standard output.
+	LogStreamStdout = "stdout"
+	// LogStreamStderr names a program's standard error.
+	LogStreamStderr = "stderr"
+)

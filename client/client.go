@@ -201,6 +201,10 @@ type TaskStatus struct {
 	// system confirmed of the task's side effect, apart from its status.
 	// Nil when the server shows none.
 	Operation *wire.Operation
+	// Log links the task's log (tasks/get's io.mcptask/log: its resource,
+	// its latest line's number) once the task's work logged a line; read
+	// it with ReadLog. Nil when the server shows none.
+	Log *wire.LogLink
 }
 
 // operationOf reads the io.mcptask/operation entry of an answer's _meta.
@@ -218,6 +222,21 @@ func operationOf(raw json.RawMessage) *wire.Operation {
 	return &op
 }
 
+// logOf reads the io.mcptask/log entry of an answer's _meta.
+func logOf(raw json.RawMessage) *wire.LogLink {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaLog] == nil {
+		return nil
+	}
+	var l wire.LogLink
+	if json.Unmarshal(m.Meta[wire.MetaLog], &l) != nil || l.URI == "" {
+		return nil
+	}
+	return &l
+}
+
 // Terminal reports whether the task has ended.
 func (s *TaskStatus) Terminal() bool {
 	return s.Status == "completed" || s.Status == "failed" || s.Status == "cancelled"
@@ -228,7 +247,7 @@ type WaitOptions struct {
 	// Deadline bounds the whole wait; zero means none (ctx still applies).
 	Deadline time.Duration
 	// OnStatus, if set, is called with each new status seen (status,
-	// status message or last update changed).
+	// status message, last update or the log's latest line changed).
 	OnStatus func(*TaskStatus)
 	// Unreachable bounds how long the wait keeps polling, with backoff, a
 	// server that does not answer (connection refused or cut, a restart),
@@ -267,7 +286,10 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // answers. A failed task returns a *TaskError, a cancelled one
 // ErrCancelled, a task the server no longer knows ErrTaskNotFound; a wait
 // cut short returns ctx's error or ErrDeadline, and the task keeps
-// running. The task leaves the journal once it has ended.
+// running. The task leaves the journal once it has ended. A result the
+// server answered as a link to its result resource (a result larger than
+// it answers inline: mcptask.Options.ResultLinkBytes) is read whole with
+// resources/read and returned as if it had been inline.
 func (c *Client) Wait(ctx context.Context, taskID string, opts *WaitOptions) (*mcp.CallToolResult, error) {
 	return c.impl.wait(ctx, taskID, opts)
 }

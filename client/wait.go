@@ -125,6 +125,10 @@ func (c *clientImpl) wait(ctx context.Context, id string, o *WaitOptions) (*mcp.
 		defer cancel()
 	}
 	res, err := c.tw.wait(w)
+	if err == nil {
+		// A large result the server answered as a link: read it whole.
+		res, err = c.resolveResultLink(ctx, id, res)
+	}
 	if ended(err) {
 		c.tw.forget(id)
 		if c.journal != nil {
@@ -176,13 +180,22 @@ func (w *waiter) fail(what string, err error) error {
 	return fmt.Errorf("task %s: %s: %w", w.id, what, err)
 }
 
+// logLast is the number of the latest line of st's log, 0 for none.
+func logLast(st *TaskStatus) int64 {
+	if st.Log == nil {
+		return 0
+	}
+	return st.Log.Last
+}
+
 // seen records a new status and reports it to OnStatus when it changed.
 func (w *waiter) seen(st *TaskStatus) {
 	w.last = st
 	if w.opts.OnStatus == nil {
 		return
 	}
-	if r := w.reported; r != nil && r.Status == st.Status && r.StatusMessage == st.StatusMessage && r.LastUpdatedAt.Equal(st.LastUpdatedAt) {
+	if r := w.reported; r != nil && r.Status == st.Status && r.StatusMessage == st.StatusMessage && r.LastUpdatedAt.Equal(st.LastUpdatedAt) &&
+		logLast(r) == logLast(st) {
 		return
 	}
 	cp := *st

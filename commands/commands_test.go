@@ -316,7 +316,10 @@ func TestCommandOutputMemoryFlat(t *testing.T) {
 	}
 	alloc := after.TotalAlloc - before.TotalAlloc
 	t.Logf("allocated %.1f MB for 50 MB of output", float64(alloc)/1e6)
-	if !raceEnabled && alloc > 8<<20 {
+	// The budget: the server's own (polls included, about 5 MB) and the
+	// task log's, bounded per task whatever the output (its buffer of
+	// waiting lines, a few batch writes while the output overflows it).
+	if !raceEnabled && alloc > 12<<20 {
 		t.Fatalf("allocated %d bytes for 50 MB of output", alloc)
 	}
 }

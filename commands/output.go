@@ -17,13 +17,25 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// readOutput reads one of the command's outputs to its end into the log:
+// readOutput reads one of the command's outputs to its end into the log
+// and, line by line, into the task's log (stream stdout or stderr):
 // progress lines set the status message, and on standard output (stdout)
 // input requests are asked and answered on the command's standard input
 // instead of being logged.
 func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool) {
 	br := bufio.NewReaderSize(r, maxLine)
 	inLong := false // within a line longer than the buffer: logged only
+	stream := mcptask.LogStreamStderr
+	if stdout {
+		stream = mcptask.LogStreamStdout
+	}
+	// taskLine writes a line to the task's log (its start only, for a
+	// line longer than the buffer: the log cuts long lines anyway).
+	taskLine := func(line []byte) {
+		if tk != nil && !inLong {
+			tk.LogBytes(stream, bytes.TrimRight(line, "\r\n"))
+		}
+	}
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
@@ -31,10 +43,12 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 			switch {
 			case !complete || inLong:
 				lg.Write(line)
+				taskLine(line)
 			case stdout && bytes.HasPrefix(line, []byte(InputPrefix)):
 				c.ask(ctx, t, p, tk, bytes.TrimSpace(line[len(InputPrefix):]))
 			default:
 				lg.Write(line)
+				taskLine(line)
 				if t.Progress != nil {
 					if m := t.Progress.FindSubmatch(bytes.TrimRight(line, "\r\n")); m != nil {
 						msg := m[0]

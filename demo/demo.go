@@ -78,9 +78,11 @@ func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// progress sets the task's status message when the call runs as a task.
+// progress sets the task's status message when the call runs as a task,
+// and logs it in the task's log.
 func progress(ctx context.Context, msg string) {
 	if t := mcptask.FromContext(ctx); t != nil {
+		t.Log(msg)
 		_ = t.SetStatusMessage(ctx, msg) // progress is best effort
 	}
 }

@@ -133,6 +133,20 @@ type Options struct {
 	// task; the sweeper deletes older ones. Zero means
 	// DefaultLedgerRetention (30 days); negative keeps them for ever.
 	LedgerRetention time.Duration
+	// LogLimits caps each task's log (when the store is a
+	// store.TaskLogs): lines, bytes, one line's length. Zero fields mean
+	// the store package's defaults (store.DefaultLogMaxLines, ...).
+	LogLimits store.LogLimits
+	// LogFlushInterval is how long a line the work logs (Handle.Log)
+	// waits in memory at most before it is written, with the lines
+	// logged meanwhile, in one write. Zero means DefaultLogFlushInterval.
+	LogFlushInterval time.Duration
+	// LogFlushLines is how many waiting lines start a write at once.
+	// Zero means DefaultLogFlushLines.
+	LogFlushLines int
+	// LogWriteTimeout bounds each write of logged lines. Zero means
+	// DefaultLogWriteTimeout.
+	LogWriteTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -250,6 +264,10 @@ type run struct {
 	// StartSpec.AwaitExternalRef waits for.
 	refOnce sync.Once
 	refDone chan struct{}
+
+	// logs holds the lines the work logged until they are written; nil
+	// when the store keeps no logs.
+	logs *logBuffer
 }
 
 // refSettled notes that the work recorded its external reference, or
@@ -327,10 +345,15 @@ func New(opts Options) (*Engine, error) {
 		{&o.QueueInterval, DefaultQueueInterval},
 		{&o.QueueTimeout, DefaultQueueTimeout},
 		{&o.ReconcileTimeout, DefaultReconcileTimeout},
+		{&o.LogFlushInterval, DefaultLogFlushInterval},
+		{&o.LogWriteTimeout, DefaultLogWriteTimeout},
 	} {
 		if *d.opt <= 0 {
 			*d.opt = d.def
 		}
+	}
+	if o.LogFlushLines <= 0 {
+		o.LogFlushLines = DefaultLogFlushLines
 	}
 	if o.HeartbeatInterval >= o.Lease {
 		return nil, fmt.Errorf("engine: Options.HeartbeatInterval %v is not shorter than the Lease %v: leases would lapse between renewals", o.HeartbeatInterval, o.Lease)
@@ -600,7 +623,7 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) *run {
 // announcement reaches it from now on; start runs its work.
 func (e *Engine) register(parent context.Context, t *task.Task) (r *run, stopOnShutdown func() bool) {
 	ctx, cancel := context.WithCancelCause(parent)
-	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{})}
+	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{}), logs: e.newLogBuffer(t.ID)}
 	stopOnShutdown = context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	e.mu.Lock()
 	e.runs[t.ID] = r
@@ -628,6 +651,9 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		defer r.cancel(nil)
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
+		if r.logs != nil {
+			r.logs.end() // the log is complete before the outcome is
+		}
 		r.returned.Store(true)
 		r.refSettled()
 		// Decide at once whether shutdown cut the work short, before a

@@ -121,8 +121,11 @@ func (h *Handle) stopIfLost(err error) {
 // the task to input_required, and blocks until the client's answer arrives,
 // the task ends, or ctx is done. It returns the client's answer (the JSON
 // result of the request). Several RequestInput calls may wait at once; each
-// gets its own key.
+// gets its own key. The lines the work logged (Log) are written first.
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	// What the work logged before it asks is in the log when the
+	// requester sees the question.
+	h.FlushLog()
 	var key string
 	var from task.Status // the status the landed attempt changed
 	_, err := h.e.writeForWork(ctx, h.run, "input request", func(t *task.Task) error {

@@ -16,8 +16,9 @@ type watchers struct {
 }
 
 // Watch returns a channel that is closed at the next change to the task
-// with the given ID (status, status message, input requests, outcome) made
-// by this engine, or announced by the store's change feed when it has one.
+// with the given ID (status, status message, input requests, outcome, and
+// lines written to its log) made by this engine, or announced by the
+// store's change feed when it has one (log lines are not announced).
 // Without a feed, changes made by other processes are not seen: waiters
 // must also poll.
 func (e *Engine) Watch(id task.ID) <-chan struct{} {

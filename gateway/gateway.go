@@ -96,6 +96,14 @@ type Upstream struct {
 	// system behind the upstream. A tool with a cap of its own
 	// (ToolPolicy.MaxConcurrent) has its own queue instead.
 	MaxConcurrent int
+
+	// LogLevel is the level the gateway sets on each session of an
+	// upstream that offers logging (logging/setLevel): the upstream's
+	// notifications/message at that level or above, sent during a call
+	// that runs as a task, go to the task's log (stream "upstream", or
+	// the upstream's logger name). Empty means DefaultLogLevel; "off"
+	// sets none, and the upstream sends nothing.
+	LogLevel string
 }
 
 // Defaults of an Upstream.
@@ -105,6 +113,8 @@ const (
 	// DefaultProtocolVersion is the default of Upstream.ProtocolVersion:
 	// the revision most servers speak today.
 	DefaultProtocolVersion = "2025-11-25"
+	// DefaultLogLevel is the default of Upstream.LogLevel.
+	DefaultLogLevel = "info"
 )
 
 // ToolPolicy is how one re-exported tool runs.
@@ -174,6 +184,8 @@ func validate(u Upstream) error {
 		return fmt.Errorf("gateway: upstream %q: negative maxSessions", u.Name)
 	case u.MaxConcurrent < 0:
 		return fmt.Errorf("gateway: upstream %q: negative maxConcurrent", u.Name)
+	case !validLogLevel(u.LogLevel):
+		return fmt.Errorf("gateway: upstream %q: logLevel %q: want off or an MCP logging level (debug, info, notice, warning, error, critical, alert, emergency)", u.Name, u.LogLevel)
 	}
 	for name, p := range u.Policies {
 		if err := checkSupport(p.Support); err != nil {
@@ -181,6 +193,15 @@ func validate(u Upstream) error {
 		}
 	}
 	return checkSupport(u.Default.Support)
+}
+
+// validLogLevel reports whether l is a valid Upstream.LogLevel.
+func validLogLevel(l string) bool {
+	switch l {
+	case "", "off", "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency":
+		return true
+	}
+	return false
 }
 
 func checkSupport(s mcptask.TaskSupport) error {

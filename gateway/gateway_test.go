@@ -62,6 +62,8 @@ func upstreamServer(stdio bool) *mcp.Server {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 					ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Total: float64(in.Steps),
 					Message: fmt.Sprintf("upstream step %d of %d", i, in.Steps)})
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "slow", Data: fmt.Sprintf("slow step %d", i)})
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: "below the level"})
 				time.Sleep(20 * time.Millisecond) // the work the steps stand for
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("did %d steps", in.Steps)}}}, nil, nil
@@ -120,8 +122,8 @@ func gatewayServer(t testing.TB, ups ...gateway.Upstream) string {
 // TestGateway: a plain upstream's tools, through the gateway, run as
 // tasks on both wires: the upstream's progress is the task's status
 // message, its elicitation the task's input_required (answered by the
-// client, the answer going back upstream), a cancel reaches the upstream
-// call, and the result is the task's.
+// client, the answer going back upstream), its log messages the task's
+// log, a cancel reaches the upstream call, and the result is the task's.
 func TestGateway(t *testing.T) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstreamServer(false) }, nil))
 	t.Cleanup(hs.Close)
@@ -184,6 +186,20 @@ func gatewayFlows(t *testing.T, url, wire string) {
 			mu.Unlock()
 			if !strings.Contains(seen, "upstream step") {
 				t.Errorf("no upstream progress among the status messages: %q", seen)
+			}
+			// The upstream's log messages during the call, at the level
+			// set or above, are in the task's log.
+			page, err := c.ReadLog(ctx, call.Task.ID, 0, 0)
+			if err != nil {
+				t.Fatalf("the task's log: %v", err)
+			}
+			if !page.Done() || len(page.Lines) == 0 || page.Lines[0].Text != "[info] slow step 1" || page.Lines[0].Stream != "slow" {
+				t.Errorf("the task's log: %+v", page)
+			}
+			for _, l := range page.Lines {
+				if strings.Contains(l.Text, "below the level") {
+					t.Errorf("a debug message reached the task's log: %+v", l)
+				}
 			}
 
 			// Elicitation.

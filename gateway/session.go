@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,6 +105,30 @@ func (s *session) progress(_ context.Context, req *mcp.ProgressNotificationClien
 	_ = tk.SetStatusMessage(ctx, msg)
 }
 
+// logMessage writes the upstream's log message, sent while a call that
+// runs as a task is in flight, to that task's log: "[level] text", under
+// the upstream logger's name (or "upstream"). A message that is not a
+// string is written as its JSON.
+func (s *session) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
+	_, tk := s.current()
+	if tk == nil || req.Params == nil {
+		return
+	}
+	text, ok := req.Params.Data.(string)
+	if !ok {
+		b, err := json.Marshal(req.Params.Data)
+		if err != nil {
+			return
+		}
+		text = string(b)
+	}
+	stream := req.Params.Logger
+	if stream == "" {
+		stream = "upstream"
+	}
+	tk.LogStream(stream, "["+string(req.Params.Level)+"] "+text)
+}
+
 // dial opens a new session with the upstream.
 func (u *upstream) dial(ctx context.Context) (*session, error) {
 	s := &session{u: u}
@@ -112,6 +137,7 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 		ElicitationHandler:          s.elicit,
 		CreateMessageHandler:        s.sample, //nolint:staticcheck // forwarding the upstream's sampling is the point
 		ProgressNotificationHandler: s.progress,
+		LoggingMessageHandler:       s.logMessage,
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcptask-gateway", Version: "1"}, opts)
 	var t mcp.Transport
@@ -133,8 +159,27 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("connecting: %w", err)
 	}
 	s.cs = cs
+	if lvl := u.logLevel(); lvl != "" {
+		if init := cs.InitializeResult(); init != nil && init.Capabilities != nil && init.Capabilities.Logging != nil {
+			if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(lvl)}); err != nil {
+				u.log.Warn("the upstream refused the logging level: its log messages do not reach the task logs", "level", lvl, "err", err)
+			}
+		}
+	}
 	u.log.Debug("upstream session opened", "session", cs.ID())
 	return s, nil
+}
+
+// logLevel is the logging level set on the upstream's sessions, "" for
+// none.
+func (u *upstream) logLevel() string {
+	switch u.cfg.LogLevel {
+	case "":
+		return DefaultLogLevel
+	case "off":
+		return ""
+	}
+	return u.cfg.LogLevel
 }
 
 // headers adds fixed headers (e.g. an upstream's Authorization) to every

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -366,14 +367,20 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 	if u.cfg.URL == "" {
 		wopts.Unreachable = stdioWaitUnreachable
 	}
+	relay := &logRelay{c: c, id: id, tk: tk, skip: raw != ""}
 	wopts.OnStatus = func(st *client.TaskStatus) {
 		if st.StatusMessage != "" && st.StatusMessage != last {
 			last = st.StatusMessage
 			_ = tk.SetStatusMessage(ctx, relayPrefix+st.StatusMessage)
 			relayPrefix = ""
 		}
+		relay.pull(uctx, st.Log)
 	}
 	res, err := c.Wait(uctx, id, wopts)
+	var te *client.TaskError
+	if err == nil || errors.As(err, &te) {
+		relay.drain(uctx) // the upstream's last lines, written before its outcome
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -387,7 +394,6 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		}
 		return nil, u.callError(ctx, name, err)
 	}
-	var te *client.TaskError
 	var ue *client.UnreachableError
 	switch {
 	case errors.As(err, &te):
@@ -411,6 +417,53 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		tc.broken(c)
 	}
 	return nil, u.callError(ctx, name, err)
+}
+
+// logRelay copies the log of an upstream task (an upstream that speaks
+// mcptask's task logs: tasks/get links it) into our task's log, from the
+// cursor it reached. A re-attached run starts at the upstream log's end
+// as it finds it: the earlier run relayed what came before (what was
+// logged between the crash and the re-attachment is not relayed).
+type logRelay struct {
+	c      *client.Client
+	id     string
+	tk     *mcptask.Task
+	skip   bool  // re-attached: start at the end
+	cursor int64 // the upstream log's last line relayed
+	off    bool  // the upstream keeps no logs, or reading failed for good
+}
+
+// pull relays the lines up to link.Last, if it is past the cursor.
+func (r *logRelay) pull(ctx context.Context, link *wire.LogLink) {
+	if r.off || link == nil || link.Last <= r.cursor {
+		return
+	}
+	if r.skip {
+		r.skip, r.cursor = false, link.Last
+		return
+	}
+	r.drain(ctx)
+}
+
+// drain relays the upstream log's lines after the cursor, to its end.
+func (r *logRelay) drain(ctx context.Context) {
+	for !r.off && !r.skip {
+		p, err := r.c.ReadLog(ctx, r.id, r.cursor, 0)
+		if err != nil {
+			r.off = errors.Is(err, client.ErrUnsupported) || errors.Is(err, client.ErrTaskNotFound)
+			return
+		}
+		if p.Missed > 0 {
+			r.tk.LogStream("upstream", fmt.Sprintf("[%d lines of the upstream task's log were dropped before they were relayed]", p.Missed))
+		}
+		for _, l := range p.Lines {
+			r.tk.LogStream(l.Stream, l.Text)
+		}
+		r.cursor = p.Next
+		if !p.More {
+			return
+		}
+	}
 }
 
 // upstreamError is a *jsonrpc.Error (the task's error) that also says

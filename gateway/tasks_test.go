@@ -69,8 +69,9 @@ func waitStatus(t *testing.T, c *client.Client, id string, what string, cond fun
 // TestTaskUpstream: an upstream that speaks tasks gets each call as a task
 // of its own, on both of our wires: the upstream task's ID is recorded
 // before our create is answered, its status message is ours, its input
-// request is our task's (the answer goes back upstream), our cancel
-// cancels it, and an upstream that forgot the task fails ours clearly.
+// request is our task's (the answer goes back upstream), its log is
+// relayed into ours, our cancel cancels it, and an upstream that forgot
+// the task fails ours clearly.
 func TestTaskUpstream(t *testing.T) {
 	up := upstreamtest.New(t)
 	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
@@ -110,6 +111,12 @@ func TestTaskUpstream(t *testing.T) {
 			res, err := c.Wait(ctx, call.Task.ID, nil)
 			if err != nil || text(res) != "accept: yes to deploy?" {
 				t.Fatalf("ask: %q, %v", text(res), err)
+			}
+			// The upstream task's log relayed into ours, streams kept.
+			page, err := c.ReadLog(ctx, call.Task.ID, 0, 0)
+			if err != nil || len(page.Lines) != 2 || page.Lines[0].Text != "asking: deploy?" || page.Lines[0].Stream != "log" ||
+				page.Lines[1].Text != "answered: accept" || page.Lines[1].Stream != "stderr" {
+				t.Errorf("our task's log: %+v, %v; want the upstream task's two lines", page, err)
 			}
 			// The upstream task on the ledger: its ID the receipt,
 			// confirmed by its result.

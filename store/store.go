@@ -1,6 +1,7 @@
 // Package store defines the persistence contract of mcptask: [Store], what
 // the engine needs of a backend, and the optional interfaces beside it
-// ([ChangeFeed], [Pinger], [ErrorClassifier]) that a backend may implement. Each backend
+// ([ChangeFeed], [Pinger], [ErrorClassifier], [Queuer], [Ledger],
+// [Deleter], [TaskLogs]) that a backend may implement. Each backend
 // (store/sqlite, store/postgres) lives in its own package and must pass the
 // shared suite in store/storetest.
 package store
@@ -232,8 +233,9 @@ type ErrorClassifier interface {
 type Deleter interface {
 	// Delete durably removes the task with the given ID and everything
 	// it holds (result, error, input requests and answers), or returns
-	// ErrNotFound. It deletes the task only: a [Ledger]'s operations of
-	// the task stay, for their own retention. The deletion is announced
+	// ErrNotFound. It deletes the task and its [TaskLogs] log, in one
+	// transaction; a [Ledger]'s operations of the task stay, for their
+	// own retention. The deletion is announced
 	// on the store's [ChangeFeed], if it has one, so that whoever waits
 	// for the task finds it gone. Content a backend cannot erase at once
 	// (e.g. PostgreSQL's dead rows until VACUUM) is the backend's to

@@ -235,3 +235,97 @@ type ListOperationsResult struct {
 	Operations []ListedOperation `json:"operations"`
 	NextCursor string            `json:"nextCursor,omitempty"`
 }
+
+// MetaLog is the _meta key under which tasks/get carries, on both wires,
+// the link to the task's log (a [LogLink]) once the task's work logged a
+// line, and under which a resources/read of the log answers the page's
+// position (a [LogPage]).
+const MetaLog = MetaPrefix + "log"
+
+// LogURITemplate is the URI template (RFC 6570) of a task's log
+// resource: resources/read of it, by the task's owner only, answers the
+// log's lines as text/plain, one per line, after the sequence number
+// cursor (absent: from the oldest line kept), at most limit of them
+// (absent: LogPageLines); format=json answers application/json instead
+// (a [LogLines]).
+const LogURITemplate = "mcptask://tasks/{taskId}/log{?cursor,limit,format}"
+
+// LogURI returns the URI of the log of the task id.
+func LogURI(id string) string { return "mcptask://tasks/" + id + "/log" }
+
+// LogPageLines is the number of lines a resources/read of a task's log
+// answers when it gives no limit.
+const LogPageLines = 500
+
+// LogLink is the value of MetaLog in tasks/get.
+type LogLink struct {
+	// URI is the log's resource.
+	URI string `json:"uri"`
+	// Last is the sequence number of the latest line logged.
+	Last int64 `json:"last"`
+	// Dropped is how many lines the log dropped to stay within its caps.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// LogPage is the value of MetaLog in the answer of a resources/read of a
+// task's log.
+type LogPage struct {
+	// Next is the cursor to read on from (the sequence number of the
+	// last line given, or of the last line dropped).
+	Next int64 `json:"next"`
+	// Last is the sequence number of the latest line logged.
+	Last int64 `json:"last"`
+	// Missed is how many lines after the cursor were dropped before
+	// they were read.
+	Missed int64 `json:"missed,omitempty"`
+	// Dropped is how many lines the log dropped in all.
+	Dropped int64 `json:"dropped,omitempty"`
+	// More reports that lines after this page are there already.
+	More bool `json:"more,omitempty"`
+	// Status is the task's status when the page was read: once it is
+	// terminal and More is false, the log is complete (the work's lines
+	// are written before its outcome).
+	Status string `json:"status"`
+}
+
+// LogLines is the application/json content of a task log's page
+// (format=json).
+type LogLines struct {
+	// Lines are the page's lines.
+	Lines []LogLine `json:"lines"`
+}
+
+// LogLine is one line of a task's log.
+type LogLine struct {
+	// Seq is the line's sequence number.
+	Seq int64 `json:"seq"`
+	// Time is when it was logged (RFC 3339, UTC).
+	Time string `json:"time"`
+	// Stream names where it came from: stdout, stderr, log, ...
+	Stream string `json:"stream,omitempty"`
+	// Text is the line.
+	Text string `json:"text"`
+}
+
+// ResultURITemplate is the URI template of a task's result resource: a
+// completed task whose result is larger than the server's threshold is
+// answered (tasks/get on 2026-07-28, tasks/result on 2025-11-25) with a
+// result whose content is one resource_link to it, and resources/read of
+// it, by the task's owner only, answers the whole result (the
+// CallToolResult's JSON, application/json).
+const ResultURITemplate = "mcptask://tasks/{taskId}/result"
+
+// ResultURI returns the URI of the result of the task id.
+func ResultURI(id string) string { return "mcptask://tasks/" + id + "/result" }
+
+// MetaResultLink is the _meta key of a result answered as a link to its
+// resource (a [ResultLink]).
+const MetaResultLink = MetaPrefix + "result-link"
+
+// ResultLink is the value of MetaResultLink.
+type ResultLink struct {
+	// URI is the result's resource.
+	URI string `json:"uri"`
+	// Size is the result's size in bytes (its JSON).
+	Size int `json:"size"`
+}

@@ -19,6 +19,7 @@ type commandState struct {
 	admin    adminFlags
 	manifest manifestFlags
 	ops      opsFlags
+	logs     logsFlags
 	// noPush is --no-push (call, wait, resume): poll, ignoring the
 	// server's task notifications.
 	noPush bool

@@ -330,10 +330,12 @@ type jsonStatus struct {
 	Error          string     `json:"error,omitempty"` // why the status is unknown
 	// Operation is the task's domain outcome on the server's ledger.
 	Operation *wire.Operation `json:"operation,omitempty"`
+	// Log links the task's log (mcptask logs ID reads it).
+	Log *wire.LogLink `json:"log,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -366,6 +368,9 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 		row("effect", effectText(s.Operation))
 	}
 	row("message", oneLine(s.StatusMessage))
+	if s.Log != nil {
+		row("log", fmt.Sprintf("%d lines logged (mcptask logs %s)", s.Log.Last, s.ID))
+	}
 	row("tool", tool)
 	if !s.CreatedAt.IsZero() {
 		row("created", fmt.Sprintf("%s (%s ago)", s.CreatedAt.Local().Format(time.DateTime), formatElapsed(time.Since(s.CreatedAt))))

@@ -29,6 +29,7 @@ type Config struct {
 	MaxTTL          time.Duration // cap on requested retention
 	PollInterval    time.Duration // suggested delay between polls
 	MaxResultBytes  int           // cap on a stored result
+	ResultLinkBytes int           // size above which a result is answered as a link to its resource; 0: always inline
 	ShutdownGrace   time.Duration // how long running tasks may finish at shutdown
 	SweepInterval   time.Duration // how often expired tasks are deleted
 	LedgerRetention time.Duration // how long the operation ledger keeps an operation after its last change
@@ -100,6 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
+	fs.IntVar(&c.ResultLinkBytes, "result-link-bytes", 0, "answer a task's result larger than this many `bytes` as a resource_link to mcptask://tasks/ID/result (read by its owner with resources/read) instead of inline; 0: always inline")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
 	fs.DurationVar(&c.LedgerRetention, "ledger-retention", engine.DefaultLedgerRetention, "how long the operation ledger keeps an operation after its last change, whatever happened to its task")
@@ -206,6 +208,9 @@ func (c *Config) validate() error {
 	}
 	if l.RequestRate > 0 && l.RequestBurst < 1 {
 		errs = append(errs, fmt.Errorf("-request-burst must be at least 1 with a -request-rate, got %d", l.RequestBurst))
+	}
+	if c.ResultLinkBytes < 0 {
+		errs = append(errs, fmt.Errorf("-result-link-bytes must not be negative, got %d", c.ResultLinkBytes))
 	}
 	if c.MaxResultBytes <= 0 {
 		errs = append(errs, fmt.Errorf("-max-result-bytes must be positive, got %d", c.MaxResultBytes))

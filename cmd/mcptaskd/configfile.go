@@ -37,6 +37,7 @@ import (
 //	    tools: [longRunningOperation]   # re-export these only (default: all)
 //	    prefix: ""                      # prepended to each exported name
 //	    maxSessions: 4                  # calls in flight (stdio: processes)
+//	    logLevel: info                  # its log messages into task logs (off: none)
 //	    task: optional                  # task support of its tools
 //	    rerunnable: false               # may a call be made again after a crash
 //	    timeout: 30m                    # each call's limit
@@ -126,6 +127,7 @@ type ServerConfig struct {
 	Prefix          string   `yaml:"prefix"`
 	MaxSessions     int      `yaml:"maxSessions"`
 	ProtocolVersion string   `yaml:"protocolVersion"`
+	LogLevel        string   `yaml:"logLevel"`
 	ToolConfig      `yaml:",inline"`
 	ToolOptions     map[string]ToolConfig `yaml:"toolOptions"`
 }
@@ -424,8 +426,8 @@ func (fc *FileConfig) upstreams() []gateway.Upstream {
 			Name: name, Command: s.Command, Args: s.Args, Env: s.Env, Dir: s.Cwd,
 			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Prefix: s.Prefix,
 			MaxSessions: s.MaxSessions, ProtocolVersion: s.ProtocolVersion,
-			MaxConcurrent: s.MaxConcurrent,
-			Default:       s.ToolConfig.policy(gateway.ToolPolicy{}),
+			MaxConcurrent: s.MaxConcurrent, LogLevel: s.LogLevel,
+			Default: s.ToolConfig.policy(gateway.ToolPolicy{}),
 		}
 		// The server's maxConcurrent caps its tools together, not each.
 		u.Default.MaxConcurrent = 0

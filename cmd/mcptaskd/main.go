@@ -17,7 +17,7 @@
 //	         [-db ./mcptask.db] [-sqlite-sync full|normal]
 //	         [-postgres DSN] [-postgres-schema mcptask] [-lease 15s]
 //	         [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
-//	         [-max-result-bytes 4194304] [-shutdown-grace 10s]
+//	         [-max-result-bytes 4194304] [-result-link-bytes 0] [-shutdown-grace 10s]
 //	         [-sweep-interval 1m] [-body-timeout 30s] [-max-connections 512]
 //	         [-log-format text|json] [-log-level info]
 //	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]

@@ -68,6 +68,12 @@ func (p *secPrincipal) String() string { return p.principal + "@" + p.tenant }
 // and the principals in the order given ("principal@tenant").
 func startSecServer(t *testing.T, who ...string) (*secServer, []*secPrincipal) {
 	t.Helper()
+	return startSecServerArgs(t, nil, who...)
+}
+
+// startSecServerArgs is startSecServer with more mcptaskd flags.
+func startSecServerArgs(t *testing.T, args []string, who ...string) (*secServer, []*secPrincipal) {
+	t.Helper()
 	dir := t.TempDir()
 	srv := &secServer{logs: &lockedBuffer{}, bodies: map[string][]string{}}
 	var entries []map[string]any
@@ -87,8 +93,8 @@ func startSecServer(t *testing.T, who ...string) (*secServer, []*secPrincipal) {
 	// The suite sends many requests on purpose, faster than the default
 	// rates allow (TestLimitCreateRate and TestLimitRequestFlood cover those); the other limits keep their
 	// defaults.
-	srv.url = serveApp(t, srv.logs, "-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"),
-		"-request-rate", "0", "-create-rate", "0") + "/mcp"
+	srv.url = serveApp(t, srv.logs, append([]string{"-db", filepath.Join(dir, "tasks.db"), "-tokens", filepath.Join(dir, "tokens.json"),
+		"-request-rate", "0", "-create-rate", "0"}, args...)...) + "/mcp"
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("--- server log ---\n%s", srv.logs.String())
@@ -237,6 +243,9 @@ func (p *secPrincipal) call26(t *testing.T, method string, params map[string]any
 	name, ok := params["taskId"].(string)
 	if !ok {
 		name, ok = params["name"].(string)
+	}
+	if !ok {
+		name, ok = params["uri"].(string) // resources/read
 	}
 	if ok && name != "" && headerSafe(name) {
 		hdr.Set("Mcp-Name", name)

@@ -331,6 +331,63 @@ func TestSecurity(t *testing.T) {
 		alice.call26(t, "tasks/cancel", map[string]any{"taskId": vDeploy})
 	})
 
+	t.Run("task logs: another principal's log answers exactly like an unknown one, on both wires", func(t *testing.T) {
+		vDeploy := alice.start26(t, "deploy_with_confirmation", deploy, nil)
+		vDone := alice.start26(t, "long_computation", quick, nil)
+		victim(vDeploy, vDone)
+		alice.wait26(t, vDeploy, "input_required", isInput)
+		alice.wait26(t, vDone, "terminal", terminal)
+		logURIs := func(id string) []string {
+			base := "mcptask://tasks/" + id + "/log"
+			return []string{base, base + "?cursor=0", base + "?format=json&limit=1000"}
+		}
+		// Alice reads her own log (her service's name is in it).
+		if r := alice.call26(t, "resources/read", map[string]any{"uri": logURIs(vDeploy)[0]}); r.Error != nil || !strings.Contains(r.Body, secretService) {
+			t.Fatalf("alice's own log: %s", r.Body)
+		}
+		for _, a := range attackers {
+			t.Run(a.String(), func(t *testing.T) {
+				as := a.open25(t)
+				for i := range logURIs("") {
+					unknown := string(task.NewID())
+					u := logURIs(unknown)[i]
+					want26 := shapeOf(a.call26(t, "resources/read", map[string]any{"uri": u}), unknown)
+					want25 := shapeOf(as.call(t, "resources/read", map[string]any{"uri": u}), unknown)
+					if want26.Code != -32602 || want25.Code != -32602 {
+						t.Fatalf("resources/read of an unknown task's log: %+v, %+v; want code -32602", want26, want25)
+					}
+					for _, v := range []string{vDeploy, vDone} {
+						vu := logURIs(v)[i]
+						if got := shapeOf(a.call26(t, "resources/read", map[string]any{"uri": vu}), v); got != want26 {
+							t.Errorf("2026-07-28 resources/read of %s: %+v\nwant exactly the unknown task's %+v", vu, got, want26)
+						}
+						if got := shapeOf(as.call(t, "resources/read", map[string]any{"uri": vu}), v); got != want25 {
+							t.Errorf("2025-11-25 resources/read of %s: %+v\nwant exactly the unknown task's %+v", vu, got, want25)
+						}
+					}
+				}
+				// No subscription to it either: answered as for an
+				// unknown task's log.
+				unknown := string(task.NewID())
+				want := shapeOf(as.call(t, "resources/subscribe", map[string]any{"uri": logURIs(unknown)[0]}), unknown)
+				if want.Code == 0 {
+					t.Fatalf("resources/subscribe of an unknown task's log succeeded: %+v", want)
+				}
+				if got := shapeOf(as.call(t, "resources/subscribe", map[string]any{"uri": logURIs(vDeploy)[0]}), vDeploy); got != want {
+					t.Errorf("resources/subscribe of alice's log: %+v\nwant %+v", got, want)
+				}
+				// Nor does tasks/get of its own task link to anything of
+				// alice's.
+				if r := a.call26(t, "tasks/get", map[string]any{"taskId": vDeploy}); strings.Contains(r.Body, "/log") {
+					t.Errorf("tasks/get of alice's task links a log: %s", r.Body)
+				}
+			})
+		}
+		if r := alice.call26(t, "tasks/cancel", map[string]any{"taskId": vDeploy}); r.Error != nil {
+			t.Errorf("alice's tasks/cancel: %s", r.Body)
+		}
+	})
+
 	t.Run("guessed, truncated and malformed task IDs", func(t *testing.T) {
 		vRun := alice.start26(t, "long_computation", running, nil)
 		vDone := alice.start26(t, "long_computation", quick, nil)
@@ -739,7 +796,7 @@ func TestSecurity(t *testing.T) {
 			t.Error("no result_retrieved or cancelled audit record: the cross-principal check saw nothing")
 		}
 		for _, a := range attackers {
-			for _, op := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "subscriptions/listen"} {
+			for _, op := range []string{"tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "subscriptions/listen", "resources/read"} {
 				if !denied[a.String()][op] {
 					t.Errorf("no %s audit record of %s's %s of alice's tasks (got %v)", audit.EventDenied, a, op, denied[a.String()])
 				}

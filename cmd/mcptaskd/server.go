@@ -128,7 +128,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
 			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
 	})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications})
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications, ResultLinkBytes: cfg.ResultLinkBytes})
 	if err != nil {
 		st.Close()
 		return nil, err

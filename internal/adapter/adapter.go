@@ -161,6 +161,10 @@ type Config struct {
 	Tool func(name string) ToolPolicy
 	// Limits bounds each requester.
 	Limits Limits
+	// ResultLinkBytes, if positive, is the size above which a completed
+	// task's result is answered as a link to its result resource instead
+	// of inline (see [Core.Presented]).
+	ResultLinkBytes int
 }
 
 // Core is what both wires are built on.
@@ -172,6 +176,8 @@ type Core struct {
 	tool   func(name string) ToolPolicy
 	limits limiters
 	nonce  string // authenticates in-process re-runs
+	// resultLink is Config.ResultLinkBytes.
+	resultLink int
 
 	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
 }
@@ -226,6 +232,8 @@ func NewCore(cfg Config) *Core {
 		tool:   cfg.Tool,
 		limits: newLimiters(cfg.Limits),
 		nonce:  string(task.NewID()),
+
+		resultLink: cfg.ResultLinkBytes,
 	}
 	if c.log == nil {
 		c.log = slog.Default()

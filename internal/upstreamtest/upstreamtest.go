@@ -132,11 +132,13 @@ func (u *TaskServer) Restart(t testing.TB) {
 			if tk == nil {
 				return nil, nil, errors.New("ask runs as a task only")
 			}
+			tk.Log("asking: " + in.Question)
 			res, err := tk.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}})
 			if err != nil {
 				return nil, nil, err
 			}
+			tk.LogStream("stderr", "answered: "+res.Action)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + ": " + res.Content["answer"].(string)}}}, nil, nil
 		}, mcptask.ToolOptions{Support: mcptask.Required})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "block", Description: "waits until cancelled"},

@@ -89,6 +89,8 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 		req.Header.Set("Mcp-Name", fmt.Sprint(params["taskId"]))
 	case params["name"] != nil:
 		req.Header.Set("Mcp-Name", fmt.Sprint(params["name"]))
+	case params["uri"] != nil: // resources/read
+		req.Header.Set("Mcp-Name", fmt.Sprint(params["uri"]))
 	}
 	for k, vs := range c.Header {
 		req.Header[k] = vs

@@ -1069,10 +1069,11 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 5 added the ledger, migration 4 the
-	// queue columns, migration 3 scoped keys by key owner, migration 2
-	// only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.operations; DROP INDEX %[1]s.tasks_queue; DROP INDEX %[1]s.tasks_claim;
+	// Back to version 1: migration 6 added the task logs, migration 5
+	// the ledger, migration 4 the queue columns, migration 3 scoped keys
+	// by key owner, migration 2 only added an index.
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;
+		DROP TABLE %[1]s.operations; DROP INDEX %[1]s.tasks_queue; DROP INDEX %[1]s.tasks_claim;
 		CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
 			WHERE status IN ('working', 'input_required');
 		ALTER TABLE %[1]s.tasks DROP COLUMN queue, DROP COLUMN queued, DROP COLUMN external_ref;

@@ -36,6 +36,7 @@ var migrations = []migration{
 	{"scope idempotency keys by key owner", migrateV3},
 	{"concurrency queues and external references", migrateV4},
 	{"the domain operation ledger", migrateV5},
+	{"task logs", migrateV6},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -198,6 +199,37 @@ CREATE INDEX operations_updated ON %[1]s.operations (updated_at_ms);
 
 func migrateV5(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV5, m.quoted))
+	return err
+}
+
+// schemaV6 adds the task logs (see store.TaskLogs), as the SQLite backend
+// keeps them: one head row per task that has a log (the latest sequence
+// number, what the log holds, how many lines it dropped), one row per
+// kept line. Foreign keys delete a task's log with the task, in the same
+// transaction, whichever statement deletes it, and keep an append from
+// leaving lines of a task deleted meanwhile.
+const schemaV6 = `
+CREATE TABLE %[1]s.task_log_heads (
+	task_id  text COLLATE "C" NOT NULL PRIMARY KEY
+		REFERENCES %[1]s.tasks (id) ON DELETE CASCADE,
+	last_seq bigint NOT NULL,
+	lines    bigint NOT NULL,
+	bytes    bigint NOT NULL,
+	dropped  bigint NOT NULL
+);
+CREATE TABLE %[1]s.task_log_lines (
+	task_id text COLLATE "C" NOT NULL
+		REFERENCES %[1]s.task_log_heads (task_id) ON DELETE CASCADE,
+	seq     bigint NOT NULL,
+	at_ms   bigint NOT NULL,
+	stream  text   NOT NULL,
+	text    text   NOT NULL,
+	PRIMARY KEY (task_id, seq)
+);
+`
+
+func migrateV6(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV6, m.quoted))
 	return err
 }
 

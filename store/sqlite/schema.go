@@ -25,6 +25,7 @@ var migrations = []migration{
 	{"scope idempotency keys by key owner", migrateV3},
 	{"concurrency queues and external references", migrateV4},
 	{"the domain operation ledger", migrateV5},
+	{"task logs", migrateV6},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -186,6 +187,39 @@ CREATE INDEX operations_updated ON operations (updated_at_ms);
 
 func migrateV5(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV5)
+	return err
+}
+
+// schemaV6 adds the task logs (see store.TaskLogs): one row per kept
+// line, keyed by task and sequence number, and one head row per task that
+// has a log (the latest sequence number, what the log holds, how many
+// lines it dropped). A trigger deletes a task's log with the task, in the
+// same transaction, whichever statement deletes it (Delete,
+// DeleteExpired).
+const schemaV6 = `
+CREATE TABLE task_log_heads (
+	task_id  TEXT    NOT NULL PRIMARY KEY,
+	last_seq INTEGER NOT NULL,
+	lines    INTEGER NOT NULL,
+	bytes    INTEGER NOT NULL,
+	dropped  INTEGER NOT NULL
+);
+CREATE TABLE task_log_lines (
+	task_id TEXT    NOT NULL,
+	seq     INTEGER NOT NULL,
+	at_ms   INTEGER NOT NULL,
+	stream  TEXT    NOT NULL,
+	text    TEXT    NOT NULL,
+	PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER tasks_delete_log AFTER DELETE ON tasks BEGIN
+	DELETE FROM task_log_lines WHERE task_id = old.id;
+	DELETE FROM task_log_heads WHERE task_id = old.id;
+END;
+`
+
+func migrateV6(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV6)
 	return err
 }
 

@@ -636,10 +636,11 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 5 added the ledger, migration 4 the
-	// queue columns, migration 3 scoped keys by key owner, migration 2
-	// only added an index.
-	if _, err := s.wdb.Exec(`DROP TABLE operations; DROP INDEX tasks_queue; DROP INDEX tasks_claim;
+	// Back to version 1: migration 6 added the task logs, migration 5
+	// the ledger, migration 4 the queue columns, migration 3 scoped keys
+	// by key owner, migration 2 only added an index.
+	if _, err := s.wdb.Exec(`DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
+		DROP TABLE operations; DROP INDEX tasks_queue; DROP INDEX tasks_claim;
 		CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id) WHERE status IN ('working', 'input_required');
 		ALTER TABLE tasks DROP COLUMN queue;
 		ALTER TABLE tasks DROP COLUMN queued; ALTER TABLE tasks DROP COLUMN external_ref;

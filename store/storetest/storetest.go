@@ -21,7 +21,7 @@
 // its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Queue
 // ([store.Queuer]), Claim,
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
-// Ledger ([store.Ledger]), and
+// Ledger ([store.Ledger]), Log ([store.TaskLogs]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -80,6 +80,7 @@ func Run(t *testing.T, b Backend) {
 		{"Ping", s.runPing},
 		{"Extras", s.runExtras},
 		{"Ledger", s.runLedger},
+		{"Log", s.runLog},
 	} {
 		t.Run(area.name, area.run)
 	}

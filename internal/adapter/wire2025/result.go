@@ -48,7 +48,7 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		}
 		if t.Status.Terminal() {
 			w.c.AuditOutcome(ctx, r.Method, owner, t)
-			return finalResult(t)
+			return finalResult(w.c.Presented(t))
 		}
 		// Its status notifications go on this request's stream while it
 		// is open (ServeResultStream), else on the session's.

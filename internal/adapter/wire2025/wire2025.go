@@ -215,6 +215,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	w.follow(r.Req, owner, t, t)
 	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}
 	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	res.Meta = w.c.WithLog(ctx, t, res.Meta)
 	return res, nil
 }
 

@@ -192,7 +192,7 @@ func (w *Wire) stream(rw http.ResponseWriter, r *http.Request, sdk http.Handler,
 		go func() {
 			defer followers.Done()
 			_ = push.Follow(ctx, w.c.Engine(), owner, id, w.push, nil, func(t *task.Task) error {
-				n, err := w.notification(ctx, t, rawID)
+				n, err := w.notification(ctx, owner, t, rawID)
 				if err != nil {
 					return nil
 				}
@@ -226,10 +226,13 @@ func (w *Wire) stream(rw http.ResponseWriter, r *http.Request, sdk http.Handler,
 }
 
 // notification is the notifications/tasks message of t on the stream of
-// the listen request rawID.
-func (w *Wire) notification(ctx context.Context, t *task.Task, rawID json.RawMessage) ([]byte, error) {
-	res := ext2026.Detailed(t)
+// the listen request rawID: the task as tasks/get answers it (a handed-out
+// outcome is audited the same way).
+func (w *Wire) notification(ctx context.Context, owner task.Owner, t *task.Task, rawID json.RawMessage) ([]byte, error) {
+	w.c.AuditOutcome(ctx, wire.MethodSubscriptionsListen, owner, t)
+	res := ext2026.Detailed(w.c.Presented(t))
 	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	res.Meta = w.c.WithLog(ctx, t, res.Meta)
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}

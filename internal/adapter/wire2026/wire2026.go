@@ -172,8 +172,9 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
 	w.c.AuditOutcome(ctx, r.Method, owner, t)
-	res := ext2026.Detailed(w.c.PollInterval(owner, t))
+	res := ext2026.Detailed(w.c.Presented(w.c.PollInterval(owner, t)))
 	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
+	res.Meta = w.c.WithLog(ctx, t, res.Meta)
 	return res, nil
 }
 

@@ -1,0 +1,143 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MethodResourcesRead is the method of a resources/read, as the audit
+// trail names a denied read of a task's log.
+const MethodResourcesRead = "resources/read"
+
+// LogTemplate is the resource template of the task logs, registered on
+// the server when its store keeps them.
+func LogTemplate() *mcp.ResourceTemplate {
+	return &mcp.ResourceTemplate{
+		URITemplate: wire.LogURITemplate,
+		Name:        "task-log",
+		Title:       "Task log",
+		Description: "The log of one of your tasks (a command's output, an upstream's log messages), " +
+			"one line per line, read on from a cursor: _meta " + wire.MetaLog + ".next. Linked from tasks/get.",
+		MIMEType: "text/plain",
+	}
+}
+
+// WithLog returns meta with the link to the task's log under
+// wire.MetaLog, for the answers of tasks/get of both wires, once the
+// task logged a line: meta itself otherwise, or when the log cannot be
+// read (logged: the task's own answer must not fail for its log).
+func (c *Core) WithLog(ctx context.Context, t *task.Task, meta mcp.Meta) mcp.Meta {
+	p, err := c.eng.LogPosition(ctx, t.ID)
+	if err != nil {
+		c.Log().Warn("reading the task's log position for tasks/get", "task", t.ID, "err", err)
+		return meta
+	}
+	if p == nil || p.Last == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = mcp.Meta{}
+	}
+	meta[wire.MetaLog] = wire.LogLink{URI: wire.LogURI(string(t.ID)), Last: p.Last, Dropped: p.Dropped}
+	return meta
+}
+
+// parseLogURI reads a task log's URI: the task ID and the query.
+func parseLogURI(raw string) (task.ID, url.Values, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "mcptask" || u.Host != "tasks" {
+		return "", nil, false
+	}
+	rest, ok := strings.CutSuffix(u.Path, "/log")
+	if !ok || !strings.HasPrefix(rest, "/") {
+		return "", nil, false
+	}
+	id, err := task.ParseID(rest[1:])
+	if err != nil {
+		return "", nil, false
+	}
+	return id, u.Query(), true
+}
+
+// ReadLogResource answers a resources/read of a task's log (the
+// handler of [LogTemplate]) for the requester, as tasks/get does: the
+// log of a task the requester may not see (another owner's, an expired
+// or an unknown one) is answered exactly as an unknown resource, and the
+// denial audited. The result's _meta carries the page's position
+// (wire.LogPage) under wire.MetaLog; it may not be cached by anyone
+// else than the requester, and is stale at once.
+func (c *Core) ReadLogResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	// A task's resources are read at the tasks/* request rate.
+	if err := c.AllowRequest(ctx, MethodResourcesRead, req); err != nil {
+		return nil, err
+	}
+	raw := req.Params.URI
+	id, q, ok := parseLogURI(raw)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(raw)
+	}
+	after, limit := int64(0), wire.LogPageLines
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, InvalidParams("invalid cursor " + strconv.Quote(v) + ": give the next of a previous page (a sequence number), or none")
+		}
+		after = n
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, InvalidParams("invalid limit " + strconv.Quote(v) + ": give a number of lines")
+		}
+		limit = min(n, store.MaxLogReadLines)
+	}
+	format := q.Get("format")
+	if format != "" && format != "text" && format != "json" {
+		return nil, InvalidParams("invalid format " + strconv.Quote(format) + ": give text or json")
+	}
+	owner := c.Requester(ctx, req)
+	p, t, err := c.eng.ReadLog(ctx, owner, id, after, limit)
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		c.auditDenied(ctx, MethodResourcesRead, owner, id, err)
+		return nil, mcp.ResourceNotFoundError(raw)
+	case err != nil:
+		return nil, c.EngineError(ctx, MethodResourcesRead, owner, id, err)
+	}
+	contents := &mcp.ResourceContents{URI: raw, MIMEType: "text/plain"}
+	if format == "json" {
+		v := wire.LogLines{Lines: make([]wire.LogLine, 0, len(p.Lines))}
+		for _, l := range p.Lines {
+			v.Lines = append(v.Lines, wire.LogLine{Seq: l.Seq, Time: l.Time.UTC().Format(time.RFC3339Nano), Stream: l.Stream, Text: l.Text})
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, InternalError("encoding the log")
+		}
+		contents.MIMEType, contents.Text = "application/json", string(b)
+	} else {
+		var b strings.Builder
+		for _, l := range p.Lines {
+			b.WriteString(l.Text)
+			b.WriteByte('\n')
+		}
+		contents.Text = b.String()
+	}
+	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{contents}}
+	res.CacheScope = "private"
+	res.Meta = mcp.Meta{wire.MetaLog: wire.LogPage{
+		Next: p.Next, Last: p.Last, Missed: p.Missed, Dropped: p.Dropped, More: p.More, Status: string(t.Status),
+	}}
+	return res, nil
+}
