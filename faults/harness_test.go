@@ -556,10 +556,22 @@ func confirm(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, err
 // dial connects a Go client on wire, with a journal of its own.
 func dial(t testing.TB, url, wire string, elicit func(context.Context, string, *mcp.ElicitParams) (*mcp.ElicitResult, error)) *client.Client {
 	t.Helper()
+	return dialWith(t, url, wire, &client.Options{Elicit: elicit})
+}
+
+// dialWith is dial with options o (nil: none); the wire, the journal and
+// AllowUnknownEffects are set here.
+func dialWith(t testing.TB, url, wire string, o *client.Options) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire, Elicit: elicit, AllowUnknownEffects: true,
-		Journal: filepath.Join(t.TempDir(), "client-journal.json")})
+	opts := client.Options{}
+	if o != nil {
+		opts = *o
+	}
+	opts.ProtocolVersion, opts.AllowUnknownEffects = wire, true
+	opts.Journal = filepath.Join(t.TempDir(), "client-journal.json")
+	c, err := client.Dial(ctx, url, &opts)
 	if err != nil {
 		t.Fatalf("dialing %s on %s: %v", url, wire, err)
 	}

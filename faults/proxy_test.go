@@ -191,16 +191,19 @@ func lostResult(t *testing.T, d *daemon, wire string) {
 	ctx := t.Context()
 	method := resultMethod(wire)
 
-	gc := dial(t, p.URL, wire, confirm)
+	// Polling: the answers that carry the result are what is lost. (A
+	// pushed 2026-07-28 wait reads the result from its listen stream,
+	// whose loss is the second half.)
+	gc := dialWith(t, p.URL, wire, &client.Options{DisablePush: true})
 	comp := compute(uniqueN(), 1, 0)
-	call, err := gc.CallTool(ctx, comp.tool, comp.args)
+	created, err := gc.CallTool(ctx, comp.tool, comp.args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if call.Task != nil {
+	if created.Task != nil {
 		d.waitStatus(t, comp, time.Minute, "completed")
 		p.LoseReplies(method, 2)
-		res, err := gc.Wait(ctx, call.Task.ID, &client.WaitOptions{Unreachable: 2 * time.Minute})
+		res, err := gc.Wait(ctx, created.Task.ID, &client.WaitOptions{Unreachable: 2 * time.Minute})
 		if err != nil || res == nil || res.IsError {
 			t.Fatalf("Wait with two lost result answers: %+v, %v", res, err)
 		}
@@ -218,15 +221,51 @@ func lostResult(t *testing.T, d *daemon, wire string) {
 	d.waitStatus(t, comp2, time.Minute, "completed")
 	lost := p.Lost()
 	p.LoseReplies(method, 2)
-	expect(t, c.run("--wire", wire, "wait", id), 0, []string{"There are "}, nil)
+	expect(t, c.run("--wire", wire, "wait", "--no-push", id), 0, []string{"There are "}, nil)
 	if p.Lost()-lost != 2 {
 		t.Fatalf("the proxy lost %d answers of %s to mcptask wait, want 2", p.Lost()-lost, method)
 	}
 	counts.faults.Add(p.Lost() - lost)
-
 	comp.want, comp2.want = []string{"completed"}, []string{"completed"}
-	d.check(t, comp, comp2)
+	comps := []call{comp, comp2}
+
+	if wire != "2025-11-25" {
+		// Pushed: the listen stream that would carry the result is lost;
+		// the wait falls back to polling and gets it.
+		for _, how := range []string{"go client", "cli"} {
+			comp3 := compute(uniqueN(), 1, 0)
+			r := c.run(append([]string{"--wire", wire, "call", "--detach", comp3.tool}, comp3.cliArgs()...)...)
+			expect(t, r, 0, nil, nil)
+			id := strings.TrimSpace(r.stdout)
+			d.waitStatus(t, comp3, time.Minute, "completed")
+			var gc *client.Client
+			if how == "go client" {
+				gc = dialWith(t, p.URL, wire, nil)
+			}
+			lost := p.Lost()
+			// Not the go-sdk client's own (long-lived) listen stream.
+			p.LoseRepliesWith(wire2026Listen, `"taskIds"`, 1)
+			if how == "cli" {
+				expect(t, c.run("--wire", wire, "wait", id), 0, []string{"There are "}, nil)
+			} else {
+				if res, err := gc.Wait(ctx, id, &client.WaitOptions{Unreachable: 2 * time.Minute}); err != nil || res == nil || res.IsError {
+					t.Fatalf("pushed Wait with the listen stream lost: %+v, %v", res, err)
+				}
+			}
+			if p.Lost()-lost != 1 {
+				t.Fatalf("%s: the proxy lost %d listen streams, want 1", how, p.Lost()-lost)
+			}
+			counts.faults.Add(p.Lost() - lost)
+			comp3.want = []string{"completed"}
+			comps = append(comps, comp3)
+		}
+	}
+
+	d.check(t, comps...)
 }
+
+// wire2026Listen is the method of the 2026-07-28 notification stream.
+const wire2026Listen = "subscriptions/listen"
 
 // cutDuringInput: the task waits for the user's confirmation, and the
 // network goes down (every connection cut, the event streams included)

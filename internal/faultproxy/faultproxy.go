@@ -28,12 +28,13 @@ type Proxy struct {
 
 	hs      *httptest.Server
 	method  atomic.Pointer[string]
-	unsent  atomic.Bool  // lose the requests themselves, unforwarded
-	lose    atomic.Int64 // replies (or requests) still to lose
-	seen    atomic.Int64 // requests of the method that reached the server
-	dropped atomic.Int64 // replies lost
-	down    atomic.Bool  // every request is cut, unanswered and unforwarded
-	cut     atomic.Int64 // requests cut while down
+	unsent  atomic.Bool            // lose the requests themselves, unforwarded
+	lose    atomic.Int64           // replies (or requests) still to lose
+	match   atomic.Pointer[string] // if set, only requests whose body holds it are lost
+	seen    atomic.Int64           // requests of the method that reached the server
+	dropped atomic.Int64           // replies lost
+	down    atomic.Bool            // every request is cut, unanswered and unforwarded
+	cut     atomic.Int64           // requests cut while down
 }
 
 // New starts a proxy in front of target (an http:// URL on loopback).
@@ -68,7 +69,7 @@ func New(target string) (*Proxy, error) {
 		if ok && msg.Method == "" && (msg.Result != nil || msg.Error != nil) {
 			msg.Method = Response
 		}
-		if !ok || msg.Method != *m {
+		if sub := p.match.Load(); !ok || msg.Method != *m || sub != nil && !bytes.Contains(body, []byte(*sub)) {
 			rp.ServeHTTP(w, r)
 			return
 		}
@@ -112,12 +113,21 @@ const Response = "(response)"
 // LoseReplies makes the proxy lose the answers of the next n requests of
 // the JSON-RPC method (n < 0: all of them; 0: none).
 func (p *Proxy) LoseReplies(method string, n int64) {
+	p.match.Store(nil)
 	p.unsent.Store(false)
 	p.method.Store(&method)
 	if n < 0 {
 		n = 1 << 62
 	}
 	p.lose.Store(n)
+}
+
+// LoseRepliesWith is LoseReplies for the requests of method whose body
+// contains sub only (e.g. the subscriptions/listen requests naming task
+// IDs, and not the go-sdk client's own long-lived one).
+func (p *Proxy) LoseRepliesWith(method, sub string, n int64) {
+	p.LoseReplies(method, n)
+	p.match.Store(&sub)
 }
 
 // LoseRequests makes the proxy lose the next n requests of the JSON-RPC
