@@ -23,55 +23,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stepper is a tool that moves through steps as the test allows: each
-// step sets the status message "step N" once the test sends on go.
-type stepper struct {
-	mu    sync.Mutex
-	gates map[string]chan struct{}
-}
-
-type stepArgs struct {
-	Label string `json:"label"`
-	Steps int    `json:"steps"`
-}
-
-func (s *stepper) gate(label string) chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gates == nil {
-		s.gates = map[string]chan struct{}{}
-	}
-	g, ok := s.gates[label]
-	if !ok {
-		g = make(chan struct{})
-		s.gates[label] = g
-	}
-	return g
-}
-
-// step lets the task labelled label take its next step.
-func (s *stepper) step(label string) { s.gate(label) <- struct{}{} }
-
-func (s *stepper) run(ctx context.Context, _ *mcp.CallToolRequest, in stepArgs) (*mcp.CallToolResult, any, error) {
-	g := s.gate(in.Label)
-	for i := 1; i <= in.Steps; i++ {
-		select {
-		case <-g:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		if err := mcptask.FromContext(ctx).SetStatusMessage(ctx, fmt.Sprintf("step %d", i)); err != nil {
-			return nil, nil, err
-		}
-	}
-	select {
-	case <-g:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
-}
-
 // methodCounter counts the requests per Mcp-Method header (both wires'
 // clients here set it) and per JSON-RPC method of 2025-11-25 sessions.
 type methodCounter struct {
@@ -112,18 +63,18 @@ func userOwner(_ context.Context, req mcp.Request) task.Owner {
 
 type pushServer struct {
 	*servertest.Server
-	steps   *stepper
+	steps   *servertest.Stepper
 	methods *methodCounter
 }
 
 func startPush(t *testing.T, st store.Store, n mcptask.Notifications) *pushServer {
 	t.Helper()
-	return startPushWith(t, st, n, &stepper{})
+	return startPushWith(t, st, n, &servertest.Stepper{})
 }
 
 // startPushWith starts a server whose tools steps (and steps_rerun,
 // Rerunnable) move as steps allows.
-func startPushWith(t *testing.T, st store.Store, n mcptask.Notifications, steps *stepper) *pushServer {
+func startPushWith(t *testing.T, st store.Store, n mcptask.Notifications, steps *servertest.Stepper) *pushServer {
 	t.Helper()
 	p := &pushServer{steps: steps, methods: &methodCounter{}}
 	p.Server = servertest.Start(t, servertest.Options{
@@ -131,8 +82,8 @@ func startPushWith(t *testing.T, st store.Store, n mcptask.Notifications, steps 
 		Tasks: mcptask.Options{Owner: userOwner, Notifications: n},
 		Wrap:  p.methods.wrap,
 		Register: func(ts *mcptask.Server) (func(), error) {
-			mcptask.AddTool(ts, &mcp.Tool{Name: "steps"}, p.steps.run, mcptask.ToolOptions{Support: mcptask.Optional})
-			mcptask.AddTool(ts, &mcp.Tool{Name: "steps_rerun"}, p.steps.run, mcptask.ToolOptions{Support: mcptask.Optional, Rerunnable: true})
+			mcptask.AddTool(ts, &mcp.Tool{Name: "steps"}, p.steps.Run, mcptask.ToolOptions{Support: mcptask.Optional})
+			mcptask.AddTool(ts, &mcp.Tool{Name: "steps_rerun"}, p.steps.Run, mcptask.ToolOptions{Support: mcptask.Optional, Rerunnable: true})
 			return nil, nil
 		},
 	})
@@ -225,11 +176,11 @@ func TestListenTaskNotifications(t *testing.T) {
 		return n
 	}
 	note("working", "")
-	p.steps.step("a")
+	p.steps.Step("a")
 	note("working", "step 1")
-	p.steps.step("a")
+	p.steps.Step("a")
 	note("working", "step 2")
-	p.steps.step("a")
+	p.steps.Step("a")
 	done := note("completed", "step 2")
 	if !json.Valid(done.Result) || len(done.Result) < 10 {
 		t.Fatalf("completed notification lacks the result: %s", done.Result)
@@ -241,7 +192,7 @@ func TestListenTaskNotifications(t *testing.T) {
 	if n := p.methods.count(wire.MethodTasksGet); n != 0 {
 		t.Fatalf("%d tasks/get requests; the client learned everything from the stream", n)
 	}
-	p.steps.step("m")
+	p.steps.Step("m")
 }
 
 // TestListenRefusals: without the extension declared the listen is
@@ -301,7 +252,7 @@ func TestListenRefusals(t *testing.T) {
 	if end := next(t, ctx, third.Messages); end.Result == nil {
 		t.Fatalf("bob's listen with nothing agreed ends at once with its result; got %+v", end)
 	}
-	p.steps.step("a")
+	p.steps.Step("a")
 }
 
 func jsonHas(raw json.RawMessage, s string) bool {
@@ -364,9 +315,9 @@ func Test2025StatusOverHTTP(t *testing.T) {
 	}
 	// The stream may have opened after the first step was taken, so each
 	// step waits for its notification.
-	p.steps.step("h")
+	p.steps.Step("h")
 	note("working", "step 1")
-	p.steps.step("h")
+	p.steps.Step("h")
 	note("completed", "step 1")
 	if n := p.methods.count(wire.MethodTasksGet); n != 0 {
 		t.Fatalf("%d tasks/get requests", n)
@@ -401,7 +352,7 @@ func TestPushKeepAlive(t *testing.T) {
 			working.Add(1)
 		}
 	}
-	p.steps.step("k")
+	p.steps.Step("k")
 }
 
 // TestListenAcrossInstancesPostgres: two instances share one PostgreSQL
@@ -412,7 +363,7 @@ func TestPushKeepAlive(t *testing.T) {
 func TestListenAcrossInstancesPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	schema := pgtest.Schema(t, dsn, "push_test_")
-	steps := &stepper{}
+	steps := &servertest.Stepper{}
 	var servers [2]*pushServer
 	for i := range servers {
 		st, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: schema})
@@ -475,11 +426,11 @@ func TestListenAcrossInstancesPostgres(t *testing.T) {
 			}
 		}
 	}
-	steps.step("x")
+	steps.Step("x")
 	want("working", "step 1")
-	steps.step("x")
+	steps.Step("x")
 	want("working", "step 2")
-	steps.step("x")
+	steps.Step("x")
 	want("completed", "step 2")
 	if n := b.methods.count(wire.MethodTasksGet) + a.methods.count(wire.MethodTasksGet); n != 0 {
 		t.Fatalf("%d tasks/get requests of 2026-07-28 clients", n)
@@ -499,7 +450,7 @@ func TestListenEndsAtShutdownAndResumes(t *testing.T) {
 		}
 		return st
 	}
-	steps := &stepper{}
+	steps := &servertest.Stepper{}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	first := startPushWith(t, open(), mcptask.Notifications{}, steps)
@@ -559,9 +510,9 @@ func TestListenEndsAtShutdownAndResumes(t *testing.T) {
 		}
 	}
 	want("*") // its state at the listen (the recovery may have set a message)
-	steps.step("r")
+	steps.Step("r")
 	want("step 1")
-	steps.step("r")
+	steps.Step("r")
 	for {
 		var n taskNote
 		m := next(t, ctx, s.Messages)
@@ -613,9 +564,9 @@ func Test2025StatusOnResultStream(t *testing.T) {
 		}
 	}
 	status("") // a keep-alive: the stream is held
-	p.steps.step("rs")
+	p.steps.Step("rs")
 	status("step 1")
-	p.steps.step("rs")
+	p.steps.Step("rs")
 	for {
 		m := next(t, ctx, msgs)
 		if m.Result != nil {

@@ -19,54 +19,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stepper gates the "steps" tool: its run labelled L sets the status
-// message "step i" each time the test calls step(L), then ends with
-// "done L" at the step after the last.
-type stepper struct {
-	mu    sync.Mutex
-	gates map[string]chan struct{}
-}
-
-type stepArgs struct {
-	Label string `json:"label"`
-	Steps int    `json:"steps"`
-}
-
-func (s *stepper) gate(label string) chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gates == nil {
-		s.gates = map[string]chan struct{}{}
-	}
-	g, ok := s.gates[label]
-	if !ok {
-		g = make(chan struct{})
-		s.gates[label] = g
-	}
-	return g
-}
-
-// step lets the run labelled label take its next step.
-func (s *stepper) step(label string) { s.gate(label) <- struct{}{} }
-
-func (s *stepper) run(ctx context.Context, _ *mcp.CallToolRequest, in stepArgs) (*mcp.CallToolResult, any, error) {
-	g := s.gate(in.Label)
-	for i := 0; i <= in.Steps; i++ {
-		select {
-		case <-g:
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-		if i == in.Steps {
-			break
-		}
-		if err := mcptask.FromContext(ctx).SetStatusMessage(ctx, fmt.Sprintf("step %d", i+1)); err != nil {
-			return nil, nil, err
-		}
-	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Label}}}, nil, nil
-}
-
 // sleepy runs for ms milliseconds, setting its status message every
 // 500 ms.
 func sleepy(ctx context.Context, _ *mcp.CallToolRequest, in struct {
@@ -135,14 +87,14 @@ func stepThrough(t *testing.T, s *testServer, c *client.Client, label string, be
 		done <- waitOutcome{res, err}
 	}()
 	for i := 1; i <= 2; i++ {
-		s.Steps.step(label)
+		s.Steps.Step(label)
 		want := fmt.Sprintf("working: step %d", i)
 		waitFor(t, 20*time.Second, want, func() bool { return log.has(want) })
 		if i == 1 && between != nil {
 			between()
 		}
 	}
-	s.Steps.step(label)
+	s.Steps.Step(label)
 	select {
 	case out := <-done:
 		return out, log.all()

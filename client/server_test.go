@@ -23,6 +23,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,7 +41,7 @@ type testServer struct {
 	TS *mcptask.Server
 	HS *httptest.Server
 	// Steps gates the "steps" tool's runs.
-	Steps *stepper
+	Steps *servertest.Stepper
 
 	runs    atomic.Int64
 	release chan struct{}
@@ -92,7 +93,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	demo.Register(ts)
-	s := &testServer{Eng: eng, TS: ts, Steps: &stepper{}, release: make(chan struct{}), methods: map[string]int{}}
+	s := &testServer{Eng: eng, TS: ts, Steps: &servertest.Stepper{}, release: make(chan struct{}), methods: map[string]int{}}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			s.mu.Lock()
@@ -102,7 +103,7 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		}
 	})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "steps", Description: "sets the status message step 1..N, one step each time the test lets it"},
-		s.Steps.run, mcptask.ToolOptions{Support: mcptask.Optional})
+		s.Steps.Run, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "sleepy", Description: "runs for ms milliseconds, setting its status message every 500 ms"},
 		sleepy, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "counted", Description: "counts its runs; holds until the test releases it"},

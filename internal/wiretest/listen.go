@@ -1,11 +1,9 @@
 package wiretest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -74,36 +72,5 @@ func (c *Client) Listen(ctx context.Context, notifications map[string]any) (*Str
 		cancel()
 		return nil, err
 	}
-	ch := make(chan Message, 64)
-	s := &Stream{ID: id, HTTPStatus: resp.StatusCode, Messages: ch, body: resp.Body, cancel: cancel}
-	go func() {
-		defer close(ch)
-		defer resp.Body.Close()
-		if ct := resp.Header.Get("Content-Type"); len(ct) < 17 || ct[:17] != "text/event-stream" {
-			var m Message
-			raw, _ := io.ReadAll(resp.Body)
-			if json.Unmarshal(raw, &m) == nil {
-				ch <- m
-			}
-			return
-		}
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
-		for sc.Scan() {
-			d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:"))
-			if !ok {
-				continue
-			}
-			var m Message
-			if err := json.Unmarshal(bytes.TrimSpace(d), &m); err != nil {
-				m = Message{Method: fmt.Sprintf("undecodable: %q", d)}
-			}
-			select {
-			case ch <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return s, nil
+	return &Stream{ID: id, HTTPStatus: resp.StatusCode, Messages: readEvents(ctx, resp), body: resp.Body, cancel: cancel}, nil
 }
