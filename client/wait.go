@@ -108,6 +108,19 @@ func lostInTransport(err error) bool {
 		strings.Contains(err.Error(), "request terminated without response")
 }
 
+// pollFailed handles a failed poll: it returns nil to poll again (after
+// backing off as the server asked, or pausing after an unanswered
+// request), or the error that ends the wait.
+func (w *waiter) pollFailed(err error) error {
+	if d, ok := rateLimited(err); ok {
+		return w.backOff(d)
+	}
+	if retry, err := w.unanswered(err); retry {
+		return err
+	}
+	return w.fail("polling", err)
+}
+
 // answeredNow notes that the server answers again.
 func (w *waiter) answeredNow() { w.failingSince = time.Time{} }
 

@@ -293,19 +293,10 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 			var err error
 			st, err = s.getTask(w.dctx, w.id)
 			if err != nil {
-				if d, ok := rateLimited(err); ok {
-					if err := w.backOff(d); err != nil {
-						return nil, err
-					}
-					continue
+				if err := w.pollFailed(err); err != nil {
+					return nil, err
 				}
-				if retry, err := w.unanswered(err); retry {
-					if err != nil {
-						return nil, err
-					}
-					continue
-				}
-				return nil, w.fail("polling", err)
+				continue
 			}
 			w.answeredNow()
 		}
