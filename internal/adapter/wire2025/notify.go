@@ -194,7 +194,13 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 		send = c.(*conn).send
 	} else if sid := ss.ID(); sid != "" {
 		id := t.ID
-		send = func(n *jsonrpc.Request) { w.streamsOf(sid).event(id, n) }
+		send = func(n *jsonrpc.Request) {
+			// Looked up, not created: a session with no stream open
+			// keeps no entry.
+			if set, ok := w.streams.Load(sid); ok {
+				set.(*streamSet).event(id, n)
+			}
+		}
 	} else {
 		return
 	}
@@ -232,6 +238,7 @@ func statusNotification(t *task.Task) (*jsonrpc.Request, error) {
 type streamSet struct {
 	mu   sync.Mutex
 	open []stream
+	gone bool // emptied and removed from Wire.streams: not to be used again
 }
 
 type stream struct {
@@ -317,17 +324,24 @@ func (w *Wire) serveWith(rw http.ResponseWriter, r *http.Request, sdk http.Handl
 		return
 	}
 	sp := push.NewSplice(rw)
-	set := w.streamsOf(sid)
-	set.mu.Lock()
-	set.open = append(set.open, stream{sp: sp, task: id})
-	set.mu.Unlock()
+	var set *streamSet
+	for {
+		set = w.streamsOf(sid)
+		set.mu.Lock()
+		if !set.gone { // else removed meanwhile: take the new one
+			set.open = append(set.open, stream{sp: sp, task: id})
+			set.mu.Unlock()
+			break
+		}
+		set.mu.Unlock()
+	}
 	defer func() {
 		sp.Close()
 		set.mu.Lock()
+		defer set.mu.Unlock()
 		set.open = slices.DeleteFunc(set.open, func(o stream) bool { return o.sp == sp })
-		empty := len(set.open) == 0
-		set.mu.Unlock()
-		if empty {
+		if len(set.open) == 0 {
+			set.gone = true
 			w.streams.CompareAndDelete(sid, set)
 		}
 	}()
