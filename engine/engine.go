@@ -149,6 +149,11 @@ type Options struct {
 	LogWriteTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+	// Observer is told of task events (created, finished) and, through
+	// [Engine.Observer], of the server's tasks/* requests, e.g. to count
+	// them as Prometheus metrics (see package metrics). Nil observes
+	// nothing.
+	Observer Observer
 }
 
 // DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
@@ -578,6 +583,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
+	e.Observer().TaskCreated(t.Tool)
 	if t.Queued {
 		e.mu.Lock()
 		if len(e.waitingWork) < maxWaitingWork {

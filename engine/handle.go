@@ -217,6 +217,7 @@ func (h *Handle) announceLanded(ctx context.Context, from task.Status) {
 	h.e.changed(t)
 	if t.Status != from {
 		h.e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), 0)
+		h.e.observeChange(t, from)
 	}
 }
 

@@ -65,6 +65,7 @@ func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) erro
 				code = t.Error.Code
 			}
 			e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), code)
+			e.observeChange(t, from)
 		}
 	}
 	return t, err
