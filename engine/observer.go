@@ -26,6 +26,9 @@ type TaskObserver interface {
 	// TaskFinished: a task of tool reached the terminal status, age after
 	// its creation.
 	TaskFinished(tool string, status task.Status, age time.Duration)
+	// QueueWaited: a task that waited in the concurrency queue queue
+	// started on this engine, wait after its creation.
+	QueueWaited(queue string, wait time.Duration)
 }
 
 // RequestObserver is told of the requests of the tasks protocol and of
@@ -53,6 +56,7 @@ type nopObserver struct{}
 
 func (nopObserver) TaskCreated(string)                              {}
 func (nopObserver) TaskFinished(string, task.Status, time.Duration) {}
+func (nopObserver) QueueWaited(string, time.Duration)               {}
 func (nopObserver) Request(string, string)                          {}
 func (nopObserver) Denied(string)                                   {}
 func (nopObserver) Limited(string)                                  {}

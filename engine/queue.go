@@ -212,6 +212,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 // for this engine.
 func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	e.changed(t)
+	e.Observer().QueueWaited(t.Queue, e.now().Sub(t.CreatedAt))
 	e.mu.Lock()
 	w, local := e.waitingWork[t.ID]
 	delete(e.waitingWork, t.ID)
