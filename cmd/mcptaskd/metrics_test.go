@@ -92,7 +92,7 @@ func TestMetricsScrape(t *testing.T) {
 		map[string]any{"token": aliceTok, "principal": "alice", "tenant": "acme", "scopes": []string{"tasks"}},
 		map[string]any{"token": bobTok, "principal": "bob", "tenant": "acme", "scopes": []string{"tasks"}})
 	cfg, err := parseConfig([]string{"-db", filepath.Join(t.TempDir(), "tasks.db"), "-tokens", tokens,
-		"-max-active-tasks", "2", "-create-rate", "0", "-request-rate", "0", "-max-poll-interval", "0"},
+		"-max-active-tasks", "2", "-create-rate", "0", "-request-rate", "0", "-poll-interval", "1m", "-max-poll-interval", "10m"},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +157,19 @@ func TestMetricsScrape(t *testing.T) {
 	if tk, err := alice.CallTool(ctx, "long_computation", quick); err == nil {
 		t.Fatalf("a third unfinished task was created: %+v", tk)
 	}
+	// Polling a task again at once (well within the minute suggested)
+	// gets a raised poll interval.
+	for range 2 {
+		if _, err := alice.Get(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+		gets["ok"]++
+	}
+	// The admin drains lint_report: a call is refused.
+	wantAdmin(t, "PUT drain", adminDo(t, hs.URL, http.MethodPut, adminTok, map[string]any{"tools": []string{"lint_report"}}, nil), http.StatusOK)
+	if !drainRefused(t, alice, "lint_report", map[string]any{"source": "x"}) {
+		t.Fatal("lint_report served while drained")
+	}
 	// Bob asks for alice's task, and for one that never existed.
 	if _, err := bob.Get(ctx, running); err == nil {
 		t.Fatal("bob read alice's task")
@@ -198,6 +211,7 @@ func TestMetricsScrape(t *testing.T) {
 		{"mcptask_task_duration_seconds", []string{"tool=flaky_migration", "status=failed"}, 1},
 		{"mcptask_task_duration_seconds", []string{"tool=long_computation", "status=cancelled"}, 1},
 		{"mcptask_tasks_refused_total", []string{"tool=long_computation", "reason=active_tasks"}, 1},
+		{"mcptask_tasks_refused_total", []string{"tool=lint_report", "reason=draining"}, 1},
 		{"mcptask_limit_refusals_total", []string{"limit=active_tasks"}, 1},
 		{"mcptask_denied_lookups_total", []string{"reason=other_owner"}, 1},
 		{"mcptask_denied_lookups_total", []string{"reason=unknown"}, 1},
@@ -210,6 +224,9 @@ func TestMetricsScrape(t *testing.T) {
 		if got := metricValue(fams, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	if got := metricValue(fams, "mcptask_poll_interval_raised_total"); got < 1 {
+		t.Errorf("mcptask_poll_interval_raised_total = %v after polling a task twice at once, want at least 1", got)
 	}
 	// The gauges are the store's counts.
 	counts, err := app.store.(store.Counter).CountActive(ctx)
