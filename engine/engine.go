@@ -204,6 +204,7 @@ func (e *TerminalError) Error() string {
 type Engine struct {
 	opts   Options
 	store  store.Store
+	timed  timedStore // store, its calls told to the observer
 	log    *slog.Logger
 	now    func() time.Time
 	id     string
@@ -308,6 +309,7 @@ func New(opts Options) (*Engine, error) {
 
 		queueKick: make(chan struct{}, 1),
 	}
+	e.timed = timedStore{Store: opts.Store, e: e}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -569,7 +571,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		}
 		t.Queue, opts.MaxConcurrent = spec.Queue, max
 	}
-	if err := e.store.Create(parent, t, opts); err != nil {
+	if err := e.timed.Create(parent, t, opts); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -745,7 +747,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 
 // visible loads a task the requester may see, or returns a *NotFoundError.
 func (e *Engine) visible(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
-	t, err := e.store.Get(ctx, id)
+	t, err := e.timed.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
@@ -938,7 +940,7 @@ func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, resp
 // owner exactly: an anonymous requester lists only the tasks created under
 // its own anonymous scope (e.g. its session).
 func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
-	ts, next, err := e.store.List(ctx, owner, cursor, limit)
+	ts, next, err := e.timed.List(ctx, owner, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}

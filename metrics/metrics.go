@@ -11,7 +11,8 @@
 // [Metrics] implements [engine.Observer]: the engine and the server's
 // adapter tell it of every task created, finished and refused, every
 // tasks/* request, denied lookup, limit refusal and raised poll interval,
-// and every start of a task that waited in a queue. [Metrics.CollectStore]
+// every start of a task that waited in a queue, every store call (its
+// latency and failure), change-feed reconnect and takeover. [Metrics.CollectStore]
 // adds gauges computed from the store when they are scraped (the tasks
 // working and input_required, the tasks waiting per queue), which hold
 // across restarts and across every instance sharing the store.
@@ -51,6 +52,10 @@ type Metrics struct {
 	denied      *prometheus.CounterVec
 	limited     *prometheus.CounterVec
 	pollsRaised prometheus.Counter
+	storeCalls  *prometheus.HistogramVec
+	storeErrors *prometheus.CounterVec
+	feed        prometheus.Counter
+	takeovers   *prometheus.CounterVec
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -58,6 +63,10 @@ var _ engine.Observer = (*Metrics)(nil)
 // DurationBuckets are the buckets (seconds) of the task duration and
 // queue wait histograms: from 10 ms to 6 hours.
 var DurationBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 6 * 3600}
+
+// StoreBuckets are the buckets (seconds) of the store call latency
+// histogram: from 0.5 ms to 10 s.
+var StoreBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10}
 
 // New returns Metrics with its collectors registered on reg (a nil reg:
 // prometheus.DefaultRegisterer). It panics if they are registered there
@@ -84,8 +93,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		limited:   counter("limit_refusals_total", "Requests refused by a per-requester limit, by limit (request_rate, create_rate, active_tasks, listen_streams).", "limit"),
 		pollsRaised: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "poll_interval_raised_total",
 			Help: "Answers that suggested a raised poll interval to a requester polling faster than suggested."}),
+		storeCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "store_operation_duration_seconds",
+			Help: "Latency of the engine's store calls, by operation.", Buckets: StoreBuckets}, []string{"operation"}),
+		storeErrors: counter("store_errors_total", "Store calls of the engine that failed, by operation (not found, duplicates, quotas and cancellations are not failures).", "operation"),
+		feed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "change_feed_reconnects_total",
+			Help: "Times the engine followed the store's change feed again after it failed."}),
+		takeovers: counter("takeovers_total", "Tasks taken over from a stopped process or an expired lease, by tool and outcome (rerun, failed_unknown, failed_attempts, reconciled, not_rerun).", "tool", "outcome"),
 	}
-	reg.MustRegister(m.created, m.finished, m.refused, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised)
+	reg.MustRegister(m.created, m.finished, m.refused, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
+		m.storeCalls, m.storeErrors, m.feed, m.takeovers)
 	return m
 }
 
@@ -120,6 +136,24 @@ func (m *Metrics) TaskRefused(tool, reason string) { m.refused.WithLabelValues(t
 
 // PollRaised counts a raised poll interval; see [engine.RequestObserver].
 func (m *Metrics) PollRaised() { m.pollsRaised.Inc() }
+
+// StoreCall observes the latency of a store call and counts its failure;
+// see [engine.StoreObserver].
+func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+	m.storeCalls.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// FeedReconnect counts a change feed followed again; see
+// [engine.StoreObserver].
+func (m *Metrics) FeedReconnect() { m.feed.Inc() }
+
+// TaskTakenOver counts a task taken over; see [engine.StoreObserver].
+func (m *Metrics) TaskTakenOver(tool, outcome string) {
+	m.takeovers.WithLabelValues(tool, outcome).Inc()
+}
 
 // DefaultCountTimeout bounds the store reads of a scrape when
 // CollectStore is given no timeout.
