@@ -12,8 +12,8 @@
 // adapter tell it of every task created, finished and refused, every
 // tasks/* request, denied lookup, limit refusal and raised poll interval,
 // every start of a task that waited in a queue, every store call (its
-// latency and failure), change-feed reconnect and takeover. [Metrics.CollectStore]
-// adds gauges computed from the store when they are scraped (the tasks
+// latency and failure), change-feed reconnect and takeover.
+// [Metrics.CollectStore] adds gauges computed from the store when they are scraped (the tasks
 // working and input_required, the tasks waiting per queue), which hold
 // across restarts and across every instance sharing the store.
 //
