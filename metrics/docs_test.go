@@ -45,7 +45,8 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 func (r *recorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
 
-// TestDocumented: every metric New and CollectStore register is in the
+// TestDocumented: every metric New, CollectStore and CollectUpstreams
+// register is in the
 // table of docs/metrics.md and every metric of the table is registered;
 // docs/alerts.yml is a rule file (YAML with groups of rules, each with an
 // alert name and an expression) naming only those metrics.
@@ -60,9 +61,12 @@ func TestDocumented(t *testing.T) {
 	if err := m.CollectStore(st, 0); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.CollectUpstreams(func() map[string]error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	slices.Sort(r.names)
-	if len(r.names) != 16 {
-		t.Fatalf("registered metrics: %v, want 16", r.names)
+	if len(r.names) != 17 {
+		t.Fatalf("registered metrics: %v, want 17", r.names)
 	}
 
 	doc, err := os.ReadFile("../docs/metrics.md")

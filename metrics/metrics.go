@@ -235,3 +235,36 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.errs.Collect(ch)
 }
+
+// CollectUpstreams registers, on the registry of New, the gauge
+// mcptask_upstream_up: for each upstream that health names (e.g. the
+// upstream MCP servers of a [gateway.Gateway], by its Health method), 1
+// when it answered last, 0 when it did not. health is called at each
+// scrape and must be quick. Upstream names are the configuration's.
+//
+// [gateway.Gateway]: https://pkg.go.dev/github.com/mcptask/mcptask/gateway#Gateway
+func (m *Metrics) CollectUpstreams(health func() map[string]error) error {
+	return m.reg.Register(&upstreamCollector{health: health,
+		up: prometheus.NewDesc(Namespace+"_upstream_up", "Whether an upstream (a gateway's upstream MCP server) answered last: 1, or 0 when it did not, by upstream, at scrape time.",
+			[]string{"upstream"}, nil)})
+}
+
+// upstreamCollector reads the gauge of CollectUpstreams at each scrape.
+type upstreamCollector struct {
+	health func() map[string]error
+	up     *prometheus.Desc
+}
+
+// Describe sends the description of mcptask_upstream_up.
+func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.up }
+
+// Collect sends mcptask_upstream_up for each upstream.
+func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, err := range c.health() {
+		v := 1.0
+		if err != nil {
+			v = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, v, name)
+	}
+}

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -153,4 +154,24 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 		}
 	}
 	return n
+}
+
+// TestUpstreamUp: mcptask_upstream_up follows the health function at
+// each scrape.
+func TestUpstreamUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	health := map[string]error{"builder": nil, "search": errors.New("connection refused")}
+	if err := m.CollectUpstreams(func() map[string]error { return health }); err != nil {
+		t.Fatal(err)
+	}
+	const want = `
+# HELP mcptask_upstream_up Whether an upstream (a gateway's upstream MCP server) answered last: 1, or 0 when it did not, by upstream, at scrape time.
+# TYPE mcptask_upstream_up gauge
+mcptask_upstream_up{upstream="builder"} 1
+mcptask_upstream_up{upstream="search"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcptask_upstream_up"); err != nil {
+		t.Fatal(err)
+	}
 }

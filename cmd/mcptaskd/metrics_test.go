@@ -289,3 +289,26 @@ func TestMetricsAddr(t *testing.T) {
 		t.Fatalf("/metrics on -addr with -metrics-addr: %d, want 404", code)
 	}
 }
+
+// TestMetricsUpstream: with a gateway upstream (a stdio server), /metrics
+// on a loopback listener without authentication reports it up, and a
+// task of its tool counts as created and finished.
+func TestMetricsUpstream(t *testing.T) {
+	t.Parallel()
+	config, _ := gatewayConfig(t, false)
+	base := serveApp(t, nil, "-db", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
+	c := &wiretest.Client{URL: base + "/mcp", Tasks: true}
+	id := startTask(t, c, "build", map[string]any{"steps": 1})
+	waitTask(t, c, id, 60*time.Second, "completed", terminal)
+	waitUntil(t, 30*time.Second, "the upstream's task counted", func() (bool, error) {
+		code, fams := scrape(t, base+metricsPath, "")
+		if code != http.StatusOK {
+			return false, fmt.Errorf("/metrics on loopback without authentication: %d", code)
+		}
+		if got := metricValue(fams, "mcptask_upstream_up", "upstream=builder"); got != 1 {
+			return false, fmt.Errorf("mcptask_upstream_up{upstream=builder} = %v, want 1", got)
+		}
+		return metricValue(fams, "mcptask_tasks_created_total", "tool=build") == 1 &&
+			metricValue(fams, "mcptask_tasks_finished_total", "tool=build", "status=completed") == 1, nil
+	})
+}

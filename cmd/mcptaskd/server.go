@@ -107,9 +107,10 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	// included), which the engine and the adapter update.
 	reg := prometheus.NewRegistry()
 	var obs engine.Observer
+	var m *metrics.Metrics
 	if cfg.Metrics {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		m := metrics.New(reg)
+		m = metrics.New(reg)
 		if err = m.CollectStore(st, 0); err != nil {
 			st.Close()
 			return nil, err
@@ -163,6 +164,13 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		gw, err = gateway.Start(gctx, ts, ups, logger.With("component", "gateway"))
 		cancel()
 		if err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	if gw != nil && m != nil {
+		if err = m.CollectUpstreams(gw.Health); err != nil {
+			gw.Close()
 			st.Close()
 			return nil, err
 		}
