@@ -312,3 +312,42 @@ func TestMetricsUpstream(t *testing.T) {
 			metricValue(fams, "mcptask_tasks_finished_total", "tool=build", "status=completed") == 1, nil
 	})
 }
+
+// TestMetricsTwoInstancesPostgres: two mcptaskd apps sharing one
+// PostgreSQL schema each count the tasks they created, and both report
+// the unfinished tasks of the shared store, whichever instance runs them.
+func TestMetricsTwoInstancesPostgres(t *testing.T) {
+	t.Parallel()
+	dsn := pgDSN(t)
+	schema := pgSchema(t, dsn)
+	args := []string{"-postgres", dsn, "-postgres-schema", schema, "-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0"}
+	a, b := serveApp(t, nil, args...), serveApp(t, nil, args...)
+	ca := &wiretest.Client{URL: a + "/mcp", Tasks: true}
+	cb := &wiretest.Client{URL: b + "/mcp", Tasks: true}
+	long := startTask(t, ca, "long_computation", map[string]any{"n": 1000, "steps": 5, "step_delay_ms": 60000})
+	waitTask(t, ca, long, 30*time.Second, "working", func(tk *wiretest.Task) bool { return tk.Status == "working" })
+	deploy := startTask(t, cb, "deploy_with_confirmation", map[string]any{"service": "api", "version": "1", "build_steps": 1, "step_delay_ms": 0})
+	waitTask(t, cb, deploy, 30*time.Second, "input_required", func(tk *wiretest.Task) bool { return tk.Status == "input_required" })
+	for _, inst := range []struct {
+		base    string
+		created string // the tool of the one task this instance created
+	}{{a, "long_computation"}, {b, "deploy_with_confirmation"}} {
+		code, fams := scrape(t, inst.base+metricsPath, "")
+		if code != http.StatusOK {
+			t.Fatalf("%s: /metrics %d", inst.base, code)
+		}
+		if got := metricValue(fams, "mcptask_tasks", "tool=long_computation", "status=working"); got != 1 {
+			t.Errorf("%s: working long_computation tasks %v, want 1 (the store's)", inst.base, got)
+		}
+		if got := metricValue(fams, "mcptask_tasks", "tool=deploy_with_confirmation", "status=input_required"); got != 1 {
+			t.Errorf("%s: input_required deploy tasks %v, want 1 (the store's)", inst.base, got)
+		}
+		var created float64
+		for _, m := range fams["mcptask_tasks_created_total"].GetMetric() {
+			created += m.GetCounter().GetValue()
+		}
+		if created != 1 || metricValue(fams, "mcptask_tasks_created_total", "tool="+inst.created) != 1 {
+			t.Errorf("%s: created %v tasks, want 1 of %s", inst.base, created, inst.created)
+		}
+	}
+}
