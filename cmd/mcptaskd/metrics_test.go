@@ -351,3 +351,12 @@ func TestMetricsTwoInstancesPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsOff: with -metrics=false there is no /metrics.
+func TestMetricsOff(t *testing.T) {
+	t.Parallel()
+	base := serveApp(t, nil, "-db", filepath.Join(t.TempDir(), "tasks.db"), "-metrics=false")
+	if code, _ := scrape(t, base+metricsPath, ""); code != http.StatusNotFound {
+		t.Fatalf("/metrics with -metrics=false: %d, want 404", code)
+	}
+}
