@@ -360,3 +360,33 @@ func TestMetricsOff(t *testing.T) {
 		t.Fatalf("/metrics with -metrics=false: %d, want 404", code)
 	}
 }
+
+// TestMetricsRequestRate: a tasks/* request refused by the request rate
+// counts as outcome "limited" and as a request_rate limit refusal.
+func TestMetricsRequestRate(t *testing.T) {
+	t.Parallel()
+	base := serveApp(t, nil, "-db", filepath.Join(t.TempDir(), "tasks.db"), "-request-rate", "0.001", "-request-burst", "1")
+	c := &wiretest.Client{URL: base + "/mcp", Tasks: true}
+	for range 2 {
+		if _, err := c.Get(t.Context(), "no-such-task"); err == nil {
+			t.Fatal("tasks/get of an unknown task succeeded")
+		}
+	}
+	code, fams := scrape(t, base+metricsPath, "")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+	}{
+		{"mcptask_requests_total", []string{"method=tasks/get", "outcome=error"}},
+		{"mcptask_requests_total", []string{"method=tasks/get", "outcome=limited"}},
+		{"mcptask_limit_refusals_total", []string{"limit=request_rate"}},
+		{"mcptask_denied_lookups_total", []string{"reason=unknown"}},
+	} {
+		if got := metricValue(fams, c.name, c.labels...); got != 1 {
+			t.Errorf("%s%v = %v, want 1", c.name, c.labels, got)
+		}
+	}
+}
