@@ -149,10 +149,11 @@ type Options struct {
 	LogWriteTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
-	// Observer is told of task events (created, finished) and, through
-	// [Engine.Observer], of the server's tasks/* requests, e.g. to count
-	// them as Prometheus metrics (see package metrics). Nil observes
-	// nothing.
+	// Observer is told of task events (created, finished, queue waits,
+	// takeovers), of the engine's store calls and change-feed reconnects
+	// and, through [Engine.Observer], of the server's tasks/* requests,
+	// e.g. to count them as Prometheus metrics (see package metrics). Nil
+	// observes nothing.
 	Observer Observer
 }
 

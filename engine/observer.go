@@ -55,7 +55,7 @@ type RequestObserver interface {
 	PollRaised()
 }
 
-// nopObserver observes nothing.
+// nopObserver observes nothing: each of its methods does nothing.
 type nopObserver struct{}
 
 func (nopObserver) TaskCreated(string)                              {}
@@ -127,6 +127,7 @@ func (s timedStore) observe(op string, start time.Time, err error) {
 	s.e.opts.Observer.StoreCall(op, time.Since(start), err)
 }
 
+// Create is the store's Create, timed as "create".
 func (s timedStore) Create(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
 	start := time.Now()
 	err := s.Store.Create(ctx, t, opts)
@@ -134,6 +135,7 @@ func (s timedStore) Create(ctx context.Context, t *task.Task, opts store.CreateO
 	return err
 }
 
+// Get is the store's Get, timed as "get".
 func (s timedStore) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 	start := time.Now()
 	t, err := s.Store.Get(ctx, id)
@@ -141,6 +143,7 @@ func (s timedStore) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 	return t, err
 }
 
+// Update is the store's Update, timed as "update".
 func (s timedStore) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
 	start := time.Now()
 	var fnErr error
@@ -156,6 +159,7 @@ func (s timedStore) Update(ctx context.Context, id task.ID, fn func(t *task.Task
 	return t, err
 }
 
+// List is the store's List, timed as "list".
 func (s timedStore) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
 	start := time.Now()
 	ts, next, err := s.Store.List(ctx, owner, cursor, limit)
@@ -167,6 +171,7 @@ func (s timedStore) List(ctx context.Context, owner task.Owner, cursor string, l
 	return ts, next, err
 }
 
+// Claim is the store's Claim, timed as "claim".
 func (s timedStore) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task, error) {
 	start := time.Now()
 	ts, err := s.Store.Claim(ctx, req)
@@ -174,6 +179,7 @@ func (s timedStore) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.
 	return ts, err
 }
 
+// Heartbeat is the store's Heartbeat, timed as "heartbeat".
 func (s timedStore) Heartbeat(ctx context.Context, runner string, ids []task.ID, until time.Time) ([]task.ID, error) {
 	start := time.Now()
 	lost, err := s.Store.Heartbeat(ctx, runner, ids, until)
@@ -181,6 +187,7 @@ func (s timedStore) Heartbeat(ctx context.Context, runner string, ids []task.ID,
 	return lost, err
 }
 
+// DeleteExpired is the store's DeleteExpired, timed as "delete_expired".
 func (s timedStore) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	start := time.Now()
 	n, err := s.Store.DeleteExpired(ctx, now)
