@@ -46,12 +46,20 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !wire.IsTasksMethod(method) {
 			return h(ctx, &adapter.Request{Method: method, Req: req, Next: next})
 		}
+		obs := s.eng.Observer()
 		if err := s.core.AllowRequest(ctx, method, req); err != nil {
+			obs.Request(method, "limited")
 			return nil, err
 		}
 		// The registered method (below) runs h, after any middleware
 		// installed inside this one.
-		return next(context.WithValue(ctx, dispatchKey{}, &dispatch{h: h, req: req}), method, req)
+		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{h: h, req: req}), method, req)
+		if err != nil {
+			obs.Request(method, "error")
+		} else {
+			obs.Request(method, "ok")
+		}
+		return res, err
 	}
 }
 

@@ -149,6 +149,12 @@ type Options struct {
 	LogWriteTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+	// Observer is told of task events (created, finished, queue waits,
+	// takeovers), of the engine's store calls and change-feed reconnects
+	// and, through [Engine.Observer], of the server's tasks/* requests,
+	// e.g. to count them as Prometheus metrics (see package metrics). Nil
+	// observes nothing.
+	Observer Observer
 }
 
 // DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
@@ -199,6 +205,7 @@ func (e *TerminalError) Error() string {
 type Engine struct {
 	opts   Options
 	store  store.Store
+	timed  timedStore // store, its calls told to the observer
 	log    *slog.Logger
 	now    func() time.Time
 	id     string
@@ -303,6 +310,7 @@ func New(opts Options) (*Engine, error) {
 
 		queueKick: make(chan struct{}, 1),
 	}
+	e.timed = timedStore{Store: opts.Store, e: e}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -564,7 +572,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		}
 		t.Queue, opts.MaxConcurrent = spec.Queue, max
 	}
-	if err := e.store.Create(parent, t, opts); err != nil {
+	if err := e.timed.Create(parent, t, opts); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -578,6 +586,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	e.changed(t)
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
+	e.Observer().TaskCreated(t.Tool)
 	if t.Queued {
 		e.mu.Lock()
 		if len(e.waitingWork) < maxWaitingWork {
@@ -739,7 +748,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 
 // visible loads a task the requester may see, or returns a *NotFoundError.
 func (e *Engine) visible(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
-	t, err := e.store.Get(ctx, id)
+	t, err := e.timed.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
@@ -932,7 +941,7 @@ func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, resp
 // owner exactly: an anonymous requester lists only the tasks created under
 // its own anonymous scope (e.g. its session).
 func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
-	ts, next, err := e.store.List(ctx, owner, cursor, limit)
+	ts, next, err := e.timed.List(ctx, owner, cursor, limit)
 	if err != nil {
 		return nil, "", err
 	}

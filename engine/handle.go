@@ -90,7 +90,7 @@ func (h *Handle) setExternalRef(ctx context.Context, ref string, final bool) err
 // [Handle.SetExternalRef]): set by an earlier run of the work, for a
 // re-run that re-attaches.
 func (h *Handle) ExternalRef(ctx context.Context) (string, error) {
-	t, err := h.e.store.Get(ctx, h.run.id)
+	t, err := h.e.timed.Get(ctx, h.run.id)
 	if err != nil {
 		return "", err
 	}
@@ -210,13 +210,14 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 // answer was lost though it landed (a retried write found it done), as
 // the write would have: the task moved from from to its status now.
 func (h *Handle) announceLanded(ctx context.Context, from task.Status) {
-	t, err := h.e.store.Get(ctx, h.run.id)
+	t, err := h.e.timed.Get(ctx, h.run.id)
 	if err != nil {
 		return // the next poll of the task shows the change anyway
 	}
 	h.e.changed(t)
 	if t.Status != from {
 		h.e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), 0)
+		h.e.observeChange(t, from)
 	}
 }
 

@@ -33,7 +33,7 @@ func (e *Engine) heartbeat(ctx context.Context) {
 	var lost []task.ID
 	var err error
 	for wait := heartbeatRetryMin; ; wait = min(2*wait, heartbeatRetryMax) {
-		lost, err = e.store.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
+		lost, err = e.timed.Heartbeat(ctx, e.id, ids, e.now().Add(e.opts.Lease))
 		if err == nil {
 			break
 		}
@@ -63,7 +63,7 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 	if r == nil {
 		return
 	}
-	t, err := e.store.Get(ctx, id)
+	t, err := e.timed.Get(ctx, id)
 	switch {
 	case err == nil && t.Status.Terminal():
 		if r.returned.Load() {
@@ -105,6 +105,7 @@ func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
 			return
 		case <-time.After(e.opts.FeedRetryInterval):
 		}
+		e.Observer().FeedReconnect()
 	}
 }
 
@@ -136,7 +137,7 @@ func (e *Engine) remoteChange(id task.ID) {
 		e.goBackground(func() {
 			ctx, cancel := context.WithTimeout(e.base, e.opts.FeedCheckTimeout)
 			defer cancel()
-			if t, err := e.store.Get(ctx, id); errors.Is(err, store.ErrNotFound) ||
+			if t, err := e.timed.Get(ctx, id); errors.Is(err, store.ErrNotFound) ||
 				err == nil && (t.Status.Terminal() || !t.Queued && t.Runner != e.id) {
 				e.mu.Lock()
 				delete(e.waitingWork, id)

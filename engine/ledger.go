@@ -170,7 +170,7 @@ func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, 
 	if l == nil {
 		return nil, ErrNoLedger
 	}
-	t, err := h.e.store.Get(ctx, h.run.id)
+	t, err := h.e.timed.Get(ctx, h.run.id)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (e *Engine) startWaiting(ctx context.Context) {
 		if e.opts.Hold != nil && e.opts.Hold(name) {
 			continue
 		}
-		started, err := q.StartQueued(ctx, store.QueueRequest{
+		started, err := e.startQueued(ctx, q, store.QueueRequest{
 			Runner: e.id, Queue: name, Max: queues[name], Now: e.now(), Lease: e.opts.Lease,
 		})
 		if err != nil {
@@ -197,7 +197,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 			continue
 		}
 		e.log.Warn("tasks wait in a queue that is no longer declared (its cap was removed): they start now", "queue", name, "waiting", waiting[name])
-		started, err := q.StartQueued(ctx, store.QueueRequest{Runner: e.id, Queue: name, Max: math.MaxInt32, Now: e.now(), Lease: e.opts.Lease})
+		started, err := e.startQueued(ctx, q, store.QueueRequest{Runner: e.id, Queue: name, Max: math.MaxInt32, Now: e.now(), Lease: e.opts.Lease})
 		if err != nil {
 			e.log.Error("starting the tasks of an undeclared queue", "queue", name, "err", err)
 			continue
@@ -212,6 +212,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 // for this engine.
 func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	e.changed(t)
+	e.Observer().QueueWaited(t.Queue, e.now().Sub(t.CreatedAt))
 	e.mu.Lock()
 	w, local := e.waitingWork[t.ID]
 	delete(e.waitingWork, t.ID)
@@ -244,7 +245,7 @@ func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	// so that either the cancel finds the run or this read finds the
 	// cancel, and cancelled work never starts.
 	r, stopOnShutdown := e.register(parent, t)
-	if cur, err := e.store.Get(ctx, t.ID); err != nil || cur.Status.Terminal() || cur.Runner != e.id {
+	if cur, err := e.timed.Get(ctx, t.ID); err != nil || cur.Status.Terminal() || cur.Runner != e.id {
 		e.unregister(r, stopOnShutdown)
 		if err == nil && !cur.Status.Terminal() {
 			return // another engine holds it (a takeover): its business

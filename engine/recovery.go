@@ -57,7 +57,7 @@ func (e *Engine) claimExpired(ctx context.Context) {
 // unfinished task (the process that ran them is gone); otherwise, the tasks
 // whose lease expired (their engine died or lost the store).
 func (e *Engine) claimOrphans(ctx context.Context, startup bool) error {
-	claimed, err := e.store.Claim(ctx, store.ClaimRequest{
+	claimed, err := e.timed.Claim(ctx, store.ClaimRequest{
 		Runner:       e.id,
 		Now:          e.now(),
 		Lease:        e.opts.Lease,
@@ -100,6 +100,7 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 	v, unsettled := e.reconcile(ctx, t, unknown)
 	switch v {
 	case resolved:
+		e.Observer().TaskTakenOver(t.Tool, "reconciled")
 		return
 	case runAgain:
 		if work == nil && e.opts.WorkOf != nil {
@@ -108,11 +109,13 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 		rerun = msgReconciledRerun
 	}
 	if work == nil {
+		e.Observer().TaskTakenOver(t.Tool, "failed_unknown")
 		e.failUnknown(ctx, t.ID, unknown)
 		e.markUnknown(ctx, unsettled, "the task was failed \"outcome unknown\" after its server stopped; reconcile before retrying")
 		return
 	}
 	if t.Attempts >= e.opts.MaxAttempts {
+		e.Observer().TaskTakenOver(t.Tool, "failed_attempts")
 		e.failUnknown(ctx, t.ID, fmt.Sprintf("The task's work was started %d times and never finished (the server stopped each time); it is not run again.", t.Attempts))
 		return
 	}
@@ -136,9 +139,11 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 		return nil
 	})
 	if err != nil {
+		e.Observer().TaskTakenOver(t.Tool, "not_rerun")
 		e.log.Error("re-running task after restart", "task", t.ID, "err", err)
 		return
 	}
+	e.Observer().TaskTakenOver(t.Tool, "rerun")
 	e.log.Info("task re-run after restart", "task", nt.ID, "tool", nt.Tool, "attempt", nt.Attempts)
 	e.mu.Lock()
 	closed := e.closed
@@ -181,7 +186,7 @@ func (e *Engine) failUnknown(ctx context.Context, id task.ID, msg string) {
 // re-runnable work is handed back for the next start, other work fails.
 func (e *Engine) resolveInterrupted(r *run, waitingForInput bool) {
 	ctx := context.Background()
-	t, err := e.store.Get(ctx, r.id)
+	t, err := e.timed.Get(ctx, r.id)
 	if err != nil || t.Status.Terminal() {
 		return
 	}
@@ -233,7 +238,7 @@ func (e *Engine) lateResult(ctx context.Context, r *run, terr *task.Error) {
 	ctx = context.WithoutCancel(ctx)
 	gctx, cancel := context.WithTimeout(ctx, e.opts.FeedCheckTimeout)
 	defer cancel()
-	t, err := e.store.Get(gctx, r.id)
+	t, err := e.timed.Get(gctx, r.id)
 	status, runner := "", ""
 	at := audit.Task{ID: string(r.id), Tool: r.tool}
 	if err == nil {
@@ -257,7 +262,7 @@ func (e *Engine) lateResult(ctx context.Context, r *run, terr *task.Error) {
 
 // Sweep deletes expired tasks now and returns how many it deleted.
 func (e *Engine) Sweep(ctx context.Context) int {
-	n, err := e.store.DeleteExpired(ctx, e.now())
+	n, err := e.timed.DeleteExpired(ctx, e.now())
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // a failure, or a timeout
 			e.log.Error("sweeping expired tasks", "err", err)

@@ -50,7 +50,7 @@ func (e *Engine) OnChange(fn func(t *task.Task)) {
 // watchers. Every change the engine makes goes through it.
 func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	var from task.Status
-	t, err := e.store.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.timed.Update(ctx, id, func(t *task.Task) error {
 		from = t.Status
 		return fn(t)
 	})
@@ -65,6 +65,7 @@ func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) erro
 				code = t.Error.Code
 			}
 			e.opts.Audit.StatusChanged(ctx, audit.TaskOf(t), string(from), string(t.Status), code)
+			e.observeChange(t, from)
 		}
 	}
 	return t, err

@@ -1,7 +1,7 @@
 // Package store defines the persistence contract of mcptask: [Store], what
 // the engine needs of a backend, and the optional interfaces beside it
 // ([ChangeFeed], [Pinger], [ErrorClassifier], [Queuer], [Ledger],
-// [Deleter], [TaskLogs]) that a backend may implement. Each backend
+// [Deleter], [TaskLogs], [Counter]) that a backend may implement. Each backend
 // (store/sqlite, store/postgres) lives in its own package and must pass the
 // shared suite in store/storetest.
 package store
@@ -245,3 +245,24 @@ type Deleter interface {
 
 // ErrBadCursor is returned by List for a cursor it did not issue.
 var ErrBadCursor = errors.New("invalid cursor")
+
+// Counter is implemented by stores that count their unfinished tasks
+// cheaply (e.g. for metrics computed when they are scraped, which then
+// hold across restarts and across every instance sharing the store).
+type Counter interface {
+	// CountActive returns how many non-terminal tasks (working or
+	// input_required) the store holds, by tool, status and whether they
+	// wait in a concurrency queue. Groups with no task are left out.
+	CountActive(ctx context.Context) ([]ActiveCount, error)
+}
+
+// ActiveCount is one group of [Counter.CountActive].
+type ActiveCount struct {
+	// Tool and Status are the tasks' tool and status.
+	Tool   string
+	Status task.Status
+	// Queued says the tasks wait in their concurrency queue.
+	Queued bool
+	// N is how many tasks the group holds.
+	N int
+}

@@ -38,6 +38,8 @@ type Config struct {
 	AdminScope      string        // scope a token needs for the admin endpoint (/admin/drain)
 	AdminTokenFile  string        // file holding the admin endpoint's own bearer token; "" for none
 	MaxConns        int           // most HTTP connections served at once; 0: no limit
+	Metrics         bool          // serve Prometheus metrics at /metrics
+	MetricsAddr     string        // a separate listener for /metrics; "" serves it on Addr behind the admin authentication
 	ConfigFile      string        // the configuration file of the served tools (-config); "" for the demo tools only
 	CheckConfig     string        // validate this configuration file and exit (-check-config)
 	LogFormat       string        // text or json
@@ -97,6 +99,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.RequiredScope, "required-scope", "", "with authentication: the `scope` (or comma-separated scopes) every token must carry to use /mcp; a valid token without it gets 403 insufficient_scope (empty: any valid token)")
 	fs.StringVar(&c.AdminScope, "admin-scope", "mcptask:admin", "with authentication: the `scope` a token must carry to use the admin endpoint /admin/drain (a valid token without it gets 403)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`file` holding a bearer token (16+ characters) for the admin endpoint /admin/drain, accepted besides admin-scoped tokens; without authentication it is required to reach the endpoint on a non-loopback -addr")
+	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at /metrics (see docs/metrics.md): on -addr behind the admin endpoint's authentication (-admin-scope, -admin-token-file; loopback only without authentication), or on -metrics-addr")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "`host:port` of a separate listener serving only /metrics, without authentication (a non-loopback address needs -allow-remote); empty serves /metrics on -addr")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
@@ -221,6 +225,13 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("-addr %q is not a loopback address; without authentication "+
 			"(anyone who can reach mcptaskd and learns a task ID can read or cancel that task) it listens on "+
 			"loopback only: enable authentication with -tokens, -jwt-key or -jwks, or give -allow-remote", c.Addr))
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("invalid -metrics-addr %q: %v", c.MetricsAddr, err))
+		} else if !c.AllowRemote && !isLoopbackAddr(c.MetricsAddr) {
+			errs = append(errs, fmt.Errorf("-metrics-addr %q is not a loopback address; its listener has no authentication: give -allow-remote to serve metrics there", c.MetricsAddr))
+		}
 	}
 	if c.JWTKey != "" && c.JWKS != "" {
 		errs = append(errs, errors.New("give -jwt-key or -jwks, not both"))

@@ -20,7 +20,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second,
 		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
-		AdminScope:    "mcptask:admin",
+		AdminScope: "mcptask:admin", Metrics: true,
 		Limits:        mcptask.DefaultLimits,
 		Notifications: mcptask.Notifications{MinInterval: 50 * time.Millisecond, MaxStreams: 16, MaxTasksPerStream: 256},
 	}
@@ -103,6 +103,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"-request-rate", "5", "-request-burst", "0"}, nil, "-request-burst must be at least 1"},
 		{[]string{"-create-burst", "0"}, nil, "-create-burst must be at least 1"},
 		{[]string{"-max-poll-interval", "-1s"}, nil, "-max-poll-interval must not be negative"},
+		{[]string{"-metrics-addr", "9100"}, nil, "invalid -metrics-addr"},
+		{[]string{"-metrics-addr", "0.0.0.0:9100", "-tokens", "t"}, nil, "-metrics-addr \"0.0.0.0:9100\" is not a loopback address"},
+		{nil, map[string]string{"MCPTASK_METRICS_ADDR": "10.0.0.1:9100"}, "give -allow-remote to serve metrics there"},
 	} {
 		_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -115,6 +118,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"-addr", "127.0.0.2:0"},
 		{"-addr", "0.0.0.0:8080", "-tokens", "tokens.json"},
 		{"-addr", ":8080", "-jwt-key", "key.pem", "-jwt-issuer", "https://idp", "-jwt-audience", "mcptaskd"},
+		{"-metrics-addr", "127.0.0.1:9100"},
+		{"-metrics-addr", "0.0.0.0:9100", "-allow-remote"},
+		{"-metrics=false"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err != nil {
 			t.Errorf("args %q: %v", args, err)

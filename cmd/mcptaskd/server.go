@@ -25,9 +25,13 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/gateway"
 	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/metrics"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 )
 
@@ -49,6 +53,7 @@ type App struct {
 	sources  []func() error   // stop the tool sources (the gateway's among them)
 
 	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
+	metrics    http.Handler       // the Prometheus exposition of the app's registry
 	drain      drainSwitch
 }
 
@@ -98,8 +103,23 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			auditFile.Close()
 		}
 	}()
+	// The metrics: a registry of this app's own (Go and process metrics
+	// included), which the engine and the adapter update.
+	reg := prometheus.NewRegistry()
+	var obs engine.Observer
+	var m *metrics.Metrics
+	if cfg.Metrics {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m = metrics.New(reg)
+		if err = m.CollectStore(st, 0); err != nil {
+			st.Close()
+			return nil, err
+		}
+		obs = m
+	}
 	eng, err := engine.New(engine.Options{
-		Store: st,
+		Observer: obs,
+		Store:    st,
 		Policy: task.Policy{
 			DefaultTTL:   cfg.DefaultTTL,
 			MaxTTL:       cfg.MaxTTL,
@@ -148,6 +168,13 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			return nil, err
 		}
 	}
+	if gw != nil && m != nil {
+		if err = m.CollectUpstreams(gw.Health); err != nil {
+			gw.Close()
+			st.Close()
+			return nil, err
+		}
+	}
 	// The tool sources: the gateway's upstreams, commands, HTTP job APIs.
 	var sources []func() error
 	if gw != nil {
@@ -183,7 +210,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
 	}
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
-		sources: sources, adminToken: adminToken}
+		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 	a.drain.file = fc.drainState()
 	a.drain.hasConfig = fc != nil
 	if d := a.drain.file; d.Active() {
@@ -222,6 +249,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
 	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
 	mux.Handle(adminDrainPath, a.adminHandler())
+	if cfg.Metrics && cfg.MetricsAddr == "" {
+		mux.Handle("GET "+metricsPath, a.adminMetricsHandler())
+	}
 	a.handler = bodyDeadline(mux, cfg.BodyTimeout)
 	return a, nil
 }
@@ -424,6 +454,15 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 	srv.RegisterOnShutdown(app.tasks.CloseStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if cfg.Metrics && cfg.MetricsAddr != "" {
+		stopMetrics, err := app.serveMetrics(cfg.MetricsAddr, stdout, logger)
+		if err != nil {
+			srv.Close()
+			app.Close(context.Background())
+			return err
+		}
+		defer stopMetrics()
+	}
 
 	url := "http://" + ln.Addr().String() + "/mcp"
 	fmt.Fprintf(stdout, "listening on %s\n", url)

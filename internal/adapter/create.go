@@ -38,6 +38,7 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 // idempotency key: every task is created here, whatever asked for it.
 func (c *Core) create(ctx context.Context, owner task.Owner, tool string, request json.RawMessage, version string, ttl *time.Duration, key string, work engine.Work) (*task.Task, error) {
 	if c.Draining().Refuses(tool) {
+		c.eng.Observer().TaskRefused(tool, "draining")
 		return nil, Draining(tool)
 	}
 	if err := c.allowCreate(ctx, owner, tool); err != nil {

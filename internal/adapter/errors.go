@@ -53,6 +53,7 @@ func (c *Core) auditDenied(ctx context.Context, method string, owner task.Owner,
 	var nf *engine.NotFoundError
 	if errors.As(err, &nf) {
 		c.eng.Audit().Denied(ctx, owner, string(id), method, nf.Reason, nf.Owner, nf.Tool)
+		c.eng.Observer().Denied(nf.Reason)
 	}
 }
 

@@ -60,6 +60,7 @@ func (c *Core) AllowRequest(ctx context.Context, method string, req mcp.Request)
 	}
 	l := c.limits.cfg
 	c.eng.Audit().Limited(ctx, owner, method, "", "request_rate")
+	c.eng.Observer().Limited("request_rate")
 	return limitError(wire.ReasonRateLimited, "request_rate", fmt.Sprintf(
 		"rate limit exceeded: at most %g tasks/* requests per second per requester (bursts of %d); retry in %d ms, and poll no faster than pollIntervalMs",
 		l.RequestRate, max(l.RequestBurst, 1), quota.Millis(retry)), retry)
@@ -73,6 +74,8 @@ func (c *Core) allowCreate(ctx context.Context, owner task.Owner, tool string) e
 	}
 	l := c.limits.cfg
 	c.eng.Audit().Limited(ctx, owner, wire.MethodToolsCall, tool, "create_rate")
+	c.eng.Observer().Limited("create_rate")
+	c.eng.Observer().TaskRefused(tool, "create_rate")
 	return limitError(wire.ReasonRateLimited, "create_rate", fmt.Sprintf(
 		"rate limit exceeded: at most %g task creations per second per requester (bursts of %d); retry in %d ms",
 		l.CreateRate, max(l.CreateBurst, 1), quota.Millis(retry)), retry)
@@ -81,6 +84,8 @@ func (c *Core) allowCreate(ctx context.Context, owner task.Owner, tool string) e
 // tooManyActive is the error of a creation refused by MaxActiveTasks.
 func (c *Core) tooManyActive(ctx context.Context, owner task.Owner, tool string) error {
 	c.eng.Audit().Limited(ctx, owner, wire.MethodToolsCall, tool, "active_tasks")
+	c.eng.Observer().Limited("active_tasks")
+	c.eng.Observer().TaskRefused(tool, "active_tasks")
 	return limitError(wire.ReasonTooManyActiveTasks, "active_tasks", fmt.Sprintf(
 		"too many unfinished tasks: at most %d per requester; wait for one to finish, or cancel one, before starting another",
 		c.limits.cfg.MaxActiveTasks), 0)
@@ -89,7 +94,11 @@ func (c *Core) tooManyActive(ctx context.Context, owner task.Owner, tool string)
 // PollInterval returns t with the poll interval to suggest to owner,
 // raised if owner polls t faster than suggested.
 func (c *Core) PollInterval(owner task.Owner, t *task.Task) *task.Task {
+	suggested := t.PollInterval
 	t.PollInterval = c.limits.polls.Interval(string(owner), string(t.ID), t.PollInterval, time.Now())
+	if t.PollInterval != suggested {
+		c.eng.Observer().PollRaised()
+	}
 	return t
 }
 
@@ -97,6 +106,7 @@ func (c *Core) PollInterval(owner task.Owner, t *task.Task) *task.Task {
 // owner holds max open streams already.
 func (c *Core) TooManyStreams(ctx context.Context, owner task.Owner, max int) error {
 	c.eng.Audit().Limited(ctx, owner, wire.MethodSubscriptionsListen, "", "listen_streams")
+	c.eng.Observer().Limited("listen_streams")
 	return limitError(wire.ReasonTooManyStreams, "listen_streams", fmt.Sprintf(
 		"too many open notification streams: at most %d per requester; close one (or poll tasks/get) before opening another", max), 0)
 }

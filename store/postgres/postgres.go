@@ -102,7 +102,7 @@ type Store struct {
 	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
-	queueAnySQL                                                                string
+	queueAnySQL, countByStatusSQL                                              string
 	quoted                                                                     string // the schema, quoted
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
@@ -257,6 +257,8 @@ SELECT pg_notify($2, del.id) FROM del`)
 		WHERE queue = $1 AND queued AND queue <> '' AND status IN ('working', 'input_required'))`)
 	s.waitingQueuesSQL = q(`SELECT queue, count(*) FROM %[1]s.tasks
 		WHERE queued AND queue <> '' AND status IN ('working', 'input_required') GROUP BY queue`)
+	s.countByStatusSQL = q(`SELECT tool, status, queued, count(*) FROM %[1]s.tasks
+		WHERE status IN ('working', 'input_required') GROUP BY tool, status, queued`)
 	return nil
 }
 

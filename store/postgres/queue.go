@@ -159,3 +159,27 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*t
 	}
 	return started, nil
 }
+
+// CountActive counts the unfinished tasks by tool, status and whether
+// they wait in a queue; see [store.Counter].
+func (s *Store) CountActive(ctx context.Context) ([]store.ActiveCount, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.countByStatusSQL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: count active: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ActiveCount
+	for rows.Next() {
+		var c store.ActiveCount
+		var status string
+		if err := rows.Scan(&c.Tool, &status, &c.Queued, &c.N); err != nil {
+			return nil, fmt.Errorf("postgres store: count active: %w", err)
+		}
+		c.Status = task.Status(status)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

@@ -136,3 +136,28 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 	}
 	return started, nil
 }
+
+// CountActive counts the unfinished tasks by tool, status and whether
+// they wait in a queue; see [store.Counter].
+func (s *Store) CountActive(ctx context.Context) ([]store.ActiveCount, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT tool, status, queued, count(*) FROM tasks
+		WHERE status IN ('working', 'input_required') GROUP BY tool, status, queued`)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count active: %w", err))
+	}
+	defer rows.Close()
+	var out []store.ActiveCount
+	for rows.Next() {
+		var c store.ActiveCount
+		var queued int64
+		if err := rows.Scan(&c.Tool, &c.Status, &queued, &c.N); err != nil {
+			return nil, fmt.Errorf("sqlite store: count active: %w", err)
+		}
+		c.Queued = queued != 0
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

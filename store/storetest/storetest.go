@@ -81,6 +81,7 @@ func Run(t *testing.T, b Backend) {
 		{"Extras", s.runExtras},
 		{"Ledger", s.runLedger},
 		{"Log", s.runLog},
+		{"Count", s.runCount},
 	} {
 		t.Run(area.name, area.run)
 	}

@@ -1,0 +1,270 @@
+// Package metrics counts mcptask's tasks and requests as Prometheus
+// metrics, for a library user's own registry or mcptaskd's /metrics:
+//
+//	reg := prometheus.NewRegistry()
+//	m := metrics.New(reg)
+//	eng, err := engine.New(engine.Options{Store: st, Observer: m})
+//	...
+//	if err := m.CollectStore(st, time.Second); err != nil { ... }
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// [Metrics] implements [engine.Observer]: the engine and the server's
+// adapter tell it of every task created, finished and refused, every
+// tasks/* request, denied lookup, limit refusal and raised poll interval,
+// every start of a task that waited in a queue, every store call (its
+// latency and failure), change-feed reconnect and takeover.
+// [Metrics.CollectStore] adds gauges computed from the store when they are scraped (the tasks
+// working and input_required, the tasks waiting per queue), which hold
+// across restarts and across every instance sharing the store.
+//
+// Every label is bounded: tool and queue names (the server's own),
+// statuses, methods, outcomes and reasons; never a task ID, a principal
+// or an argument. docs/metrics.md lists every metric.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Namespace is the prefix of every metric's name.
+const Namespace = "mcptask"
+
+// Metrics holds mcptask's collectors, registered on one registry by New.
+// It implements [engine.Observer]; its methods are safe for concurrent
+// use.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	created     *prometheus.CounterVec
+	finished    *prometheus.CounterVec
+	refused     *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	queueWait   *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	denied      *prometheus.CounterVec
+	limited     *prometheus.CounterVec
+	pollsRaised prometheus.Counter
+	storeCalls  *prometheus.HistogramVec
+	storeErrors *prometheus.CounterVec
+	feed        prometheus.Counter
+	takeovers   *prometheus.CounterVec
+}
+
+var _ engine.Observer = (*Metrics)(nil)
+
+// DurationBuckets are the buckets (seconds) of the task duration and
+// queue wait histograms: from 10 ms to 6 hours.
+var DurationBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 6 * 3600}
+
+// StoreBuckets are the buckets (seconds) of the store call latency
+// histogram: from 0.5 ms to 10 s.
+var StoreBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10}
+
+// New returns Metrics with its collectors registered on reg (a nil reg:
+// prometheus.DefaultRegisterer). It panics if they are registered there
+// already, as prometheus.MustRegister does.
+func New(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: DurationBuckets}, labels)
+	}
+	m := &Metrics{
+		reg:       reg,
+		created:   counter("tasks_created_total", "Tasks created, by tool.", "tool"),
+		finished:  counter("tasks_finished_total", "Tasks that reached a terminal status (completed, failed, cancelled), by tool and status.", "tool", "status"),
+		refused:   counter("tasks_refused_total", "Task-augmented tool calls refused before a task was created, by tool and reason (draining, create_rate, active_tasks).", "tool", "reason"),
+		duration:  histogram("task_duration_seconds", "Time from a task's creation to its terminal status, by tool and status.", "tool", "status"),
+		queueWait: histogram("queue_wait_seconds", "Time a task waited in its concurrency queue before it started, by queue.", "queue"),
+		requests:  counter("requests_total", "tasks/* requests, by method and outcome (ok, error, limited).", "method", "outcome"),
+		denied:    counter("denied_lookups_total", "Requests naming a task the requester may not see, by reason (unknown, other_owner, expired).", "reason"),
+		limited:   counter("limit_refusals_total", "Requests refused by a per-requester limit, by limit (request_rate, create_rate, active_tasks, listen_streams).", "limit"),
+		pollsRaised: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "poll_interval_raised_total",
+			Help: "Answers that suggested a raised poll interval to a requester polling faster than suggested."}),
+		storeCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "store_operation_duration_seconds",
+			Help: "Latency of the engine's store calls, by operation.", Buckets: StoreBuckets}, []string{"operation"}),
+		storeErrors: counter("store_errors_total", "Store calls of the engine that failed, by operation (not found, duplicates, quotas and cancellations are not failures).", "operation"),
+		feed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "change_feed_reconnects_total",
+			Help: "Times the engine followed the store's change feed again after it failed."}),
+		takeovers: counter("takeovers_total", "Tasks taken over from a stopped process or an expired lease, by tool and outcome (rerun, failed_unknown, failed_attempts, reconciled, not_rerun).", "tool", "outcome"),
+	}
+	reg.MustRegister(m.created, m.finished, m.refused, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
+		m.storeCalls, m.storeErrors, m.feed, m.takeovers)
+	return m
+}
+
+// TaskCreated counts a task of tool created; see [engine.TaskObserver].
+func (m *Metrics) TaskCreated(tool string) { m.created.WithLabelValues(tool).Inc() }
+
+// TaskFinished counts a task of tool finished with status and observes
+// its duration; see [engine.TaskObserver].
+func (m *Metrics) TaskFinished(tool string, status task.Status, age time.Duration) {
+	m.finished.WithLabelValues(tool, string(status)).Inc()
+	m.duration.WithLabelValues(tool, string(status)).Observe(age.Seconds())
+}
+
+// QueueWaited observes the wait of a task started from queue; see
+// [engine.TaskObserver].
+func (m *Metrics) QueueWaited(queue string, wait time.Duration) {
+	m.queueWait.WithLabelValues(queue).Observe(wait.Seconds())
+}
+
+// Request counts a tasks/* request; see [engine.RequestObserver].
+func (m *Metrics) Request(method, outcome string) { m.requests.WithLabelValues(method, outcome).Inc() }
+
+// Denied counts a denied lookup; see [engine.RequestObserver].
+func (m *Metrics) Denied(reason string) { m.denied.WithLabelValues(reason).Inc() }
+
+// Limited counts a limit refusal; see [engine.RequestObserver].
+func (m *Metrics) Limited(limit string) { m.limited.WithLabelValues(limit).Inc() }
+
+// TaskRefused counts a refused task creation; see
+// [engine.RequestObserver].
+func (m *Metrics) TaskRefused(tool, reason string) { m.refused.WithLabelValues(tool, reason).Inc() }
+
+// PollRaised counts a raised poll interval; see [engine.RequestObserver].
+func (m *Metrics) PollRaised() { m.pollsRaised.Inc() }
+
+// StoreCall observes the latency of a store call and counts its failure;
+// see [engine.StoreObserver].
+func (m *Metrics) StoreCall(op string, d time.Duration, err error) {
+	m.storeCalls.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.storeErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// FeedReconnect counts a change feed followed again; see
+// [engine.StoreObserver].
+func (m *Metrics) FeedReconnect() { m.feed.Inc() }
+
+// TaskTakenOver counts a task taken over; see [engine.StoreObserver].
+func (m *Metrics) TaskTakenOver(tool, outcome string) {
+	m.takeovers.WithLabelValues(tool, outcome).Inc()
+}
+
+// DefaultCountTimeout bounds the store reads of a scrape when
+// CollectStore is given no timeout.
+const DefaultCountTimeout = 2 * time.Second
+
+// CollectStore registers, on the registry of New, the gauges read from
+// st at each scrape, within timeout (zero: DefaultCountTimeout):
+// mcptask_tasks (unfinished tasks running, by tool and status), which
+// needs st to be a [store.Counter], and mcptask_queue_waiting_tasks
+// (tasks waiting per queue), for a [store.Queuer]. A failed read leaves
+// its gauges out of that scrape and counts in
+// mcptask_store_count_errors_total. It returns an error if st is
+// neither.
+func (m *Metrics) CollectStore(st store.Store, timeout time.Duration) error {
+	c, _ := st.(store.Counter)
+	q, _ := st.(store.Queuer)
+	if c == nil && q == nil {
+		return errors.New("metrics: the store can count neither its tasks (store.Counter) nor its queues (store.Queuer)")
+	}
+	if timeout <= 0 {
+		timeout = DefaultCountTimeout
+	}
+	sc := &storeCollector{
+		counter: c, queuer: q, timeout: timeout,
+		tasks: prometheus.NewDesc(Namespace+"_tasks", "Unfinished tasks that are not waiting in a queue, by tool and status (working, input_required), read from the store at scrape time.",
+			[]string{"tool", "status"}, nil),
+		waiting: prometheus.NewDesc(Namespace+"_queue_waiting_tasks", "Tasks waiting in a concurrency queue, by queue, read from the store at scrape time.",
+			[]string{"queue"}, nil),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "store_count_errors_total",
+			Help: "Scrape-time store reads that failed (their gauges were left out of the scrape), by read (tasks, queues)."}, []string{"read"}),
+	}
+	return m.reg.Register(sc)
+}
+
+// storeCollector reads the gauges of CollectStore at each scrape.
+type storeCollector struct {
+	counter        store.Counter
+	queuer         store.Queuer
+	timeout        time.Duration
+	tasks, waiting *prometheus.Desc
+	errs           *prometheus.CounterVec
+}
+
+// Describe sends the descriptions of the collector's metrics.
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.tasks
+	ch <- c.waiting
+	c.errs.Describe(ch)
+}
+
+// Collect reads the store and sends the gauges.
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if c.counter != nil {
+		if counts, err := c.counter.CountActive(ctx); err != nil {
+			c.errs.WithLabelValues("tasks").Inc()
+		} else {
+			type key struct{ tool, status string }
+			sum := map[key]int{}
+			for _, n := range counts {
+				if !n.Queued {
+					sum[key{n.Tool, string(n.Status)}] += n.N
+				}
+			}
+			for k, n := range sum {
+				ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n), k.tool, k.status)
+			}
+		}
+	}
+	if c.queuer != nil {
+		if waiting, err := c.queuer.WaitingQueues(ctx); err != nil {
+			c.errs.WithLabelValues("queues").Inc()
+		} else {
+			for q, n := range waiting {
+				ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), q)
+			}
+		}
+	}
+	c.errs.Collect(ch)
+}
+
+// CollectUpstreams registers, on the registry of New, the gauge
+// mcptask_upstream_up: for each upstream that health names (e.g. the
+// upstream MCP servers of a [gateway.Gateway], by its Health method), 1
+// when it answered last, 0 when it did not. health is called at each
+// scrape and must be quick. Upstream names are the configuration's.
+//
+// [gateway.Gateway]: https://pkg.go.dev/github.com/mcptask/mcptask/gateway#Gateway
+func (m *Metrics) CollectUpstreams(health func() map[string]error) error {
+	return m.reg.Register(&upstreamCollector{health: health,
+		up: prometheus.NewDesc(Namespace+"_upstream_up", "Whether an upstream (a gateway's upstream MCP server) answered last: 1, or 0 when it did not, by upstream, at scrape time.",
+			[]string{"upstream"}, nil)})
+}
+
+// upstreamCollector reads the gauge of CollectUpstreams at each scrape.
+type upstreamCollector struct {
+	health func() map[string]error
+	up     *prometheus.Desc
+}
+
+// Describe sends the description of mcptask_upstream_up.
+func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.up }
+
+// Collect sends mcptask_upstream_up for each upstream.
+func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, err := range c.health() {
+		v := 1.0
+		if err != nil {
+			v = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, v, name)
+	}
+}
