@@ -56,8 +56,9 @@ const (
 	AttrInputMethod = "mcptask.input.method"
 	// AttrUpstream is the name of a gateway's upstream server.
 	AttrUpstream = "mcptask.upstream"
-	// AttrJobStep is the step of an HTTP job call (start, status,
-	// result, cancel).
+	// AttrJobStep says what an HTTP job request does ("starting the
+	// job", "reading the job's status", "reading the job's result",
+	// "cancelling the job").
 	AttrJobStep = "mcptask.job.step"
 )
 
