@@ -31,7 +31,7 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	}
 	owner := c.Requester(ctx, r.Req)
 	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
-	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, c.traced(params.Meta, params.Name, 1, toolWork(r.Next, r.Method, r.Req)))
+	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
 	endCreate(span, t, err)
 	return t, err
 }

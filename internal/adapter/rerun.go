@@ -45,7 +45,7 @@ func (c *Core) rerunWork(t *task.Task) engine.Work {
 		Meta map[string]any `json:"_meta"`
 	}
 	_ = json.Unmarshal(t.Request, &stored) // rerun reports a stored call that does not decode
-	return c.traced(stored.Meta, t.Tool, t.Attempts, func(ctx context.Context) (json.RawMessage, error) {
+	return c.traced(stored.Meta, t.Tool, c.attemptOf(t), func(ctx context.Context) (json.RawMessage, error) {
 		// The handler, reached through an in-memory session, runs in
 		// this attempt's span (see RunAttached).
 		c.runSpans.Store(t.ID, trace.SpanFromContext(ctx))

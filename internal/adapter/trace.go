@@ -46,13 +46,16 @@ func endCreate(span trace.Span, t *task.Task, err error) {
 // request's on a re-run, so that a host's trace continues into a task
 // re-run hours later); without one, on the span of ctx (the create's, for
 // the first run). The span ends with the run's outcome.
-func (c *Core) traced(meta map[string]any, tool string, attempt int64, work engine.Work) engine.Work {
+//
+// attempt gives the number of the attempt; it is only called when the span
+// records.
+func (c *Core) traced(meta map[string]any, tool string, attempt func(context.Context) int64, work engine.Work) engine.Work {
 	return func(ctx context.Context) (json.RawMessage, error) {
 		ctx, span := c.tracer.Start(tracing.FromMeta(ctx, meta), tracing.SpanRun)
 		defer span.End()
 		h := engine.FromContext(ctx)
 		if span.IsRecording() {
-			span.SetAttributes(attribute.String(tracing.AttrTool, tool), attribute.Int64(tracing.AttrAttempt, attempt))
+			span.SetAttributes(attribute.String(tracing.AttrTool, tool), attribute.Int64(tracing.AttrAttempt, attempt(ctx)))
 			if h != nil {
 				span.SetAttributes(attribute.String(tracing.AttrTaskID, string(h.TaskID())))
 			}
@@ -68,6 +71,10 @@ func (c *Core) traced(meta map[string]any, tool string, attempt int64, work engi
 // endRun records how a run attempt ended on its span.
 func endRun(ctx context.Context, span trace.Span, h *engine.Handle, res json.RawMessage, err error) {
 	switch {
+	case h != nil && h.Cancelled():
+		span.SetAttributes(attribute.String(tracing.AttrOutcome, "cancelled"))
+	case ctx.Err() != nil:
+		span.SetAttributes(attribute.String(tracing.AttrOutcome, "stopped"))
 	case err == nil:
 		span.SetAttributes(attribute.String(tracing.AttrOutcome, "completed"))
 		var r struct {
@@ -77,10 +84,6 @@ func endRun(ctx context.Context, span trace.Span, h *engine.Handle, res json.Raw
 			span.SetAttributes(attribute.Bool(tracing.AttrToolError, true))
 		}
 		span.SetStatus(codes.Ok, "")
-	case h != nil && h.Cancelled():
-		span.SetAttributes(attribute.String(tracing.AttrOutcome, "cancelled"))
-	case ctx.Err() != nil:
-		span.SetAttributes(attribute.String(tracing.AttrOutcome, "stopped"))
 	default:
 		span.SetAttributes(attribute.String(tracing.AttrOutcome, "failed"))
 		msg := err.Error()
@@ -89,5 +92,20 @@ func endRun(ctx context.Context, span trace.Span, h *engine.Handle, res json.Raw
 			msg = te.Message
 		}
 		span.SetStatus(codes.Error, msg)
+	}
+}
+
+// firstAttempt is the attempt number of a task's first run.
+func firstAttempt(context.Context) int64 { return 1 }
+
+// attemptOf returns the attempt number of a re-run of t: the task's
+// Attempts as stored once the engine started the run (read back, since a
+// recovery counts the attempt after it asked for the work).
+func (c *Core) attemptOf(t *task.Task) func(context.Context) int64 {
+	return func(ctx context.Context) int64 {
+		if cur, err := c.eng.Get(ctx, t.Owner, t.ID); err == nil {
+			return cur.Attempts
+		}
+		return t.Attempts
 	}
 }
