@@ -293,3 +293,41 @@ func TestTracingOffByDefault(t *testing.T) {
 		t.Errorf("handler's span context %s/%s, want the host's", sc.TraceID(), sc.SpanID())
 	}
 }
+
+// TestTraceJobTool: a task started through the job tools (job_start, for
+// clients without task support) is traced in the trace of that call: its
+// create and run spans are children of the host's span, and the tool
+// handler runs in the run span.
+func TestTraceJobTool(t *testing.T) {
+	tp, rec := recorded()
+	seen := &spanSeen{}
+	gate := make(chan struct{})
+	close(gate)
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{TracerProvider: tp}, func(ts *mcptask.Server) {
+		registerSpanTool(ts, seen, gate)
+		ts.AddJobTools("")
+	})
+	_, c := clients(s) // a client without task support
+	meta := c.Meta()
+	meta["traceparent"] = hostTraceparnt
+	meta["tracestate"] = "vendor=1"
+	var res struct {
+		IsError bool `json:"isError"`
+	}
+	if err := c.Result(ctxT(t), "tools/call", map[string]any{"name": "job_start", "arguments": map[string]any{"tool": "traced"}, "_meta": meta}, &res); err != nil || res.IsError {
+		t.Fatalf("job_start: %+v, %v", res, err)
+	}
+	spans := waitSpans(t, rec, "the job's create and run", func(s []sdktrace.ReadOnlySpan) bool {
+		return len(named(s, "mcptask.create")) == 1 && len(named(s, "mcptask.run")) == 1
+	})
+	create, run := named(spans, "mcptask.create")[0], named(spans, "mcptask.run")[0]
+	checkHostChild(t, create)
+	checkHostChild(t, run)
+	if got := attr(run, "mcptask.outcome").AsString(); got != "completed" {
+		t.Errorf("job run outcome %q", got)
+	}
+	sc, recording, n := seen.last()
+	if n != 1 || sc.SpanID() != run.SpanContext().SpanID() || !recording {
+		t.Errorf("the job's handler ran %d times, last in span %s (recording %v), want the run's %s", n, sc.SpanID(), recording, run.SpanContext().SpanID())
+	}
+}
