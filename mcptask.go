@@ -83,6 +83,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter/wire2026"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures a [Server]. The zero value is usable.
@@ -109,6 +110,14 @@ type Options struct {
 	// owner reads with resources/read, instead of inline. Zero answers
 	// every result inline.
 	ResultLinkBytes int
+	// TracerProvider receives the server's OpenTelemetry spans (see
+	// docs/tracing.md): mcptask.create for a tools/call becoming a task,
+	// mcptask.run for each run attempt of a task's work, mcptask.input
+	// for a wait on the client's answer, parented on the W3C trace
+	// context (traceparent, tracestate) of the call's _meta. Nil means
+	// otel.GetTracerProvider(), which records nothing unless the program
+	// installed a provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -156,6 +165,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Limits: adapter.Limits(o.Limits),
 
 		ResultLinkBytes: o.ResultLinkBytes,
+		TracerProvider:  o.TracerProvider,
 	})
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
@@ -184,6 +194,11 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	srv.AddReceivingMiddleware(s.middleware)
 	return s, nil
 }
+
+// TracerProvider returns the provider of the server's spans
+// (Options.TracerProvider, else the global one). The gateway and the HTTP
+// job tools trace their calls with it.
+func (s *Server) TracerProvider() trace.TracerProvider { return s.core.TracerProvider() }
 
 // Engine returns the engine the server runs tasks on.
 func (s *Server) Engine() *engine.Engine { return s.eng }

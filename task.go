@@ -8,7 +8,11 @@ import (
 	"github.com/mcptask/mcptask/wire"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is the handle a tool handler gets when its call runs as a task.
@@ -104,7 +108,7 @@ func (t *Task) request(ctx context.Context, method string, params, result any) e
 	if err != nil {
 		return fmt.Errorf("mcptask: encoding %s request: %w", method, err)
 	}
-	answer, err := t.h.RequestInput(ctx, req)
+	answer, err := t.awaitInput(ctx, method, req)
 	if err != nil {
 		return err
 	}
@@ -190,3 +194,20 @@ const (
 	// LogStreamStderr names a program's standard error.
 	LogStreamStderr = "stderr"
 )
+
+// awaitInput asks the client and waits for its answer, in an
+// mcptask.input span, a child of the run attempt's span (made by the
+// provider of the span in ctx, so none when tracing is off).
+func (t *Task) awaitInput(ctx context.Context, method string, req json.RawMessage) (json.RawMessage, error) {
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracing.TracerName).Start(ctx, tracing.SpanInput)
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrInputMethod, method), attribute.String(tracing.AttrTaskID, t.ID()))
+	}
+	answer, err := t.h.RequestInput(ctx, req)
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return answer, err
+}

@@ -39,9 +39,14 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Upstream is an MCP server whose tools the gateway re-exports. Exactly
@@ -163,6 +168,7 @@ func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Lo
 		}
 		seen[cfg.Name] = true
 		u := newUpstream(cfg, log.With("upstream", cfg.Name))
+		u.tracer = ts.TracerProvider().Tracer(tracing.TracerName)
 		g.upstreams = append(g.upstreams, u)
 		if err := u.register(ctx, ts); err != nil {
 			g.Close()
@@ -233,8 +239,9 @@ func (g *Gateway) Health() map[string]error {
 
 // upstream is one upstream and its pool of sessions.
 type upstream struct {
-	cfg Upstream
-	log *slog.Logger
+	cfg    Upstream
+	log    *slog.Logger
+	tracer trace.Tracer // makes the spans of the upstream calls
 
 	mu      sync.Mutex
 	idle    []*session
@@ -326,7 +333,7 @@ func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
 	if cfg.ProtocolVersion == "" {
 		cfg.ProtocolVersion = DefaultProtocolVersion
 	}
-	return &upstream{cfg: cfg, log: log, freed: make(chan struct{})}
+	return &upstream{cfg: cfg, log: log, freed: make(chan struct{}), tracer: noop.NewTracerProvider().Tracer(tracing.TracerName)}
 }
 
 // register lists the upstream's tools and adds them to ts.
@@ -488,7 +495,16 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	// those of the server's own request (its session, say) are not
 	// the upstream session's business.
 	cctx, cancel := detach(ctx)
+	cctx, span := u.startCall(cctx, ctx, name, req)
+	if span.SpanContext().IsValid() {
+		// The upstream continues the trace.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		tracing.ToMeta(cctx, params.Meta)
+	}
 	res, err := s.cs.CallTool(cctx, params)
+	endCall(span, res, err)
 	cancel()
 	s.end()
 	u.release(s, err)
@@ -506,6 +522,37 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 		return nil, err, true
 	}
 	return nil, u.callError(ctx, name, err), false
+}
+
+// startCall starts the client span of a call of the upstream's tool name:
+// in cctx (the call's context), parented on the span of ctx (the tool
+// handler's: the task's run attempt) or else on the trace context of the
+// request's _meta.
+func (u *upstream) startCall(cctx, ctx context.Context, name string, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	parent := ctx
+	if !trace.SpanContextFromContext(ctx).IsValid() && req.Params != nil {
+		parent = tracing.FromMeta(ctx, req.Params.Meta)
+	}
+	cctx = trace.ContextWithSpanContext(cctx, trace.SpanContextFromContext(parent))
+	cctx, span := u.tracer.Start(cctx, tracing.SpanUpstream, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrUpstream, u.cfg.Name), attribute.String(tracing.AttrTool, name))
+	}
+	return cctx, span
+}
+
+// endCall ends the span of an upstream call with its outcome.
+func endCall(span trace.Span, res *mcp.CallToolResult, err error) {
+	if span.IsRecording() {
+		switch {
+		case err != nil:
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		case res != nil && res.IsError:
+			span.SetAttributes(attribute.Bool(tracing.AttrToolError, true))
+		}
+	}
+	span.End()
 }
 
 // connectionLost reports whether err says the upstream's connection

@@ -324,7 +324,13 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		if req.Params != nil && len(req.Params.Arguments) > 0 {
 			args = req.Params.Arguments
 		}
-		call, err := c.CallTool(uctx, name, args)
+		cctx, span := u.startCall(uctx, ctx, name, req)
+		call, err := c.CallTool(cctx, name, args)
+		var res *mcp.CallToolResult
+		if call != nil {
+			res = call.Result
+		}
+		endCall(span, res, err)
 		if err != nil {
 			if !rpcAnswered(err) {
 				tc.broken(c)

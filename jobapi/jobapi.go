@@ -384,7 +384,7 @@ func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.L
 		return errors.Join(errs...)
 	}
 	for _, t := range tools {
-		jt := newJobTool(t, client, log.With("tool", t.Name))
+		jt := newJobTool(t, client, log.With("tool", t.Name), ts.TracerProvider())
 		schema := t.InputSchema
 		if schema == nil {
 			schema = map[string]any{"type": "object"}

@@ -18,9 +18,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // jobTool is a registered Tool.
@@ -28,11 +33,12 @@ type jobTool struct {
 	Tool
 	client  *http.Client
 	log     *slog.Logger
-	secrets []string // longest first
+	tracer  trace.Tracer // makes the spans of the job requests
+	secrets []string     // longest first
 }
 
-func newJobTool(t Tool, client *http.Client, log *slog.Logger) *jobTool {
-	jt := &jobTool{Tool: t, client: client, log: log}
+func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerProvider) *jobTool {
+	jt := &jobTool{Tool: t, client: client, log: log, tracer: tp.Tracer(tracing.TracerName)}
 	if jt.PollInterval == 0 {
 		jt.PollInterval = DefaultPollInterval
 	}
@@ -383,7 +389,7 @@ func (r *run) cancelJob() {
 // body (at most MaxAnswer bytes).
 func (r *run) do(ctx context.Context, what, method, u string, headers map[string]string, body []byte, key string) (int, []byte, error) {
 	for attempt := 1; ; attempt++ {
-		code, answer, err := r.once(ctx, method, u, headers, body, key)
+		code, answer, err := r.once(ctx, what, method, u, headers, body, key)
 		if err == nil && code < 500 && code != http.StatusTooManyRequests {
 			if r.outage != "" {
 				r.log.Info("the job API answers again", "task", r.taskID(), "job", r.ref.JobID, "attempts", attempt)
@@ -410,8 +416,24 @@ func (r *run) do(ctx context.Context, what, method, u string, headers map[string
 	}
 }
 
-// once sends one request.
-func (r *run) once(ctx context.Context, method, u string, headers map[string]string, body []byte, key string) (int, []byte, error) {
+// once sends one request, in a client span carrying its trace context to
+// the job API as the traceparent header.
+func (r *run) once(ctx context.Context, what, method, u string, headers map[string]string, body []byte, key string) (_ int, _ []byte, err error) {
+	ctx, span := r.tracer.Start(ctx, tracing.SpanJob, trace.WithSpanKind(trace.SpanKindClient))
+	defer span.End()
+	code := 0
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrTool, r.Name), attribute.String(tracing.AttrJobStep, what),
+			attribute.String("http.request.method", method), attribute.String("server.address", hostOf(u)))
+		defer func() {
+			if code != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", code))
+			}
+			if err != nil || code >= 500 {
+				span.SetStatus(codes.Error, r.describeCall(code, err))
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -432,11 +454,13 @@ func (r *run) once(ctx context.Context, method, u string, headers map[string]str
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
+	code = resp.StatusCode
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswer+1))
 	if err != nil {
 		return 0, nil, err
@@ -445,6 +469,15 @@ func (r *run) once(ctx context.Context, method, u string, headers map[string]str
 		return resp.StatusCode, nil, fmt.Errorf("the answer is larger than %d bytes", MaxAnswer)
 	}
 	return resp.StatusCode, answer, nil
+}
+
+// describeCall is the status description of a failed job request's span:
+// the error, scrubbed of the tool's secrets, or the HTTP status.
+func (r *run) describeCall(code int, err error) string {
+	if err != nil {
+		return r.describe(err)
+	}
+	return fmt.Sprintf("HTTP %d", code)
 }
 
 // backoff is the pause after the attempt-th failure in a row: 250ms,
@@ -638,7 +671,7 @@ func (jt *jobTool) reconcile(ctx context.Context, op task.Operation) (task.OpSta
 	if err != nil {
 		return "", "", mcptask.ErrNoReconcile
 	}
-	code, answer, err := r.once(ctx, http.MethodGet, u, jt.Status.Headers, nil, "")
+	code, answer, err := r.once(ctx, "reconciling the job's operation", http.MethodGet, u, jt.Status.Headers, nil, "")
 	if err != nil {
 		return "", "", fmt.Errorf("reading the status of job %s: %s", op.Receipt, r.describe(err))
 	}

@@ -50,7 +50,9 @@ type App struct {
 	unlock   func()
 	stopping atomic.Bool
 	gw       *gateway.Gateway // nil without upstream servers
-	sources  []func() error   // stop the tool sources (the gateway's among them)
+	// stopTracing flushes and stops the trace export (a no-op without).
+	stopTracing func(context.Context) error
+	sources     []func() error // stop the tool sources (the gateway's among them)
 
 	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
 	metrics    http.Handler       // the Prometheus exposition of the app's registry
@@ -148,7 +150,20 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
 			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
 	})
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications, ResultLinkBytes: cfg.ResultLinkBytes})
+	// Traces: exported with OTLP when the OTEL_* variables ask for it,
+	// else not recorded at all.
+	tp, stopTracing, err := newTracerProvider(context.Background(), os.Getenv, logger)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = stopTracing(context.Background())
+		}
+	}()
+	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications, ResultLinkBytes: cfg.ResultLinkBytes,
+		TracerProvider: tp})
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -210,7 +225,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
 	}
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
-		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), stopTracing: stopTracing}
 	a.drain.file = fc.drainState()
 	a.drain.hasConfig = fc != nil
 	if d := a.drain.file; d.Active() {
@@ -281,6 +296,12 @@ func (a *App) Close(ctx context.Context) error {
 	}
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
+	// The spans of the last runs are flushed, within ctx.
+	if a.stopTracing != nil {
+		if terr := a.stopTracing(ctx); terr != nil {
+			a.log.Warn("flushing the traces", "err", terr)
+		}
+	}
 	return errors.Join(err, a.audit.Close())
 }
 

@@ -17,14 +17,18 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Wire is the server side of one protocol revision.
@@ -165,6 +169,10 @@ type Config struct {
 	// task's result is answered as a link to its result resource instead
 	// of inline (see [Core.Presented]).
 	ResultLinkBytes int
+	// TracerProvider makes the spans of task creation, runs and input
+	// waits (see [Core.Tracer]); nil means otel.GetTracerProvider(), a
+	// no-op unless the program installed one.
+	TracerProvider trace.TracerProvider
 }
 
 // Core is what both wires are built on.
@@ -178,6 +186,12 @@ type Core struct {
 	nonce  string // authenticates in-process re-runs
 	// resultLink is Config.ResultLinkBytes.
 	resultLink int
+	// tp and its tracer make the adapter's spans (see trace.go).
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+	// runSpans holds the span of each re-run attempt in progress, by
+	// task ID, for RunAttached.
+	runSpans sync.Map
 
 	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
 }
@@ -238,6 +252,11 @@ func NewCore(cfg Config) *Core {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	c.tp, c.tracer = tp, tp.Tracer(tracing.TracerName)
 	if c.owner == nil {
 		c.owner = DefaultOwner
 	}

@@ -30,7 +30,10 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 		return nil, err
 	}
 	owner := c.Requester(ctx, r.Req)
-	return c.create(ctx, owner, params.Name, raw, version, ttl, key, toolWork(r.Next, r.Method, r.Req))
+	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
+	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
+	endCreate(span, t, err)
+	return t, err
 }
 
 // create creates a task of tool for owner and starts work, under the drain

@@ -9,6 +9,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // JobWire is the Wire recorded for tasks created through the job tools
@@ -44,12 +45,19 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 	if err != nil {
 		return nil, nil, InvalidParams("cannot encode the call: " + err.Error())
 	}
-	t, err = c.create(ctx, c.Requester(ctx, req), name, raw, JobWire, nil, key, func(ctx context.Context) (json.RawMessage, error) {
+	// Traced in the trace of the job tool's call (its _meta); the stored
+	// call has no _meta, so a re-run after a restart starts a new trace.
+	meta := MetaOf(req)
+	ctx, span := c.startCreate(ctx, meta, name, JobWire)
+	t, err = c.create(ctx, c.Requester(ctx, req), name, raw, JobWire, nil, key, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
 		h := engine.FromContext(ctx)
 		if h == nil {
 			return nil, &task.Error{Code: task.CodeInternalError, Message: "the job runs without its task"}
 		}
+		c.runSpans.Store(h.TaskID(), trace.SpanFromContext(ctx))
+		defer c.runSpans.Delete(h.TaskID())
 		return c.rerun(ctx, &task.Task{ID: h.TaskID(), Request: raw})
-	})
+	}))
+	endCreate(span, t, err)
 	return t, nil, err
 }

@@ -7,10 +7,12 @@ import (
 	"strings"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Recover is the engine's recovery policy: a task of a tool declared
@@ -23,7 +25,7 @@ func (c *Core) Recover(_ context.Context, t *task.Task) engine.Work {
 	if len(t.Request) == 0 || !(p.Rerunnable || (p.Reattach && t.ExternalRef != "")) {
 		return nil
 	}
-	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }
+	return c.rerunWork(t)
 }
 
 // WorkOf is the engine's way to start a task that waited in its
@@ -33,7 +35,23 @@ func (c *Core) WorkOf(_ context.Context, t *task.Task) engine.Work {
 	if len(t.Request) == 0 {
 		return nil
 	}
-	return func(ctx context.Context) (json.RawMessage, error) { return c.rerun(ctx, t) }
+	return c.rerunWork(t)
+}
+
+// rerunWork is the work of a re-run of t, traced as a run attempt
+// parented on the trace context of t's stored call.
+func (c *Core) rerunWork(t *task.Task) engine.Work {
+	var stored struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	_ = json.Unmarshal(t.Request, &stored) // rerun reports a stored call that does not decode
+	return c.traced(stored.Meta, t.Tool, c.attemptOf(t), func(ctx context.Context) (json.RawMessage, error) {
+		// The handler, reached through an in-memory session, runs in
+		// this attempt's span (see RunAttached).
+		c.runSpans.Store(t.ID, trace.SpanFromContext(ctx))
+		defer c.runSpans.Delete(t.ID)
+		return c.rerun(ctx, t)
+	})
 }
 
 // rerun calls the task's tool again through an in-memory client session, so
@@ -56,6 +74,8 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 		}
 	}
 	meta[wire.MetaRerun] = c.nonce + ":" + string(t.ID)
+	// The tool reads the trace context of this run attempt in its _meta.
+	tracing.ToMeta(ctx, meta)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := c.srv.Connect(ctx, st, nil)
 	if err != nil {
@@ -99,6 +119,9 @@ func (c *Core) RunAttached(ctx context.Context, next mcp.MethodHandler, method s
 	defer cancel()
 	if !attached {
 		return nil, InvalidParams("no re-run of that task is in progress"), true
+	}
+	if span, ok := c.runSpans.Load(task.ID(id)); ok {
+		actx = trace.ContextWithSpan(actx, span.(trace.Span))
 	}
 	res, err := next(actx, method, req)
 	return res, err, true
