@@ -502,7 +502,7 @@ func TestListenEndsAtShutdownAndResumes(t *testing.T) {
 			var n taskNote
 			m := next(t, ctx, s.Messages)
 			if m.Method != wire.MethodTasks || json.Unmarshal(m.Params, &n) != nil || n.Status != "working" {
-				t.Fatalf("after the restart: %s %s", m.Method, m.Params)
+				t.Fatalf("after the restart: %+v (result %s)", m, m.Result)
 			}
 			if message == "*" || n.StatusMessage == message {
 				return

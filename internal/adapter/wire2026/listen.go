@@ -175,6 +175,12 @@ func (w *Wire) stream(rw http.ResponseWriter, r *http.Request, sdk http.Handler,
 	select {
 	case <-acked:
 	case <-sdkDone:
+	}
+	select {
+	case <-acked:
+		// The go-sdk may well have answered already (nothing of its own
+		// agreed): its answer is held back until the tasks end.
+	default:
 		// Refused before any acknowledgement (the go-sdk wrote its
 		// error), or answered without one.
 		mu.Lock()
@@ -253,20 +259,12 @@ func listenResult(rawID json.RawMessage) json.RawMessage {
 	return b
 }
 
-// idOf decodes a raw JSON-RPC ID (a string or a number).
+// idOf decodes a raw JSON-RPC ID (a string or a number) as the go-sdk
+// decodes request IDs.
 func idOf(raw json.RawMessage) jsonrpc.ID {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if d.Decode(&v) == nil {
-		if n, ok := v.(json.Number); ok {
-			if i, err := n.Int64(); err == nil {
-				v = i
-			}
-		}
-		if id, err := jsonrpc.MakeID(v); err == nil {
-			return id
-		}
+	msg, err := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0","id":` + string(raw) + `,"result":{}}`))
+	if resp, ok := msg.(*jsonrpc.Response); err == nil && ok {
+		return resp.ID
 	}
 	return jsonrpc.ID{}
 }
