@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,16 +256,7 @@ func TestListenRefusals(t *testing.T) {
 }
 
 func jsonHas(raw json.RawMessage, s string) bool {
-	return json.Valid(raw) && contains(string(raw), s)
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
+	return json.Valid(raw) && strings.Contains(string(raw), s)
 }
 
 // Test2025StatusOverHTTP: a 2025-11-25 session over Streamable HTTP gets
@@ -345,11 +336,10 @@ func TestPushKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var working atomic.Int32
-	for working.Load() < 3 {
+	for working := 0; working < 3; {
 		m := next(t, ctx, s.Messages)
 		if m.Method == wire.MethodTasks && jsonHas(m.Params, `"status":"working"`) {
-			working.Add(1)
+			working++
 		}
 	}
 	p.steps.Step("k")

@@ -197,6 +197,9 @@ func (s timedStore) DeleteExpired(ctx context.Context, now time.Time) (int, erro
 
 // startQueued is q.StartQueued, told to the observer.
 func (e *Engine) startQueued(ctx context.Context, q store.Queuer, req store.QueueRequest) ([]*task.Task, error) {
+	if e.opts.Observer == nil {
+		return q.StartQueued(ctx, req)
+	}
 	start := time.Now()
 	ts, err := q.StartQueued(ctx, req)
 	timedStore{e: e}.observe("start_queued", start, err)
