@@ -577,7 +577,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		}
 		t.Queue, opts.MaxConcurrent = spec.Queue, max
 	}
-	if err := e.timed.Create(parent, t, opts); err != nil {
+	if err := e.timed.Create(store.WithInstance(parent, e.id), t, opts); err != nil {
 		e.wg.Done()
 		var dup *store.DuplicateError
 		if errors.As(err, &dup) {
@@ -810,16 +810,60 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 // is cancelled in the store before Cancel returns. Cancelling a terminal
 // task returns a *TerminalError and the task unchanged.
 func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	return e.cancel(ctx, owner, id, false)
+}
+
+// CancelAsOperator cancels the task with id whoever owns it, as Cancel
+// does for its owner, on behalf of the operator by (an admin of an
+// operator surface such as the dashboard, who authorized the request
+// itself). The audit trail names by as the requester; the task's status
+// message says an operator cancelled it. An unknown task gives a
+// *NotFoundError, a terminal one a *TerminalError and the task unchanged.
+func (e *Engine) CancelAsOperator(ctx context.Context, by task.Owner, id task.ID) (*task.Task, error) {
+	return e.cancel(ctx, by, id, true)
+}
+
+// The status messages of a cancelled task.
+const (
+	msgCancelled         = "The task was cancelled by request."
+	msgCancelledOperator = "The task was cancelled by an operator."
+)
+
+func (e *Engine) cancel(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
 	var terminal task.Status
-	t, err := e.update(ctx, owner, id, func(t *task.Task) error {
+	fn := func(t *task.Task) error {
 		if t.Status.Terminal() {
 			terminal = t.Status
 			return errTerminal
 		}
-		return t.Cancel("The task was cancelled by request.", e.now())
-	})
+		msg := msgCancelled
+		if operator {
+			msg = msgCancelledOperator
+		}
+		return t.Cancel(msg, e.now())
+	}
+	var (
+		t   *task.Task
+		err error
+	)
+	if operator {
+		t, err = e.write(ctx, id, fn)
+		if errors.Is(err, store.ErrNotFound) {
+			err = &NotFoundError{Reason: audit.ReasonUnknown}
+		}
+	} else {
+		t, err = e.update(ctx, owner, id, fn)
+	}
 	if errors.Is(err, errTerminal) {
-		cur, gerr := e.visible(ctx, owner, id)
+		var (
+			cur  *task.Task
+			gerr error
+		)
+		if operator {
+			cur, gerr = e.timed.Get(ctx, id)
+		} else {
+			cur, gerr = e.visible(ctx, owner, id)
+		}
 		if gerr != nil {
 			return nil, gerr
 		}
@@ -835,7 +879,7 @@ func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*tas
 	if r != nil {
 		r.cancel(context.Canceled)
 	}
-	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool)
+	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool, "operator", operator)
 	e.opts.Audit.Cancelled(ctx, owner, audit.TaskOf(t))
 	return t, nil
 }

@@ -2,9 +2,12 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcptask/mcptask/audit"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -13,7 +16,13 @@ type watchers struct {
 	mu   sync.Mutex
 	chs  map[task.ID]chan struct{}
 	subs []func(*task.Task)
+	// all holds the Subscribe callbacks; nil when there is none, so that
+	// a wake-up without subscribers costs one atomic load.
+	all atomic.Pointer[[]*subscriber]
 }
+
+// subscriber is one Subscribe callback.
+type subscriber struct{ fn func(task.ID) }
 
 // Watch returns a channel that is closed at the next change to the task
 // with the given ID (status, status message, input requests, outcome, and
@@ -50,7 +59,7 @@ func (e *Engine) OnChange(fn func(t *task.Task)) {
 // watchers. Every change the engine makes goes through it.
 func (e *Engine) write(ctx context.Context, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
 	var from task.Status
-	t, err := e.timed.Update(ctx, id, func(t *task.Task) error {
+	t, err := e.timed.Update(store.WithInstance(ctx, e.id), id, func(t *task.Task) error {
 		from = t.Status
 		return fn(t)
 	})
@@ -86,7 +95,8 @@ func (e *Engine) changed(t *task.Task) {
 	}
 }
 
-// wakeWatchers closes the Watch channel of a task.
+// wakeWatchers closes the Watch channel of a task and calls the
+// Subscribe callbacks.
 func (e *Engine) wakeWatchers(id task.ID) {
 	w := &e.watch
 	w.mu.Lock()
@@ -95,5 +105,44 @@ func (e *Engine) wakeWatchers(id task.ID) {
 	w.mu.Unlock()
 	if ch != nil {
 		close(ch)
+	}
+	if subs := w.all.Load(); subs != nil {
+		for _, s := range *subs {
+			s.fn(id)
+		}
+	}
+}
+
+// Subscribe registers fn to be called with the ID of every task that
+// changes, as Watch would wake its waiters: changes made by this engine,
+// lines written to a task's log here, and changes announced by the
+// store's change feed (by other engines sharing the store). A deleted
+// task is announced too. fn runs on the changing goroutine: it must be
+// quick and must not block (an operator view coalesces the IDs and reads
+// the tasks later). The returned function ends the subscription.
+func (e *Engine) Subscribe(fn func(id task.ID)) (cancel func()) {
+	w := &e.watch
+	s := &subscriber{fn: fn}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var cur []*subscriber
+	if p := w.all.Load(); p != nil {
+		cur = *p
+	}
+	next := append(slices.Clip(cur), s)
+	w.all.Store(&next)
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		p := w.all.Load()
+		if p == nil {
+			return
+		}
+		rest := slices.DeleteFunc(slices.Clone(*p), func(x *subscriber) bool { return x == s })
+		if len(rest) == 0 {
+			w.all.Store(nil)
+			return
+		}
+		w.all.Store(&rest)
 	}
 }

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/mcptask/mcptask/task"
+)
+
+// Browser is implemented by stores that let an operator look across every
+// owner's tasks (an admin dashboard, say): filtered, newest first, paged,
+// with counts per status. It bypasses owner binding: only operator
+// surfaces behind their own authorization may call it.
+type Browser interface {
+	// Browse returns a page of the tasks q selects, newest first (ties
+	// broken by ID, descending), and the cursor of the next page (""
+	// when there is none). A cursor it did not issue gives ErrBadCursor.
+	// A cursor stays valid when the task it points after is deleted.
+	Browse(ctx context.Context, q BrowseQuery) (tasks []*task.Task, next string, err error)
+
+	// CountByStatus returns how many tasks q selects, per status, leaving
+	// out q.Statuses, q.Cursor and q.Limit (so that a page can show
+	// every status's count under the other filters). Statuses with no
+	// task are left out.
+	CountByStatus(ctx context.Context, q BrowseQuery) (map[task.Status]int64, error)
+}
+
+// BrowseQuery selects tasks for [Browser]. Zero fields select everything.
+type BrowseQuery struct {
+	// Statuses, if not empty, selects tasks in one of these statuses.
+	Statuses []task.Status
+	// Tool, if set, selects the tasks of that tool (exact name).
+	Tool string
+	// Owner, if set, selects the tasks of that owner (exact).
+	Owner task.Owner
+	// CreatedAfter and CreatedBefore, if not zero, select tasks created
+	// at or after, and before, these times.
+	CreatedAfter, CreatedBefore time.Time
+	// Cursor continues a listing ("" for the first page).
+	Cursor string
+	// Limit caps the page; <= 0 means DefaultBrowseLimit, and it is
+	// lowered to MaxBrowseLimit.
+	Limit int
+}
+
+// The page sizes of [Browser.Browse].
+const (
+	DefaultBrowseLimit = 50
+	MaxBrowseLimit     = 500
+)
+
+// Historian is implemented by stores that keep each task's history (see
+// [task.Event]): a creation, every status change and every start of its
+// work, recorded in the same durable write as the change (by Create,
+// Update, Claim and StartQueued), with the engine instance named by the
+// write's context ([WithInstance]). A task's history is deleted with it.
+type Historian interface {
+	// History returns the events of the task with id, oldest first: the
+	// newest MaxHistory of them when there are more; ErrNotFound if the
+	// store holds no such task.
+	History(ctx context.Context, id task.ID) ([]task.Event, error)
+}
+
+// MaxHistory bounds the events [Historian.History] returns.
+const MaxHistory = 1000
+
+type instanceKey struct{}
+
+// WithInstance returns ctx naming instance as the engine instance that
+// makes the writes done with it; a [Historian] records it in the events.
+func WithInstance(ctx context.Context, instance string) context.Context {
+	return context.WithValue(ctx, instanceKey{}, instance)
+}
+
+// InstanceOf returns the instance ctx names (see [WithInstance]), or "".
+func InstanceOf(ctx context.Context) string {
+	s, _ := ctx.Value(instanceKey{}).(string)
+	return s
+}
