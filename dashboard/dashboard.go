@@ -1,0 +1,251 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// The defaults of [Options].
+const (
+	// DefaultSessionTTL is how long a sign-in lasts.
+	DefaultSessionTTL = 12 * time.Hour
+	// DefaultLiveInterval is the shortest time between two updates a live
+	// page receives: changes within it are sent together.
+	DefaultLiveInterval = 250 * time.Millisecond
+	// DefaultRecheckInterval is how often a live page is refreshed when no
+	// change was announced (changes the engine cannot see: another
+	// process on a SQLite file, expiry).
+	DefaultRecheckInterval = 5 * time.Second
+	// DefaultMaxLiveStreams caps the live streams served at once.
+	DefaultMaxLiveStreams = 64
+	// PageSize is the number of tasks a list page shows.
+	PageSize = 50
+	// MaxBulk caps the tasks one bulk action names.
+	MaxBulk = 500
+	// LogTailLines is the number of log lines a task page shows.
+	LogTailLines = 100
+)
+
+// Options configure a [Handler]. Engine and Store are required.
+type Options struct {
+	// Engine runs the tasks: the dashboard cancels through it, reads the
+	// ledger and logs, and follows its changes.
+	Engine *engine.Engine
+	// Store is the engine's store. It must be a [store.Browser]; when it
+	// is a [store.Historian] too, task pages show each task's timeline.
+	Store store.Store
+
+	// Authenticate admits a token presented at sign-in (or as a bearer
+	// token) and returns who it names; ok false refuses it. It must
+	// compare secrets in constant time. Nil admits every request without
+	// sign-in: the caller must then restrict who reaches the handler
+	// (e.g. a loopback listener).
+	Authenticate func(r *http.Request, token string) (who task.Owner, ok bool)
+
+	// Drain, if set, lets the dashboard show and change the drain switch
+	// per tool.
+	Drain DrainControl
+
+	// Tools, if set, lists the server's tool names (for the tool filter
+	// and the drain switches).
+	Tools func() []string
+
+	// Logger receives the dashboard's log records (never a token or a
+	// task's payload). Nil discards them.
+	Logger *slog.Logger
+
+	// SessionKey signs session cookies and anti-CSRF tokens. Instances
+	// behind one load balancer need the same key for a session to hold
+	// on each of them. Empty means a random key: sessions then end when
+	// the process does.
+	SessionKey []byte
+	// SessionTTL is how long a sign-in lasts; zero means
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
+
+	// LiveInterval, RecheckInterval and MaxLiveStreams tune live updates;
+	// zero means the defaults above.
+	LiveInterval    time.Duration
+	RecheckInterval time.Duration
+	MaxLiveStreams  int
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DrainControl is the drain switch as the dashboard uses it.
+type DrainControl interface {
+	// DrainState returns whether every tool is drained, and the tools
+	// drained one by one.
+	DrainState() (all bool, tools []string)
+	// SetToolDrain drains tool (drained true) or lets it take new tasks
+	// again, on behalf of by, and audits the change.
+	SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error
+}
+
+// Handler is the dashboard, an [http.Handler]. Mount it under a prefix
+// with [http.StripPrefix]; it serves "/" (the task list), "/tasks/{id}",
+// the actions, the live streams, "/login" and its assets.
+type Handler struct {
+	opts    Options
+	browser store.Browser
+	hist    store.Historian // nil when the store keeps no history
+	key     []byte
+	mux     *http.ServeMux
+	tmpl    *template.Template
+	static  http.Handler
+	logins  *rate.Limiter // failed sign-ins, all visitors together
+	streams chan struct{} // a slot per live stream
+
+	closeOnce sync.Once
+	done      chan struct{} // closed by Close
+}
+
+//go:embed assets
+var assets embed.FS
+
+// New returns the dashboard of opts.
+func New(opts Options) (*Handler, error) {
+	if opts.Engine == nil || opts.Store == nil {
+		return nil, errors.New("dashboard: Options.Engine and Options.Store are required")
+	}
+	b, ok := opts.Store.(store.Browser)
+	if !ok {
+		return nil, errors.New("dashboard: the store cannot browse tasks (it is no store.Browser)")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = DefaultSessionTTL
+	}
+	if opts.LiveInterval <= 0 {
+		opts.LiveInterval = DefaultLiveInterval
+	}
+	if opts.RecheckInterval <= 0 {
+		opts.RecheckInterval = DefaultRecheckInterval
+	}
+	if opts.MaxLiveStreams <= 0 {
+		opts.MaxLiveStreams = DefaultMaxLiveStreams
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{
+		opts:    opts,
+		browser: b,
+		key:     opts.SessionKey,
+		logins:  rate.NewLimiter(rate.Limit(5), 10),
+		streams: make(chan struct{}, opts.MaxLiveStreams),
+		done:    make(chan struct{}),
+	}
+	h.hist, _ = opts.Store.(store.Historian)
+	if len(h.key) == 0 {
+		h.key = make([]byte, 32)
+		rand.Read(h.key)
+	}
+	t, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	h.tmpl = t
+	sub, err := fs.Sub(assets, "assets/static")
+	if err != nil {
+		return nil, err
+	}
+	h.static = http.FileServerFS(sub)
+	h.routes()
+	return h, nil
+}
+
+// routes declares the dashboard's URLs, relative to where it is mounted.
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", h.authed(h.serveList))
+	m.HandleFunc("GET /tasks/{id}", h.authed(h.serveTask))
+	m.HandleFunc("POST /tasks/{id}/cancel", h.authed(h.action(h.cancelOne)))
+	m.HandleFunc("POST /tasks/{id}/reveal", h.authed(h.action(h.reveal)))
+	m.HandleFunc("POST /cancel", h.authed(h.action(h.cancelMany)))
+	m.HandleFunc("POST /drain", h.authed(h.action(h.setDrain)))
+	m.HandleFunc("GET /live", h.authed(h.serveListLive))
+	m.HandleFunc("GET /tasks/{id}/live", h.authed(h.serveTaskLive))
+	m.HandleFunc("GET /login", h.serveLogin)
+	m.HandleFunc("POST /login", h.login)
+	m.HandleFunc("POST /logout", h.logout)
+	m.Handle("GET /static/", http.StripPrefix("/static", h.static))
+	h.mux = m
+}
+
+// csp is the Content-Security-Policy of every response: the page's own
+// script and style only, no inline code, nothing from other origins, no
+// framing, forms posting back here only.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP serves the dashboard.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, "/static/") {
+		hd.Set("Cache-Control", "no-store")
+	}
+	if r.URL.Path == "" {
+		// Mounted with StripPrefix("/dashboard") and asked for
+		// "/dashboard": send the browser to "dashboard/", relative, so a
+		// proxy's prefix is kept.
+		redirect(w, relativeSelf(r))
+		return
+	}
+	http.NewCrossOriginProtection().Handler(h.mux).ServeHTTP(w, r)
+}
+
+// relativeSelf is the relative URL of the directory a request for a
+// path without its trailing slash names ("./dashboard/" for
+// "/ops/dashboard"): the full path is in RequestURI, as the client sent
+// it, before any StripPrefix.
+func relativeSelf(r *http.Request) string {
+	u := r.RequestURI
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		u = u[:i]
+	}
+	if i := strings.LastIndex(u, "/"); i >= 0 {
+		u = u[i+1:]
+	}
+	if u == "" {
+		return "./"
+	}
+	return "./" + u + "/"
+}
+
+// base returns the relative URL of the dashboard's root from the page
+// r asks for ("./" at the root, "../" one level down), so that the
+// pages' links hold under any prefix.
+func base(r *http.Request) string {
+	depth := strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if depth == 0 {
+		return "./"
+	}
+	return strings.Repeat("../", depth)
+}
+
+// now is the dashboard's clock.
+func (h *Handler) now() time.Time { return h.opts.Now() }

@@ -1,0 +1,51 @@
+// Package dashboard serves mcptask's operator dashboard: a web view of
+// every task in a store, live, with the actions an operator needs.
+//
+//	eng, _ := engine.New(st, &engine.Options{InstanceID: "api-1"})
+//	dash, err := dashboard.New(dashboard.Options{
+//		Engine: eng,
+//		Store:  st, // a store.Browser: the sqlite and postgres stores are
+//		Authenticate: func(r *http.Request, token string) (task.Owner, bool) {
+//			return task.UserOwner("", "ops"), token == adminToken
+//		},
+//	})
+//	if err != nil { ... }
+//	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+//
+// It shows:
+//
+//   - the task list: counts per status, filters by status, tool, owner and
+//     creation time, a search by task ID, pages of 50 over any number of
+//     tasks (keyset pagination: as fast on the 2,000th page as on the
+//     first), rows updated live;
+//   - a task page: its status and status message, the timeline of its
+//     history (every creation, status change and start of its work, with
+//     the time and the instance that made it, when the store is a
+//     store.Historian), pending input requests, the domain operations and
+//     their receipts (the ledger), the tail of its log, TTL and expiry,
+//     owner; its result or error only on an explicit, audited request;
+//   - actions: cancel a task, cancel the selected tasks, drain a tool and
+//     undrain it (with Options.Drain). Each is audited.
+//
+// Live updates are Server-Sent Events fed by Engine.Subscribe, so changes
+// made by other instances sharing a PostgreSQL store appear as well (the
+// store's change feed announces them). Every URL the pages use is
+// relative, so the dashboard works under any path prefix, behind a
+// reverse proxy that strips or keeps one, without configuration. Its
+// assets are embedded: nothing is built or fetched.
+//
+// # Security
+//
+// The dashboard is an operator surface: it sees every owner's tasks.
+// With Options.Authenticate set, a visitor signs in with a token (a form
+// answering the "sign in" prompt; or an Authorization: Bearer header for
+// scripts) and gets a session cookie (HttpOnly, SameSite=Strict, signed,
+// expiring). Without it, anyone who reaches the handler is admitted:
+// mount it on a loopback listener only, as mcptaskd does. Every action is
+// a POST that needs the page's anti-CSRF token and a same-origin request
+// (net/http's CrossOriginProtection). Pages are sent with a strict
+// Content-Security-Policy (no inline script or style, nothing from other
+// origins, no framing), and every task field is HTML-escaped by
+// html/template: tool names, status messages and input requests are the
+// input of whoever called the tool, so the pages treat them as hostile.
+package dashboard

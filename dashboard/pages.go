@@ -1,0 +1,528 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// statuses are the task statuses, in the order the pages show them.
+var statuses = []task.Status{task.Working, task.InputRequired, task.Completed, task.Failed, task.Cancelled}
+
+// timeForm is the format of the time filters (an <input type=datetime-local>), in UTC.
+const timeForm = "2006-01-02T15:04"
+
+// shownTime is how the pages show a time.
+const shownTime = "2006-01-02 15:04:05.000Z"
+
+// maxShown bounds a status message or JSON value as a page shows it.
+const maxShown = 4096
+
+// parseTemplates parses the embedded templates.
+func parseTemplates() (*template.Template, error) {
+	return template.New("").Funcs(template.FuncMap{
+		"statusClass": func(s string) string { return "st-" + strings.ReplaceAll(s, "_", "-") },
+	}).ParseFS(assets, "assets/templates/*.html")
+}
+
+// render writes the template name with data as an HTML page.
+func (h *Handler) render(w http.ResponseWriter, code int, name string, data any) {
+	var buf bytes.Buffer
+	if err := h.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		h.opts.Logger.Error("dashboard: rendering a page", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+// fragment renders the template name with data, for a live update.
+func (h *Handler) fragment(name string, data any) (string, error) {
+	var buf bytes.Buffer
+	err := h.tmpl.ExecuteTemplate(&buf, name, data)
+	return buf.String(), err
+}
+
+// filter is a list page's selection, from its URL's query.
+type filter struct {
+	Statuses      map[task.Status]bool
+	Tool, Owner   string
+	After, Before string // as typed (timeForm), "" for none
+	Cursor        string
+	query         store.BrowseQuery
+	err           string
+}
+
+// parseFilter reads the list's filters from a query.
+func parseFilter(q url.Values) *filter {
+	f := &filter{Statuses: map[task.Status]bool{}}
+	for _, s := range q["status"] {
+		if st := task.Status(s); st.Valid() {
+			f.Statuses[st] = true
+		}
+	}
+	f.Tool = strings.TrimSpace(q.Get("tool"))
+	f.Owner = strings.TrimSpace(q.Get("owner"))
+	f.Cursor = q.Get("cursor")
+	bq := store.BrowseQuery{Tool: f.Tool, Owner: task.Owner(f.Owner), Cursor: f.Cursor, Limit: PageSize}
+	for _, s := range statuses {
+		if f.Statuses[s] {
+			bq.Statuses = append(bq.Statuses, s)
+		}
+	}
+	parse := func(name string) (string, time.Time) {
+		v := strings.TrimSpace(q.Get(name))
+		if v == "" {
+			return "", time.Time{}
+		}
+		t, err := time.Parse(timeForm, v)
+		if err != nil {
+			if t, err = time.Parse(time.RFC3339, v); err != nil {
+				f.err = "The time " + strconv.Quote(v) + " is not a date and time (YYYY-MM-DDTHH:MM, UTC)."
+				return v, time.Time{}
+			}
+		}
+		return v, t.UTC()
+	}
+	f.After, bq.CreatedAfter = parse("after")
+	f.Before, bq.CreatedBefore = parse("before")
+	f.query = bq
+	return f
+}
+
+// Encoded returns the filter as a query, with the cursor: the list a
+// form's action returns to.
+func (f *filter) Encoded() string {
+	v := f.values()
+	if f.Cursor != "" {
+		v.Set("cursor", f.Cursor)
+	}
+	return v.Encode()
+}
+
+// values returns the filter as a query, without the cursor.
+func (f *filter) values() url.Values {
+	v := url.Values{}
+	for _, s := range statuses {
+		if f.Statuses[s] {
+			v.Add("status", string(s))
+		}
+	}
+	for k, s := range map[string]string{"tool": f.Tool, "owner": f.Owner, "after": f.After, "before": f.Before} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// listPage is the data of the task list.
+type listPage struct {
+	Base, CSRF string
+	SignedIn   bool
+	Filter     *filter
+	Statuses   []string
+	Counts     *countsView
+	Rows       []*rowView
+	NextHref   string
+	FirstHref  string
+	Tools      []string
+	Drain      *drainView
+	Flash      string
+	Error      string
+	LiveHref   string
+	Instance   string
+	Search     string
+}
+
+// countsView is the counts strip of the list.
+type countsView struct {
+	Total int64
+	Items []countItem
+}
+
+// countItem is one status's count, and the link that toggles it in the
+// filter.
+type countItem struct {
+	Status string
+	N      int64
+	On     bool
+	Href   string
+}
+
+// rowView is one task of the list.
+type rowView struct {
+	ID, Tool, Status, Message, Owner, Created, Updated, Runner string
+	CreatedISO, UpdatedISO                                     string
+	Terminal, Queued, Expired                                  bool
+}
+
+// drainView is the drain switch as the list shows it.
+type drainView struct {
+	All   bool
+	Tools []toolDrain
+}
+
+// toolDrain is one tool's drain switch.
+type toolDrain struct {
+	Name    string
+	Drained bool
+}
+
+// serveList serves the task list.
+func (h *Handler) serveList(w http.ResponseWriter, r *http.Request, v *visitor) {
+	q := r.URL.Query()
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
+		if _, err := h.opts.Store.Get(r.Context(), task.ID(id)); err == nil {
+			redirect(w, base(r)+"tasks/"+url.PathEscape(id))
+			return
+		}
+	}
+	f := parseFilter(q)
+	p := &listPage{
+		Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
+		Filter: f, Instance: h.opts.Engine.InstanceID(), Flash: flash(q.Get("done")),
+		Search: q.Get("id"),
+	}
+	for _, s := range statuses {
+		p.Statuses = append(p.Statuses, string(s))
+	}
+	if p.Search != "" {
+		p.Error = "No task has the ID " + strconv.Quote(p.Search) + "."
+	}
+	if f.err != "" {
+		p.Error = f.err
+	}
+	code := http.StatusOK
+	if err := h.loadList(r, f, p); err != nil {
+		code = http.StatusInternalServerError
+		if errors.Is(err, store.ErrBadCursor) {
+			code = http.StatusBadRequest
+			p.Error = "This page's cursor is not valid: start again from the first page."
+		} else {
+			h.opts.Logger.Error("dashboard: listing tasks", "err", err)
+			p.Error = "The tasks could not be read from the store."
+		}
+	}
+	live := f.values()
+	p.LiveHref = "live?" + live.Encode()
+	h.render(w, code, "list", p)
+}
+
+// loadList fills p with a page of tasks and the counts.
+func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
+	ctx := r.Context()
+	now := h.now()
+	counts, err := h.counts(r, f)
+	if err != nil {
+		return err
+	}
+	p.Counts = counts
+	ts, next, err := h.browser.Browse(ctx, f.query)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		p.Rows = append(p.Rows, rowOf(t, now))
+	}
+	vals := f.values()
+	if next != "" {
+		nv := f.values()
+		nv.Set("cursor", next)
+		p.NextHref = "?" + nv.Encode()
+	}
+	if f.Cursor != "" {
+		p.FirstHref = "?" + vals.Encode()
+		if p.FirstHref == "?" {
+			p.FirstHref = "./"
+		}
+	}
+	if h.opts.Tools != nil {
+		p.Tools = slices.Sorted(slices.Values(h.opts.Tools()))
+	}
+	if h.opts.Drain != nil {
+		all, drained := h.opts.Drain.DrainState()
+		d := &drainView{All: all}
+		for _, name := range p.Tools {
+			d.Tools = append(d.Tools, toolDrain{Name: name, Drained: all || slices.Contains(drained, name)})
+		}
+		for _, name := range drained {
+			if !slices.Contains(p.Tools, name) {
+				d.Tools = append(d.Tools, toolDrain{Name: name, Drained: true})
+			}
+		}
+		p.Drain = d
+	}
+	return nil
+}
+
+// counts returns the counts strip under f's other filters.
+func (h *Handler) counts(r *http.Request, f *filter) (*countsView, error) {
+	n, err := h.browser.CountByStatus(r.Context(), f.query)
+	if err != nil {
+		return nil, err
+	}
+	c := &countsView{}
+	for _, s := range statuses {
+		c.Total += n[s]
+		tv := f.values()
+		tv.Del("status")
+		for _, o := range statuses {
+			if (o == s) != f.Statuses[o] { // toggle s, keep the others
+				tv.Add("status", string(o))
+			}
+		}
+		href := "?" + tv.Encode()
+		if href == "?" {
+			href = "./"
+		}
+		c.Items = append(c.Items, countItem{Status: string(s), N: n[s], On: f.Statuses[s], Href: href})
+	}
+	return c, nil
+}
+
+// rowOf returns the list row of t.
+func rowOf(t *task.Task, now time.Time) *rowView {
+	return &rowView{
+		ID: string(t.ID), Tool: t.Tool, Status: string(t.Status), Message: clip(t.StatusMessage, 200),
+		Owner: string(t.Owner), Runner: t.Runner,
+		Created: t.CreatedAt.UTC().Format(shownTime), Updated: t.LastUpdatedAt.UTC().Format(shownTime),
+		CreatedISO: t.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedISO: t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
+		Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now),
+	}
+}
+
+// clip cuts s to n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// flash returns the message of an action's outcome named in the URL
+// after it (never text from the URL itself).
+func flash(done string) string {
+	kind, n, _ := strings.Cut(done, ":")
+	count, _ := strconv.Atoi(n)
+	switch kind {
+	case "cancelled":
+		return "Cancelled " + strconv.Itoa(count) + " task" + plural(count) + "."
+	case "skipped":
+		return "Cancelled " + strconv.Itoa(count) + " task" + plural(count) + "; the others had already ended or are gone."
+	case "drained":
+		return "The tool is drained: it takes no new tasks."
+	case "undrained":
+		return "The tool takes new tasks again."
+	}
+	return ""
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// taskPage is the data of a task's page.
+type taskPage struct {
+	Base, CSRF string
+	SignedIn   bool
+	Live       *taskLive
+	Revealed   *revealed
+	Flash      string
+	LiveHref   string
+}
+
+// taskLive is the part of a task page that live updates replace.
+type taskLive struct {
+	ID, Tool, Status, Message, Owner, Wire            string
+	Created, Updated, Expires, TTL, Poll              string
+	Runner, Lease, Queue, ExternalRef, IdempotencyKey string
+	Attempts                                          int64
+	Terminal, Queued, Expired                         bool
+	HasOutcome                                        bool
+	Events                                            []eventView
+	HistoryKept                                       bool
+	Inputs                                            []inputView
+	Ops                                               []opView
+	LedgerKept                                        bool
+	Log                                               []logView
+	LogKept                                           bool
+	LogDropped                                        int64
+	LogMore                                           int64
+}
+
+// eventView is one entry of a task's timeline.
+type eventView struct {
+	At, AtISO, Kind, From, To, Instance, Message string
+	Attempt                                      int64
+}
+
+// inputView is one pending input request.
+type inputView struct {
+	Key, Method, Message, Params string
+}
+
+// opView is one domain operation of the ledger.
+type opView struct {
+	Key, Effect, Object, State, Receipt, Detail, Updated string
+}
+
+// logView is one log line.
+type logView struct {
+	Seq                int64
+	Time, Stream, Text string
+}
+
+// revealed is a task's outcome, shown on request.
+type revealed struct {
+	Result, Error string
+}
+
+// serveTask serves a task's page.
+func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, v *visitor) {
+	h.renderTask(w, r, v, nil)
+}
+
+// renderTask renders a task's page, with its outcome when rev is set.
+func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor, rev *revealed) {
+	live, err := h.loadTask(r, task.ID(r.PathValue("id")))
+	if errors.Is(err, store.ErrNotFound) {
+		h.render(w, http.StatusNotFound, "notfound", &taskPage{Base: base(r), CSRF: v.csrf})
+		return
+	}
+	if err != nil {
+		h.opts.Logger.Error("dashboard: reading a task", "err", err)
+		http.Error(w, "the task could not be read from the store", http.StatusInternalServerError)
+		return
+	}
+	p := &taskPage{
+		Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
+		Live: live, Revealed: rev, Flash: flash(r.URL.Query().Get("done")),
+		LiveHref: base(r) + "tasks/" + url.PathEscape(live.ID) + "/live",
+	}
+	h.render(w, http.StatusOK, "task", p)
+}
+
+// loadTask reads everything a task page shows of the task with id.
+func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
+	ctx := r.Context()
+	t, err := h.opts.Store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	now := h.now()
+	l := &taskLive{
+		ID: string(t.ID), Tool: t.Tool, Status: string(t.Status), Message: clip(t.StatusMessage, maxShown),
+		Owner: string(t.Owner), Wire: t.Wire,
+		Created: t.CreatedAt.UTC().Format(shownTime), Updated: t.LastUpdatedAt.UTC().Format(shownTime),
+		Expires: t.ExpiresAt().UTC().Format(shownTime), TTL: t.TTL.String(), Poll: t.PollInterval.String(),
+		Runner: t.Runner, Queue: t.Queue, ExternalRef: t.ExternalRef, IdempotencyKey: t.IdempotencyKey,
+		Attempts: t.Attempts, Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now),
+		HasOutcome: t.Result != nil || t.Error != nil,
+	}
+	if !t.LeaseExpiresAt.IsZero() {
+		l.Lease = t.LeaseExpiresAt.UTC().Format(shownTime)
+	}
+	if h.hist != nil {
+		l.HistoryKept = true
+		evs, err := h.hist.History(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		for _, e := range evs {
+			l.Events = append(l.Events, eventView{
+				At: e.At.UTC().Format(shownTime), AtISO: e.At.UTC().Format(time.RFC3339Nano),
+				Kind: string(e.Kind), From: string(e.From), To: string(e.To),
+				Instance: e.Instance, Message: clip(e.Message, 300), Attempt: e.Attempt,
+			})
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(t.InputRequests)) {
+		l.Inputs = append(l.Inputs, inputOf(key, t.InputRequests[key]))
+	}
+	ops, _, err := h.opts.Engine.Operations(ctx, t.Owner, store.OperationQuery{TaskID: id, Limit: 50})
+	switch {
+	case errors.Is(err, engine.ErrNoLedger):
+	case err != nil:
+		return nil, err
+	default:
+		l.LedgerKept = true
+		for _, o := range ops {
+			l.Ops = append(l.Ops, opView{
+				Key: o.Key, Effect: o.Effect, Object: strings.TrimSpace(o.Object + " " + o.ObjectVersion),
+				State: string(o.State), Receipt: o.Receipt, Detail: o.Detail, Updated: o.UpdatedAt.UTC().Format(shownTime),
+			})
+		}
+	}
+	if h.opts.Engine.HasLogs() {
+		l.LogKept = true
+		pos, err := h.opts.Engine.LogPosition(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if pos != nil && pos.Last > 0 {
+			after := max(0, pos.Last-LogTailLines)
+			page, _, err := h.opts.Engine.ReadLog(ctx, t.Owner, id, after, LogTailLines)
+			var nf *engine.NotFoundError
+			switch {
+			case errors.As(err, &nf): // expired or deleted meanwhile: no log to show
+			case err != nil:
+				return nil, err
+			default:
+				l.LogDropped = pos.Dropped
+				l.LogMore = after
+				for _, ln := range page.Lines {
+					l.Log = append(l.Log, logView{Seq: ln.Seq, Time: ln.Time.UTC().Format(shownTime), Stream: ln.Stream, Text: clip(ln.Text, maxShown)})
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+// inputOf returns the view of a pending input request: its method, the
+// message it shows the user (an elicitation's), and its params.
+func inputOf(key string, raw json.RawMessage) inputView {
+	var req struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	json.Unmarshal(raw, &req)
+	var msg struct {
+		Message string `json:"message"`
+	}
+	json.Unmarshal(req.Params, &msg)
+	return inputView{Key: key, Method: req.Method, Message: clip(msg.Message, maxShown), Params: prettyJSON(req.Params)}
+}
+
+// prettyJSON indents a JSON value for a page, cut to maxShown.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, raw, "", "  ") != nil {
+		return clip(string(raw), maxShown)
+	}
+	return clip(buf.String(), maxShown)
+}
