@@ -133,6 +133,7 @@ type Server struct {
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
 	started bool
 	drain   DrainState // as last set, for Draining
+	drainMu sync.Mutex // serializes the dashboard's read-modify-write of the switch
 
 	closeOnce sync.Once
 	closeErr  error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -272,6 +273,13 @@ func (s *Server) HasTool(name string) bool {
 	defer s.mu.RUnlock()
 	_, ok := s.tools[name]
 	return ok
+}
+
+// ToolNames returns the names of the tools s serves with tasks, sorted.
+func (s *Server) ToolNames() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.tools))
 }
 
 // inputSchema resolves the input schema of a tool added with AddTool the

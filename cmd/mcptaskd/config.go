@@ -40,6 +40,7 @@ type Config struct {
 	MaxConns        int           // most HTTP connections served at once; 0: no limit
 	Metrics         bool          // serve Prometheus metrics at /metrics
 	MetricsAddr     string        // a separate listener for /metrics; "" serves it on Addr behind the admin authentication
+	Dashboard       bool          // serve the operator dashboard at /dashboard/
 	ConfigFile      string        // the configuration file of the served tools (-config); "" for the demo tools only
 	CheckConfig     string        // validate this configuration file and exit (-check-config)
 	LogFormat       string        // text or json
@@ -100,6 +101,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.StringVar(&c.AdminScope, "admin-scope", "mcptask:admin", "with authentication: the `scope` a token must carry to use the admin endpoint /admin/drain (a valid token without it gets 403)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", "", "`file` holding a bearer token (16+ characters) for the admin endpoint /admin/drain, accepted besides admin-scoped tokens; without authentication it is required to reach the endpoint on a non-loopback -addr")
 	fs.BoolVar(&c.Metrics, "metrics", true, "serve Prometheus metrics at /metrics (see docs/metrics.md): on -addr behind the admin endpoint's authentication (-admin-scope, -admin-token-file; loopback only without authentication), or on -metrics-addr")
+	fs.BoolVar(&c.Dashboard, "dashboard", true, "serve the operator dashboard at /dashboard/ (see docs/dashboard.md): signed in with -admin-token-file's token or a token with -admin-scope; loopback only without authentication")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "`host:port` of a separate listener serving only /metrics, without authentication (a non-loopback address needs -allow-remote); empty serves /metrics on -addr")
 	fs.DurationVar(&c.DefaultTTL, "default-ttl", time.Hour, "how long a task is kept when the client asks for no TTL")
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")

@@ -22,6 +22,7 @@ import (
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/demo"
+	"github.com/mcptask/mcptask/dashboard"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/gateway"
 	"github.com/mcptask/mcptask/internal/httpguard"
@@ -57,6 +58,7 @@ type App struct {
 	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
 	metrics    http.Handler       // the Prometheus exposition of the app's registry
 	drain      drainSwitch
+	dashboard  *dashboard.Handler // nil with -dashboard=false
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -267,6 +269,15 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	if cfg.Metrics && cfg.MetricsAddr == "" {
 		mux.Handle("GET "+metricsPath, a.adminMetricsHandler())
 	}
+	if cfg.Dashboard {
+		d, h, err := a.newDashboard()
+		if err != nil {
+			return nil, err
+		}
+		a.dashboard = d
+		mux.Handle(dashboardPrefix, h)
+		mux.Handle(dashboardPrefix+"/", h)
+	}
 	a.handler = bodyDeadline(mux, cfg.BodyTimeout)
 	return a, nil
 }
@@ -473,6 +484,9 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 	// Notification streams end (listen streams with their result) as soon
 	// as shutdown begins: Shutdown waits for active requests.
 	srv.RegisterOnShutdown(app.tasks.CloseStreams)
+	if app.dashboard != nil {
+		srv.RegisterOnShutdown(app.dashboard.Close) // its live views too
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if cfg.Metrics && cfg.MetricsAddr != "" {

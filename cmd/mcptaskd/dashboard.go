@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/dashboard"
+	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/task"
+)
+
+// dashboardPrefix is where mcptaskd serves its dashboard.
+const dashboardPrefix = "/dashboard"
+
+// newDashboard returns the dashboard's handler, mounted at
+// dashboardPrefix: signed in with the admin token (-admin-token-file) or
+// a token the verifier accepts that carries -admin-scope; without
+// either, served on a loopback listener only, like /admin/drain.
+func (a *App) newDashboard() (*dashboard.Handler, http.Handler, error) {
+	opts := dashboard.Options{
+		Engine: a.eng,
+		Store:  a.store,
+		Drain:  appDrain{a},
+		Tools:  a.tasks.ToolNames,
+		Logger: a.log,
+	}
+	if a.verifier != nil || a.adminToken != nil {
+		opts.Authenticate = a.adminTokenOwner
+	}
+	if a.adminToken != nil {
+		// Instances sharing the admin token share sessions: a load
+		// balancer may send a signed-in operator to any of them.
+		k := sha256.Sum256(append([]byte("mcptaskd dashboard session key\x00"), a.adminToken[:]...))
+		opts.SessionKey = k[:]
+	}
+	d, err := dashboard.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var h http.Handler = http.StripPrefix(dashboardPrefix, d)
+	if opts.Authenticate == nil {
+		if !isLoopbackAddr(a.cfg.Addr) {
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "the dashboard is served on a loopback listener only when mcptaskd has no authentication: "+
+					"enable authentication (and a token with the -admin-scope scope) or give -admin-token-file", http.StatusForbidden)
+			})
+		}
+	}
+	if isLoopbackAddr(a.cfg.Addr) {
+		h = httpguard.LoopbackOnly(h)
+	}
+	return d, h, nil
+}
+
+// adminTokenOwner admits the admin token, or a token the verifier
+// accepts that carries the admin scope, as the dashboard's sign-in.
+func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, bool) {
+	if token == "" {
+		return "", false
+	}
+	if a.adminToken != nil {
+		h := sha256.Sum256([]byte(token))
+		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
+			return task.UserOwner("", adminTokenPrincipal), true
+		}
+	}
+	if a.verifier != nil {
+		info, err := a.verifier.Verify(r.Context(), token, r)
+		if err == nil && slices.Contains(info.Scopes, a.cfg.AdminScope) {
+			return task.TokenOwner(info.UserID), true
+		}
+		if err == nil {
+			a.log.Warn("dashboard: a token without the admin scope was refused", "user", info.UserID, "remote", r.RemoteAddr)
+		}
+	}
+	return "", false
+}
+
+// appDrain is mcptaskd's drain switch as the dashboard sets it: like
+// PUT /admin/drain, the change stands over the configuration file's
+// drain section until that section changes.
+type appDrain struct{ a *App }
+
+// DrainState returns the switch now.
+func (d appDrain) DrainState() (bool, []string) {
+	s := d.a.tasks.Draining()
+	return s.All, s.Tools
+}
+
+// SetToolDrain drains tool or undrains it, audited as an admin change.
+func (d appDrain) SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error {
+	a := d.a
+	if !a.tasks.HasTool(tool) {
+		return errors.New("this server serves no tool of that name")
+	}
+	a.drain.mu.Lock()
+	defer a.drain.mu.Unlock()
+	cur := a.tasks.Draining()
+	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback}
+	if !cur.Active() {
+		st.Fallback = a.drain.file.Fallback
+	}
+	for _, t := range cur.Tools {
+		if t != tool {
+			st.Tools = append(st.Tools, t)
+		}
+	}
+	if drained {
+		st.Tools = append(st.Tools, tool)
+	}
+	slices.Sort(st.Tools)
+	if err := a.tasks.SetDrain(ctx, st, "admin", by); err != nil {
+		return err
+	}
+	a.drain.source, a.drain.by, a.drain.adminSet = "admin", by, true
+	p, t, _ := by.Identity()
+	a.log.Warn("drain switch set from the dashboard", "tool", tool, "drained", drained, "principal", p, "tenant", t)
+	return nil
+}
