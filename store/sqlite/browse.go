@@ -104,10 +104,7 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 		args  []any
 	)
 	if all && len(q.Statuses) > 0 {
-		conds = append(conds, "status IN (?"+strings.Repeat(", ?", len(q.Statuses)-1)+")")
-		for _, st := range q.Statuses {
-			args = append(args, string(st))
-		}
+		conds = append(conds, statusCond(q.Statuses))
 	}
 	if q.Tool != "" {
 		conds, args = append(conds, "tool = ?"), append(args, q.Tool)
@@ -135,6 +132,42 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 		return "", nil, nil
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args, nil
+}
+
+// statusCond is the condition that selects the tasks in one of statuses.
+// The statuses are written in the SQL text, not bound: when they are all
+// unfinished, or all finished, the condition then also states the one of
+// the partial index tasks_active, or tasks_finished, word for word, so
+// that SQLite reads the tasks of those statuses only, newest first.
+func statusCond(statuses []task.Status) string {
+	var (
+		lits             []string
+		active, finished = true, true
+	)
+	for _, st := range statuses {
+		if !st.Valid() {
+			continue // no task has it
+		}
+		lits = append(lits, "'"+string(st)+"'")
+		if st.Terminal() {
+			active = false
+		} else {
+			finished = false
+		}
+	}
+	if len(lits) == 0 {
+		return "0"
+	}
+	slices.Sort(lits)
+	lits = slices.Compact(lits)
+	c := "status IN (" + strings.Join(lits, ", ") + ")"
+	switch {
+	case active:
+		c += " AND status IN ('working', 'input_required')"
+	case finished:
+		c += " AND status IN ('completed', 'failed', 'cancelled')"
+	}
+	return c
 }
 
 // browseLimit is the page size of a BrowseQuery's Limit.

@@ -148,8 +148,11 @@ func (s *Store) CountActive(ctx context.Context) ([]store.ActiveCount, error) {
 	if s.closed() {
 		return nil, ErrClosed
 	}
+	// +tool: grouping by the bare column would have SQLite read every
+	// task through tasks_tool_created, for its order, instead of the
+	// unfinished ones only through a partial index.
 	rows, err := s.rdb.QueryContext(ctx, `SELECT tool, status, queued, count(*) FROM tasks
-		WHERE status IN ('working', 'input_required') GROUP BY tool, status, queued`)
+		WHERE status IN ('working', 'input_required') GROUP BY +tool, status, queued`)
 	if err != nil {
 		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count active: %w", err))
 	}

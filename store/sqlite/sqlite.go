@@ -205,6 +205,10 @@ func Open(path string, opts *Options) (*Store, error) {
 	}
 	if err := s.open(o); err != nil {
 		s.closeDBs()
+		if isCorruption(err) && !errors.Is(err, ErrCorrupt) {
+			// Damage in the schema's pages shows before quick_check runs.
+			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
 	fi, err := os.Stat(abs)
