@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/history"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -103,6 +104,7 @@ type Store struct {
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
 	queueAnySQL, countByStatusSQL                                              string
+	createSQL, eventsSQL, historySQL, existsSQL                                string
 	quoted                                                                     string // the schema, quoted
 
 	ctx    context.Context // canceled by Close; ends running Changes calls
@@ -244,6 +246,10 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 		ORDER BY created_at_ms, id`)
 	s.countActiveSQL = q(countActiveSQL)
 	s.insertSQL = q(insertSQL)
+	s.createSQL = q(createSQL)
+	s.eventsSQL = q(eventsSQL)
+	s.historySQL = q(historySQL)
+	s.existsSQL = q(`SELECT 1 FROM %[1]s.tasks WHERE id = $1`)
 	s.updateSQL = q(updateSQL)
 	s.deleteSQL = q(`WITH del AS (DELETE FROM %[1]s.tasks WHERE id = $1 RETURNING id)
 SELECT pg_notify($2, del.id) FROM del`)
@@ -338,12 +344,12 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	if err != nil {
 		return err
 	}
-	args := r.insertArgs()
+	args := append(r.insertArgs(), eventArrays(history.Events(nil, eventTask(r), storeNow(), store.InstanceOf(ctx)))...)
 	// A conflict names a row that a concurrent Delete may remove before
 	// we read it; then the insert is tried again.
 	for range 3 {
 		var id string
-		err := s.pool.QueryRow(ctx, s.insertSQL, args...).Scan(&id)
+		err := s.pool.QueryRow(ctx, s.createSQL, args...).Scan(&id)
 		if err == nil {
 			return nil
 		}
@@ -520,7 +526,8 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	}
 
 	b = &pgx.Batch{}
-	b.Queue(s.insertSQL, ins.insertArgs()...)
+	evs := history.Events(nil, eventTask(ins), storeNow(), store.InstanceOf(ctx))
+	b.Queue(s.createSQL, append(ins.insertArgs(), eventArrays(evs)...)...)
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	var id string
@@ -621,6 +628,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		return nil, fmt.Errorf("postgres store: read task %s: %w", id, err)
 	}
 
+	before := *t
 	if err := fn(t); err != nil {
 		return nil, err
 	}
@@ -633,10 +641,19 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 	}
 	b = &pgx.Batch{}
 	b.Queue(s.updateSQL, append(r.updateArgs(), s.channel)...)
+	evs := history.Events(&before, t, storeNow(), store.InstanceOf(ctx))
+	if len(evs) > 0 {
+		var te taskEvents
+		te.add(r.id, evs)
+		b.Queue(s.eventsSQL, te.args()...)
+	}
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	var got string
 	err = br.QueryRow().Scan(&got)
+	if err == nil && len(evs) > 0 {
+		_, err = br.Exec()
+	}
 	var tag pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()

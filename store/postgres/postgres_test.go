@@ -1069,10 +1069,14 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 6 added the task logs, migration 5
+	// Back to version 1: migration 7 added the histories and the indexes
+	// of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
+		DROP INDEX %[1]s.tasks_status_created; DROP INDEX %[1]s.tasks_tool_created; DROP INDEX %[1]s.tasks_owner_created_status;
+		CREATE INDEX tasks_owner_created ON %[1]s.tasks (owner, created_at_ms, id);
+		DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;
 		DROP TABLE %[1]s.operations; DROP INDEX %[1]s.tasks_queue; DROP INDEX %[1]s.tasks_claim;
 		CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
 			WHERE status IN ('working', 'input_required');

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/history"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -150,6 +151,15 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*t
 		return nil, fmt.Errorf("postgres store: starting queued tasks of %q: %w", req.Queue, err)
 	}
 	if len(started) > 0 {
+		var te taskEvents
+		for _, t := range started {
+			before := *t
+			before.Queued, before.Runner, before.Attempts = true, "", t.Attempts-1
+			te.add(string(t.ID), history.Events(&before, t, req.Now, req.Runner))
+		}
+		if _, err := tx.Exec(ctx, s.eventsSQL, te.args()...); err != nil {
+			return nil, fmt.Errorf("postgres store: recording the history of the started tasks of %q: %w", req.Queue, err)
+		}
 		if _, err := tx.Exec(ctx, s.queueMessagesSQL, req.Queue, queueMessages); err != nil {
 			return nil, fmt.Errorf("postgres store: queue %q: %w", req.Queue, err)
 		}

@@ -37,6 +37,7 @@ var migrations = []migration{
 	{"concurrency queues and external references", migrateV4},
 	{"the domain operation ledger", migrateV5},
 	{"task logs", migrateV6},
+	{"task histories and the indexes of browsing", migrateV7},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -230,6 +231,41 @@ CREATE TABLE %[1]s.task_log_lines (
 
 func migrateV6(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV6, m.quoted))
+	return err
+}
+
+// schemaV7 adds the task histories (see store.Historian), as the SQLite
+// backend keeps them: one row per event, keyed by task and sequence
+// number, deleted with the task by a foreign key whichever statement
+// deletes it; and the indexes of store.Browser, each read newest first:
+// every task by creation; a status's, a tool's and an owner's tasks by
+// creation. The tool's and the owner's indexes include the status, so
+// that CountByStatus under those filters can scan the index only;
+// tasks_owner_created gives way to the owner's, which serves List just
+// as well.
+const schemaV7 = `
+CREATE TABLE %[1]s.task_events (
+	task_id     text COLLATE "C" NOT NULL
+		REFERENCES %[1]s.tasks (id) ON DELETE CASCADE,
+	seq         bigint NOT NULL,
+	kind        text   NOT NULL,
+	at_ms       bigint NOT NULL,
+	from_status text   NOT NULL,
+	to_status   text   NOT NULL,
+	instance    text   NOT NULL,
+	attempt     bigint NOT NULL,
+	message     text   NOT NULL,
+	PRIMARY KEY (task_id, seq)
+);
+CREATE INDEX tasks_created ON %[1]s.tasks (created_at_ms, id);
+CREATE INDEX tasks_status_created ON %[1]s.tasks (status, created_at_ms, id);
+CREATE INDEX tasks_tool_created ON %[1]s.tasks (tool, created_at_ms, id) INCLUDE (status);
+CREATE INDEX tasks_owner_created_status ON %[1]s.tasks (owner, created_at_ms, id) INCLUDE (status);
+DROP INDEX %[1]s.tasks_owner_created;
+`
+
+func migrateV7(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV7, m.quoted))
 	return err
 }
 

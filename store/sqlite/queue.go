@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/history"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -114,12 +115,16 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 				if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
 					return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
 				}
+				before := *t
 				t.Queued = false
 				t.Runner = req.Runner
 				t.LeaseExpiresAt = leaseTime(until)
 				t.Attempts++
 				t.StatusMessage = ""
 				t.LastUpdatedAt = msTime(nowMS)
+				if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
+					return nil, err
+				}
 				started = append(started, t)
 				ids = append(ids, t.ID)
 				continue
@@ -143,8 +148,11 @@ func (s *Store) CountActive(ctx context.Context) ([]store.ActiveCount, error) {
 	if s.closed() {
 		return nil, ErrClosed
 	}
+	// +tool: grouping by the bare column would have SQLite read every
+	// task through tasks_tool_created, for its order, instead of the
+	// unfinished ones only through a partial index.
 	rows, err := s.rdb.QueryContext(ctx, `SELECT tool, status, queued, count(*) FROM tasks
-		WHERE status IN ('working', 'input_required') GROUP BY tool, status, queued`)
+		WHERE status IN ('working', 'input_required') GROUP BY +tool, status, queued`)
 	if err != nil {
 		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count active: %w", err))
 	}

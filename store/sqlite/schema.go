@@ -26,6 +26,7 @@ var migrations = []migration{
 	{"concurrency queues and external references", migrateV4},
 	{"the domain operation ledger", migrateV5},
 	{"task logs", migrateV6},
+	{"task histories and the indexes of browsing", migrateV7},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -220,6 +221,43 @@ END;
 
 func migrateV6(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV6)
+	return err
+}
+
+// schemaV7 adds the task histories (see store.Historian): one row per
+// event, keyed by task and sequence number, deleted with the task by a
+// trigger (as the task logs are); and the indexes of store.Browser, read
+// newest first: every task by creation (with the status, so that
+// CountByStatus without a tool or owner reads the index only), a tool's
+// tasks by creation (likewise), and the finished tasks by creation (with
+// the status, so that a rare one is filtered in the index; the
+// unfinished tasks have tasks_active, an owner's tasks_owner_created).
+// No index leads with the status: without statistics SQLite would prefer
+// it to the partial indexes of Claim, ListActive and the quota count.
+const schemaV7 = `
+CREATE TABLE task_events (
+	task_id     TEXT    NOT NULL,
+	seq         INTEGER NOT NULL,
+	kind        TEXT    NOT NULL,
+	at_ms       INTEGER NOT NULL,
+	from_status TEXT    NOT NULL,
+	to_status   TEXT    NOT NULL,
+	instance    TEXT    NOT NULL,
+	attempt     INTEGER NOT NULL,
+	message     TEXT    NOT NULL,
+	PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER tasks_delete_events AFTER DELETE ON tasks BEGIN
+	DELETE FROM task_events WHERE task_id = old.id;
+END;
+CREATE INDEX tasks_created ON tasks (created_at_ms, id, status);
+CREATE INDEX tasks_tool_created ON tasks (tool, created_at_ms, id, status);
+CREATE INDEX tasks_finished ON tasks (created_at_ms, id, status)
+	WHERE status IN ('completed', 'failed', 'cancelled');
+`
+
+func migrateV7(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV7)
 	return err
 }
 

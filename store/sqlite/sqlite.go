@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/history"
 	"github.com/mcptask/mcptask/task"
 
 	sqlitelib "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -138,6 +139,11 @@ type Store struct {
 	deleteExpiredStmt, claimStmt, claimAllStmt, takeStmt, heartbeatStmt        *sql.Stmt
 	queueCountStmt, queueHeadStmt, queueStartStmt, queueMessageStmt            *sql.Stmt
 	queueAnyStmt                                                               *sql.Stmt // of the read pool
+	insertEventStmt                                                            *sql.Stmt // of the write connection
+	historyStmt                                                                *sql.Stmt // of the read pool
+
+	stmtMu sync.Mutex           // guards stmts
+	stmts  map[string]*sql.Stmt // Browse's statements of the read pool, by SQL text
 
 	ops        chan *op      // unbuffered: a send succeeds when the writer takes the op
 	closing    chan struct{} // closed by Close
@@ -199,6 +205,10 @@ func Open(path string, opts *Options) (*Store, error) {
 	}
 	if err := s.open(o); err != nil {
 		s.closeDBs()
+		if isCorruption(err) && !errors.Is(err, ErrCorrupt) {
+			// Damage in the schema's pages shows before quick_check runs.
+			err = fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
 		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
 	}
 	fi, err := os.Stat(abs)
@@ -293,6 +303,8 @@ func (s *Store) open(o Options) error {
 		{s.wdb, &s.queueStartStmt, queueStartSQL},
 		{s.wdb, &s.queueMessageStmt, queueMessageSQL},
 		{s.rdb, &s.queueAnyStmt, queueAnySQL},
+		{s.wdb, &s.insertEventStmt, insertEventSQL},
+		{s.rdb, &s.historyStmt, historySQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("preparing %q: %w", p.sql, err)
@@ -350,11 +362,18 @@ func (s *Store) closeDBs() error {
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
 		s.wGetStmt, s.wByKeyStmt, s.wCountActiveStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
 		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt,
-		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt, s.queueAnyStmt} {
+		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt, s.queueAnyStmt,
+		s.insertEventStmt, s.historyStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
 	}
+	s.stmtMu.Lock()
+	for _, st := range s.stmts {
+		errs = append(errs, st.Close())
+	}
+	s.stmts = nil
+	s.stmtMu.Unlock()
 	for _, db := range []*sql.DB{s.rdb, s.wdb} {
 		if db != nil {
 			errs = append(errs, db.Close())
@@ -556,6 +575,7 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 		return err
 	}
 	var queued *row // what the insert wrote, when the task waits
+	instance := store.InstanceOf(ctx)
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		queued = nil
 		if r.idempotencyKey != "" {
@@ -604,7 +624,7 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 		if n == 0 {
 			return store.ErrExists
 		}
-		return nil
+		return s.insertEvents(tx, r.id, history.Events(nil, eventTask(ins), storeNow(), instance))
 	})
 	if err == nil && queued != nil {
 		t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
@@ -638,6 +658,7 @@ func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 // Changing the task's ID is an error.
 func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
 	var out *task.Task
+	instance := store.InstanceOf(ctx)
 	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -646,6 +667,7 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		if err != nil {
 			return nil, fmt.Errorf("sqlite store: read task %s: %w", id, err)
 		}
+		before := *t
 		if err := callFn(fn, t); err != nil {
 			return nil, err
 		}
@@ -658,6 +680,9 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		}
 		if _, err := tx.Stmt(s.updateStmt).Exec(r.updateArgs()...); err != nil {
 			return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
+		}
+		if err := s.insertEvents(tx, r.id, history.Events(&before, t, storeNow(), instance)); err != nil {
+			return nil, err
 		}
 		t.CreatedAt = msTime(r.createdMS)
 		t.LastUpdatedAt = msTime(r.updatedMS)

@@ -154,7 +154,7 @@ func TestPragmasAndSchema(t *testing.T) {
 		index string // the plan must name it, and sort nothing
 	}{
 		{`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`, nil, "tasks_owner_created"},
-		{`SELECT id FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`, nil, "tasks_active"},
+		{`SELECT ` + taskColumns + ` FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`, nil, "tasks_active"},
 		{`DELETE FROM tasks WHERE expires_at_ns < 5`, nil, "tasks_expires"},
 		// Claim: a range of the index, not a scan of every active task.
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
@@ -636,10 +636,13 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 6 added the task logs, migration 5
+	// Back to version 1: migration 7 added the histories and the indexes
+	// of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.wdb.Exec(`DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
+	if _, err := s.wdb.Exec(`DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
+		DROP INDEX tasks_tool_created; DROP INDEX tasks_finished;
+		DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
 		DROP TABLE operations; DROP INDEX tasks_queue; DROP INDEX tasks_claim;
 		CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id) WHERE status IN ('working', 'input_required');
 		ALTER TABLE tasks DROP COLUMN queue;

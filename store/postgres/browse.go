@@ -1,0 +1,289 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/task"
+)
+
+var (
+	_ store.Browser   = (*Store)(nil)
+	_ store.Historian = (*Store)(nil)
+)
+
+// eventColumns are the columns of an event after its task ID and seq, in
+// the order of the arrays that eventArrays binds.
+const eventColumns = `kind, at_ms, from_status, to_status, instance, attempt, message`
+
+// eventArrayTypes are the types of the arrays that eventArrays binds,
+// from the first placeholder given.
+func eventArrayTypes(first int) string {
+	types := []string{"text", "bigint", "text", "text", "text", "bigint", "text"}
+	var b strings.Builder
+	for i, t := range types {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d::%s[]", first+i, t)
+	}
+	return b.String()
+}
+
+// createSQL is insertSQL that also records the new task's first events
+// (arrays $26 to $32, see eventArrays), numbered from 1, in the same
+// statement: nothing when the insert found a conflict.
+var createSQL = `WITH ins AS (` + insertSQL + `), ev AS (
+	INSERT INTO %[1]s.task_events (task_id, seq, ` + eventColumns + `)
+	SELECT ins.id, e.ord, e.kind, e.at_ms, e.from_status, e.to_status, e.instance, e.attempt, e.message
+	FROM ins CROSS JOIN unnest(` + eventArrayTypes(26) + `)
+		WITH ORDINALITY AS e(kind, at_ms, from_status, to_status, instance, attempt, message, ord)
+)
+SELECT id FROM ins`
+
+// eventsSQL appends events to the histories of tasks: $1 holds the task
+// IDs, the other arrays the events (see eventArrays), numbered after each
+// task's last event. The caller holds the tasks' rows locked, so no other
+// write numbers events of the same task at once.
+var eventsSQL = `INSERT INTO %[1]s.task_events (task_id, seq, ` + eventColumns + `)
+SELECT e.task_id,
+	coalesce((SELECT max(x.seq) FROM %[1]s.task_events AS x WHERE x.task_id = e.task_id), 0)
+		+ row_number() OVER (PARTITION BY e.task_id ORDER BY e.ord),
+	e.kind, e.at_ms, e.from_status, e.to_status, e.instance, e.attempt, e.message
+FROM unnest($1::text[], ` + eventArrayTypes(2) + `)
+	WITH ORDINALITY AS e(task_id, kind, at_ms, from_status, to_status, instance, attempt, message, ord)`
+
+// historySQL reads the newest events of a task ($1), up to $2, newest
+// first.
+const historySQL = `SELECT seq, ` + eventColumns + ` FROM %[1]s.task_events
+	WHERE task_id = $1 ORDER BY seq DESC LIMIT $2`
+
+// eventArrays binds evs as the arrays of createSQL and eventsSQL (after
+// eventsSQL's task IDs). An instance name is made valid text.
+func eventArrays(evs []task.Event) []any {
+	n := len(evs)
+	kinds, from, to, inst, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	at, attempts := make([]int64, n), make([]int64, n)
+	for i, e := range evs {
+		kinds[i], from[i], to[i], msgs[i] = string(e.Kind), string(e.From), string(e.To), e.Message
+		inst[i] = e.Instance
+		if checkText(e.Instance) != nil {
+			inst[i] = strings.ToValidUTF8(strings.ReplaceAll(e.Instance, "\x00", ""), "\uFFFD")
+		}
+		at[i], attempts[i] = e.At.UnixMilli(), e.Attempt
+	}
+	return []any{kinds, at, from, to, inst, attempts, msgs}
+}
+
+// taskEvents binds the events of several tasks for eventsSQL.
+type taskEvents struct {
+	ids []string
+	evs []task.Event
+}
+
+// add appends the events of the task with id.
+func (te *taskEvents) add(id string, evs []task.Event) {
+	for range evs {
+		te.ids = append(te.ids, id)
+	}
+	te.evs = append(te.evs, evs...)
+}
+
+// args are the parameters of eventsSQL.
+func (te *taskEvents) args() []any {
+	return append([]any{te.ids}, eventArrays(te.evs)...)
+}
+
+// eventTask is the part of a task's row that its history events read.
+func eventTask(r *row) *task.Task {
+	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
+		Runner: r.runner, LastUpdatedAt: msTime(r.updatedMS)}
+}
+
+// storeNow is the store's clock, for the events of writes that do not set
+// the task's LastUpdatedAt.
+var storeNow = time.Now
+
+// History returns the history of the task with id, oldest first (the
+// newest store.MaxHistory events when there are more); it implements
+// [store.Historian]. Create, Update and StartQueued record the events in
+// the transaction of the change (Create and Update with no extra round
+// trip to the server); Claim changes neither the status nor the run
+// count, so it records none. Event times have millisecond precision. A
+// task created before the schema kept histories has an empty one. An
+// unknown task gives [store.ErrNotFound].
+func (s *Store) History(ctx context.Context, id task.ID) ([]task.Event, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, s.historySQL, string(id), store.MaxHistory)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: history of task %s: %w", id, err)
+	}
+	evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (task.Event, error) {
+		var (
+			e              task.Event
+			kind, from, to string
+			atMS           int64
+		)
+		err := row.Scan(&e.Seq, &kind, &atMS, &from, &to, &e.Instance, &e.Attempt, &e.Message)
+		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), msTime(atMS)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: history of task %s: %w", id, err)
+	}
+	if len(evs) == 0 {
+		var one int
+		err := s.pool.QueryRow(ctx, s.existsSQL, string(id)).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("postgres store: history of task %s: %w", id, err)
+		}
+		return []task.Event{}, nil
+	}
+	slices.Reverse(evs)
+	return evs, nil
+}
+
+// browseCursors signs the cursors of Browse.
+func (s *Store) browseCursors() cursor.Signer {
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/postgres browse cursor"}
+}
+
+// browseWhere returns the conditions of q (with its status and cursor
+// conditions if all is set) and their arguments, or ErrBadCursor.
+func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if all && len(q.Statuses) > 0 {
+		st := make([]string, len(q.Statuses))
+		for i, x := range q.Statuses {
+			st[i] = string(x)
+		}
+		conds = append(conds, "status = ANY("+arg(st)+"::text[])")
+	}
+	if q.Tool != "" {
+		conds = append(conds, "tool = "+arg(q.Tool))
+	}
+	if q.Owner != "" {
+		conds = append(conds, "owner = "+arg(string(q.Owner)))
+	}
+	if !q.CreatedAfter.IsZero() {
+		conds = append(conds, "created_at_ms >= "+arg(ceilMS(q.CreatedAfter)))
+	}
+	if !q.CreatedBefore.IsZero() {
+		conds = append(conds, "created_at_ms < "+arg(ceilMS(q.CreatedBefore)))
+	}
+	if all && q.Cursor != "" {
+		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		if _, err := task.ParseID(id); err != nil {
+			return "", nil, store.ErrBadCursor
+		}
+		conds = append(conds, "(created_at_ms, id) < ("+arg(createdMS)+", "+arg(id)+")")
+	}
+	for _, v := range []string{q.Tool, string(q.Owner)} {
+		if checkText(v) != nil {
+			// No task can hold such a text: the condition selects none.
+			conds = append(conds, "false")
+		}
+	}
+	if len(conds) == 0 {
+		return "", args, nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args, nil
+}
+
+// browseLimit is the page size of a BrowseQuery's Limit.
+func browseLimit(n int) int {
+	if n <= 0 {
+		n = store.DefaultBrowseLimit
+	}
+	return min(n, store.MaxBrowseLimit)
+}
+
+// Browse returns a page of the tasks q selects, every owner's, newest
+// first; it implements [store.Browser]. Cursors are signed with the
+// schema's key: one this schema did not issue gives [store.ErrBadCursor].
+// A cursor holds a position only (creation time and ID), so it stays
+// valid when that task is deleted, across restarts and on every instance
+// sharing the schema. Expired tasks not deleted yet are browsed like the
+// others.
+func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	where, args, err := s.browseWhere(q, true)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := browseLimit(q.Limit)
+	args = append(args, limit+1)
+	query := `SELECT ` + taskColumns + ` FROM ` + s.quoted + `.tasks` + where +
+		` ORDER BY created_at_ms DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres store: browse: %w", err)
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres store: browse: %w", err)
+	}
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		last := tasks[limit-1]
+		next = s.browseCursors().MakeAt("", last.CreatedAt.UnixMilli(), string(last.ID))
+	}
+	return tasks, next, nil
+}
+
+// CountByStatus counts the tasks q selects per status, leaving out
+// q.Statuses, q.Cursor and q.Limit; it implements [store.Browser].
+func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[task.Status]int64, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	where, args, err := s.browseWhere(q, false)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.quoted+`.tasks`+where+` GROUP BY status`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: count by status: %w", err)
+	}
+	defer rows.Close()
+	out := map[task.Status]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("postgres store: count by status: %w", err)
+		}
+		out[task.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres store: count by status: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,282 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/task"
+)
+
+var (
+	_ store.Browser   = (*Store)(nil)
+	_ store.Historian = (*Store)(nil)
+)
+
+// insertEventSQL appends an event to the history of a task (?1), after
+// its last one.
+const insertEventSQL = `INSERT INTO task_events (task_id, seq, kind, at_ms, from_status, to_status, instance, attempt, message)
+	VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM task_events WHERE task_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
+
+// historySQL reads the newest events of a task (?), up to ?, newest first.
+const historySQL = `SELECT seq, kind, at_ms, from_status, to_status, instance, attempt, message
+	FROM task_events WHERE task_id = ? ORDER BY seq DESC LIMIT ?`
+
+// insertEvents records evs in the history of the task with id, inside tx
+// (the write transaction of the change they record).
+func (s *Store) insertEvents(tx *sql.Tx, id string, evs []task.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	st := tx.Stmt(s.insertEventStmt)
+	for _, e := range evs {
+		if _, err := st.Exec(id, string(e.Kind), e.At.UnixMilli(), string(e.From), string(e.To), e.Instance, e.Attempt, e.Message); err != nil {
+			return fmt.Errorf("sqlite store: recording the history of task %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// History returns the history of the task with id, oldest first (the
+// newest store.MaxHistory events when there are more); it implements
+// [store.Historian]. Create, Update and StartQueued record the events in
+// the write transaction of the change; Claim changes neither the status
+// nor the run count, so it records none. Event times have millisecond
+// precision. A task created before the schema kept histories has an
+// empty one. An unknown task gives [store.ErrNotFound].
+func (s *Store) History(ctx context.Context, id task.ID) ([]task.Event, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	rows, err := s.historyStmt.QueryContext(ctx, string(id), store.MaxHistory)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: history of task %s: %w", id, err))
+	}
+	defer rows.Close()
+	var evs []task.Event
+	for rows.Next() {
+		var (
+			e        task.Event
+			kind     string
+			from, to string
+			atMS     int64
+		)
+		if err := rows.Scan(&e.Seq, &kind, &atMS, &from, &to, &e.Instance, &e.Attempt, &e.Message); err != nil {
+			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: history of task %s: %w", id, err))
+		}
+		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), msTime(atMS)
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: history of task %s: %w", id, err))
+	}
+	if len(evs) == 0 {
+		var one int
+		err := s.rdb.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, string(id)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: history of task %s: %w", id, err))
+		}
+		return []task.Event{}, nil
+	}
+	slices.Reverse(evs)
+	return evs, nil
+}
+
+// browseCursors signs the cursors of Browse.
+func (s *Store) browseCursors() cursor.Signer {
+	return cursor.Signer{Key: s.cursorKey, Domain: "mcptask/sqlite browse cursor"}
+}
+
+// browseWhere returns the conditions of q (with its status and cursor
+// conditions if all is set) and their arguments, or ErrBadCursor.
+func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error) {
+	var (
+		conds []string
+		args  []any
+	)
+	if all && len(q.Statuses) > 0 {
+		conds = append(conds, statusCond(q.Statuses))
+	}
+	if q.Tool != "" {
+		conds, args = append(conds, "tool = ?"), append(args, q.Tool)
+	}
+	if q.Owner != "" {
+		conds, args = append(conds, "owner = ?"), append(args, string(q.Owner))
+	}
+	if !q.CreatedAfter.IsZero() {
+		conds, args = append(conds, "created_at_ms >= ?"), append(args, ceilMS(q.CreatedAfter))
+	}
+	if !q.CreatedBefore.IsZero() {
+		conds, args = append(conds, "created_at_ms < ?"), append(args, ceilMS(q.CreatedBefore))
+	}
+	if all && q.Cursor != "" {
+		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		if _, err := task.ParseID(id); err != nil {
+			return "", nil, store.ErrBadCursor
+		}
+		conds, args = append(conds, "(created_at_ms, id) < (?, ?)"), append(args, createdMS, id)
+	}
+	if len(conds) == 0 {
+		return "", nil, nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args, nil
+}
+
+// statusCond is the condition that selects the tasks in one of statuses.
+// The statuses are written in the SQL text, not bound: when they are all
+// unfinished, or all finished, the condition then also states the one of
+// the partial index tasks_active, or tasks_finished, word for word, so
+// that SQLite reads the tasks of those statuses only, newest first.
+func statusCond(statuses []task.Status) string {
+	var (
+		lits             []string
+		active, finished = true, true
+	)
+	for _, st := range statuses {
+		if !st.Valid() {
+			continue // no task has it
+		}
+		lits = append(lits, "'"+string(st)+"'")
+		if st.Terminal() {
+			active = false
+		} else {
+			finished = false
+		}
+	}
+	if len(lits) == 0 {
+		return "0"
+	}
+	slices.Sort(lits)
+	lits = slices.Compact(lits)
+	c := "status IN (" + strings.Join(lits, ", ") + ")"
+	switch {
+	case active:
+		c += " AND status IN ('working', 'input_required')"
+	case finished:
+		c += " AND status IN ('completed', 'failed', 'cancelled')"
+	}
+	return c
+}
+
+// browseLimit is the page size of a BrowseQuery's Limit.
+func browseLimit(n int) int {
+	if n <= 0 {
+		n = store.DefaultBrowseLimit
+	}
+	return min(n, store.MaxBrowseLimit)
+}
+
+// readStmt returns the prepared statement of the read pool for query,
+// preparing it on first use (the filters of Browse make a few dozen
+// variants at most).
+func (s *Store) readStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	st, err := s.rdb.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+// Browse returns a page of the tasks q selects, every owner's, newest
+// first; it implements [store.Browser]. Cursors are signed with the
+// database's key: one this database did not issue gives
+// [store.ErrBadCursor]. A cursor holds a position only (creation time and
+// ID), so it stays valid when that task is deleted, and across restarts.
+// Expired tasks not deleted yet are browsed like the others.
+func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, string, error) {
+	if s.closed() {
+		return nil, "", ErrClosed
+	}
+	where, args, err := s.browseWhere(q, true)
+	if err != nil {
+		return nil, "", err
+	}
+	limit := browseLimit(q.Limit)
+	st, err := s.readStmt(ctx, `SELECT `+taskColumns+` FROM tasks`+where+` ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
+	if err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
+	}
+	rows, err := st.QueryContext(ctx, append(args, limit+1)...)
+	if err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
+	}
+	tasks, err := scanAll(rows)
+	if err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
+	}
+	next := ""
+	if len(tasks) > limit {
+		tasks = tasks[:limit]
+		last := tasks[limit-1]
+		next = s.browseCursors().MakeAt("", last.CreatedAt.UnixMilli(), string(last.ID))
+	}
+	return tasks, next, nil
+}
+
+// CountByStatus counts the tasks q selects per status, leaving out
+// q.Statuses, q.Cursor and q.Limit; it implements [store.Browser].
+func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[task.Status]int64, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	where, args, err := s.browseWhere(q, false)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.readStmt(ctx, `SELECT status, count(*) FROM tasks`+where+` GROUP BY status`)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
+	}
+	defer rows.Close()
+	out := map[task.Status]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
+		}
+		out[task.Status(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
+	}
+	return out, nil
+}
+
+// eventTask is the part of a task's row that its history events read.
+func eventTask(r *row) *task.Task {
+	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
+		Runner: r.runner, LastUpdatedAt: msTime(r.updatedMS)}
+}
+
+// storeNow is the store's clock, for the events of writes that do not set
+// the task's LastUpdatedAt.
+var storeNow = time.Now
