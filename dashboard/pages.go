@@ -135,7 +135,7 @@ type listPage struct {
 	Base, CSRF string
 	SignedIn   bool
 	Filter     *filter
-	Statuses   []string
+	Statuses   []task.Status
 	Counts     *countsView
 	Rows       []*rowView
 	NextHref   string
@@ -198,9 +198,7 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request, v *visitor) 
 		Filter: f, Instance: h.opts.Engine.InstanceID(), Flash: flash(q.Get("done")),
 		Search: q.Get("id"),
 	}
-	for _, s := range statuses {
-		p.Statuses = append(p.Statuses, string(s))
-	}
+	p.Statuses = statuses
 	if p.Search != "" {
 		p.Error = "No task has the ID " + strconv.Quote(p.Search) + "."
 	}
