@@ -154,11 +154,16 @@ func (e *env) start(owner task.Owner, tool, msg string) *task.Task {
 // finish completes a task started with start, and waits for it.
 func (e *env) finish(id task.ID, text string) {
 	e.t.Helper()
+	e.complete(id, text)
+	e.waitStatus(id, task.Completed)
+}
+
+// complete lets a task started with start complete, without waiting.
+func (e *env) complete(id task.ID, text string) {
 	e.mu.Lock()
 	ch := e.release[id]
 	e.mu.Unlock()
-	ch <- text
-	e.waitStatus(id, task.Completed)
+	ch <- text // buffered: never blocks the first time
 }
 
 // waitStatus waits until the task has status s.
@@ -650,4 +655,33 @@ func TestBehindProxyPrefix(t *testing.T) {
 			t.Errorf("the task page's %q leads to %s, outside the prefix", ref[1], got.Path)
 		}
 	}
+	// The page's live stream, through the proxy, sends the task as it
+	// completes.
+	live := regexp.MustCompile(`data-live="([^"]*)"`).FindStringSubmatch(page)
+	if live == nil {
+		t.Fatal("the task page has no live stream")
+	}
+	streamURL := u.ResolveReference(&url.URL{Path: "tasks/" + string(tk.ID)}).ResolveReference(&url.URL{Path: live[1]})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, streamURL.String(), nil)
+	resp, err = c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the live stream through the proxy (%s): %v %v", streamURL, resp, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	finished := false
+	for sc.Scan() {
+		line := sc.Text()
+		if !finished && line == "" { // the first event came through: finish the task
+			finished = true
+			e.complete(tk.ID, "done")
+		}
+		if strings.Contains(line, `id="task-status">completed<`) {
+			return
+		}
+	}
+	t.Fatalf("the stream through the proxy ended before the task completed: %v", sc.Err())
 }
