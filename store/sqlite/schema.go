@@ -234,7 +234,7 @@ func migrateV6(ctx context.Context, tx *sql.Tx) error {
 // unfinished tasks have tasks_active, an owner's tasks_owner_created).
 // The index by status and creation serves the counts without filters (in
 // status order, reading the index only) and the pages of one status. It
-// is partial on a condition that every status meets, status <> ”, which
+// is partial on a condition that every task meets (a status not empty), which
 // only Browse and CountByStatus state: SQLite uses a partial index only
 // for a query that states its condition, and without statistics it would
 // prefer an index that leads with the status to the partial indexes of
