@@ -52,8 +52,14 @@ const (
 // Historian is implemented by stores that keep each task's history (see
 // [task.Event]): a creation, every status change and every start of its
 // work, recorded in the same durable write as the change (by Create,
-// Update, Claim and StartQueued), with the engine instance named by the
-// write's context ([WithInstance]). A task's history is deleted with it.
+// Update and StartQueued; by Claim too if a claim changed a task's
+// status or run count, which the claims of both backends never do: the
+// engine counts the run in its next Update), with the events that
+// [task.EventsOf] gives, and the engine instance named by the write's
+// context ([WithInstance]), or by StartQueued's Runner. An event's time
+// is the task's LastUpdatedAt when the write set it, else the store's
+// clock; stores keep it at millisecond precision. A task's history is
+// deleted with it (Delete, DeleteExpired).
 type Historian interface {
 	// History returns the events of the task with id, oldest first: the
 	// newest MaxHistory of them when there are more; ErrNotFound if the

@@ -178,7 +178,12 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 		for i, x := range q.Statuses {
 			st[i] = string(x)
 		}
-		conds = append(conds, "status = ANY("+arg(st)+"::text[])")
+		if len(st) == 1 {
+			// A range of tasks_status_created, in the listing's order.
+			conds = append(conds, "status = "+arg(st[0]))
+		} else {
+			conds = append(conds, "status = ANY("+arg(st)+"::text[])")
+		}
 	}
 	if q.Tool != "" {
 		conds = append(conds, "tool = "+arg(q.Tool))

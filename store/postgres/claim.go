@@ -59,7 +59,9 @@ func qualified(table, columns string) string {
 // instances claiming at once split the claimable tasks between them and
 // never get the same one, and a task that an Update holds at that moment
 // is left for the next Claim. Runner must not be empty, Lease must be
-// positive and Now set.
+// positive and Now set. A claim changes neither a task's status nor its
+// run count, so it records no history event (see [Store.History]): the
+// claimer's Update that counts the run records the start.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task, error) {
 	switch {
 	case req.Runner == "":

@@ -22,7 +22,7 @@
 // so those commits never share a flush the way plain commits do. That is
 // why Create announces nothing (nobody waits for a task that does not
 // exist yet), nor do Heartbeat and DeleteExpired. *Store also
-// implements [store.Pinger].
+// implements [store.Pinger], [store.Browser] and [store.Historian].
 package postgres
 
 import (

@@ -134,11 +134,18 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 	return " WHERE " + strings.Join(conds, " AND "), args, nil
 }
 
+// everyStatus is the condition of the partial index tasks_status_created,
+// word for word: every task meets it, and stating it lets SQLite use the
+// index (see schemaV7).
+const everyStatus = "status <> ''"
+
 // statusCond is the condition that selects the tasks in one of statuses.
-// The statuses are written in the SQL text, not bound: when they are all
-// unfinished, or all finished, the condition then also states the one of
-// the partial index tasks_active, or tasks_finished, word for word, so
-// that SQLite reads the tasks of those statuses only, newest first.
+// The statuses are written in the SQL text, not bound, so that SQLite can
+// match the condition of a partial index: for one status, the range of
+// tasks_status_created; for several, all unfinished or all finished, the
+// condition also states the one of tasks_active or tasks_finished, word
+// for word, so that SQLite reads the tasks of those statuses only, newest
+// first.
 func statusCond(statuses []task.Status) string {
 	var (
 		lits             []string
@@ -160,6 +167,10 @@ func statusCond(statuses []task.Status) string {
 	}
 	slices.Sort(lits)
 	lits = slices.Compact(lits)
+	if len(lits) == 1 {
+		// One range of tasks_status_created, in the listing's order.
+		return "status = " + lits[0] + " AND " + everyStatus
+	}
 	c := "status IN (" + strings.Join(lits, ", ") + ")"
 	switch {
 	case active:
@@ -246,6 +257,9 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 	where, args, err := s.browseWhere(q, false)
 	if err != nil {
 		return nil, err
+	}
+	if where == "" {
+		where = " WHERE " + everyStatus // the counts read tasks_status_created only
 	}
 	st, err := s.readStmt(ctx, `SELECT status, count(*) FROM tasks`+where+` GROUP BY status`)
 	if err != nil {

@@ -38,7 +38,10 @@ const (
 // sharing the file, never get the same task. Each claimed task is
 // announced (see [Store.Changes]), so that a previous runner of the
 // process learns at once that it lost it. Runner must not be empty, Lease
-// must be positive and Now set.
+// must be positive and Now set. A claim changes neither a task's status
+// nor its run count, so it records no history event (see
+// [Store.History]): the claimer's Update that counts the run records the
+// start.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task, error) {
 	switch {
 	case req.Runner == "":

@@ -232,8 +232,13 @@ func migrateV6(ctx context.Context, tx *sql.Tx) error {
 // tasks by creation (likewise), and the finished tasks by creation (with
 // the status, so that a rare one is filtered in the index; the
 // unfinished tasks have tasks_active, an owner's tasks_owner_created).
-// No index leads with the status: without statistics SQLite would prefer
-// it to the partial indexes of Claim, ListActive and the quota count.
+// The index by status and creation serves the counts without filters (in
+// status order, reading the index only) and the pages of one status. It
+// is partial on a condition that every task meets (a status not empty), which
+// only Browse and CountByStatus state: SQLite uses a partial index only
+// for a query that states its condition, and without statistics it would
+// prefer an index that leads with the status to the partial indexes of
+// Claim, ListActive and the quota count.
 const schemaV7 = `
 CREATE TABLE task_events (
 	task_id     TEXT    NOT NULL,
@@ -254,6 +259,8 @@ CREATE INDEX tasks_created ON tasks (created_at_ms, id, status);
 CREATE INDEX tasks_tool_created ON tasks (tool, created_at_ms, id, status);
 CREATE INDEX tasks_finished ON tasks (created_at_ms, id, status)
 	WHERE status IN ('completed', 'failed', 'cancelled');
+CREATE INDEX tasks_status_created ON tasks (status, created_at_ms, id)
+	WHERE status <> '';
 `
 
 func migrateV7(ctx context.Context, tx *sql.Tx) error {

@@ -20,7 +20,8 @@
 // Changes calls of every *Store of the process on the same file. Writes made by
 // other processes sharing the file are not announced; mcptaskd runs one
 // process per file, so for it the process is the whole story. *Store also
-// implements [store.Pinger] and [store.Deleter] (which erases the deleted
+// implements [store.Browser], [store.Historian], [store.Pinger] and
+// [store.Deleter] (which erases the deleted
 // task's bytes from the file: see [Store.Delete]).
 package sqlite
 

@@ -641,7 +641,7 @@ func TestMigrateFromV1(t *testing.T) {
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
 	if _, err := s.wdb.Exec(`DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
-		DROP INDEX tasks_tool_created; DROP INDEX tasks_finished;
+		DROP INDEX tasks_tool_created; DROP INDEX tasks_finished; DROP INDEX tasks_status_created;
 		DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
 		DROP TABLE operations; DROP INDEX tasks_queue; DROP INDEX tasks_claim;
 		CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id) WHERE status IN ('working', 'input_required');

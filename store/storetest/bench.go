@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,4 +82,88 @@ func BenchUpdate(b *testing.B, st store.Store) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BrowseTasks returns n tasks for the browsing benchmarks, as a busy
+// store holds them: created one second apart, of 1000 owners and 20
+// tools, most of them finished (90% completed, 5% failed, 3% cancelled,
+// 1.5% working, 0.5% input_required), with a typical small request and
+// result.
+func BrowseTasks(n int) []*task.Task {
+	out := make([]*task.Task, n)
+	for i := range out {
+		tk := newTask(task.Owner(fmt.Sprintf("user-%d", i%1000)), base.Add(time.Duration(i)*time.Second))
+		tk.Tool = fmt.Sprintf("tool-%d", (i*7)%20)
+		switch r := i % 200; {
+		case r < 180:
+			tk.Status = task.Completed
+			tk.Result = json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`)
+		case r < 190:
+			tk.Status = task.Failed
+			tk.Error = &task.Error{Code: task.CodeInternalError, Message: "it broke"}
+		case r < 196:
+			tk.Status = task.Cancelled
+		case r < 199:
+			tk.Status = task.Working
+		default:
+			tk.Status = task.InputRequired
+		}
+		out[i] = tk
+	}
+	return out
+}
+
+// BenchBrowse100k measures [store.Browser] on a store holding 100,000
+// tasks, which load inserts (with BrowseTasks(100_000); a backend loads
+// them in bulk, on its real schema): the dashboard's first page (50
+// tasks) with its counts per status, a tool's first page (with and
+// without its counts), a rare status's first page, and a page deep in
+// the listing.
+func BenchBrowse100k(b *testing.B, st store.Store, load func(tasks []*task.Task)) {
+	br, ok := st.(store.Browser)
+	if !ok {
+		b.Skip("storetest: the store is not a store.Browser")
+	}
+	ctx := context.Background()
+	load(BrowseTasks(100_000))
+	// A cursor 500 pages in.
+	var deep string
+	for range 500 {
+		_, next, err := br.Browse(ctx, store.BrowseQuery{Cursor: deep, Limit: 100})
+		if err != nil || next == "" {
+			b.Fatalf("Browse: %q, %v", next, err)
+		}
+		deep = next
+	}
+	page := func(b *testing.B, q store.BrowseQuery, counts bool) {
+		for b.Loop() {
+			got, _, err := br.Browse(ctx, q)
+			if err != nil || len(got) != 50 {
+				b.Fatalf("Browse(%+v) = %d tasks, %v", q, len(got), err)
+			}
+			if counts {
+				q := q
+				q.Statuses = nil
+				if _, err := br.CountByStatus(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("FirstPageAndCounts", func(b *testing.B) { page(b, store.BrowseQuery{Limit: 50}, true) })
+	b.Run("FirstPage", func(b *testing.B) { page(b, store.BrowseQuery{Limit: 50}, false) })
+	b.Run("Counts", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := br.CountByStatus(ctx, store.BrowseQuery{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ToolPage", func(b *testing.B) { page(b, store.BrowseQuery{Tool: "tool-7", Limit: 50}, false) })
+	b.Run("ToolPageAndCounts", func(b *testing.B) { page(b, store.BrowseQuery{Tool: "tool-7", Limit: 50}, true) })
+	b.Run("FailedPage", func(b *testing.B) { page(b, store.BrowseQuery{Statuses: []task.Status{task.Failed}, Limit: 50}, false) })
+	b.Run("InputRequiredPage", func(b *testing.B) {
+		page(b, store.BrowseQuery{Statuses: []task.Status{task.InputRequired}, Limit: 50}, false)
+	})
+	b.Run("DeepPage", func(b *testing.B) { page(b, store.BrowseQuery{Cursor: deep, Limit: 50}, false) })
 }

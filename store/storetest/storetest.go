@@ -21,7 +21,9 @@
 // its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Queue
 // ([store.Queuer]), Claim,
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
-// Ledger ([store.Ledger]), Log ([store.TaskLogs]), and
+// Ledger ([store.Ledger]), Log ([store.TaskLogs]), Count
+// ([store.Counter]), Browse ([store.Browser]), History
+// ([store.Historian]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -82,6 +84,8 @@ func Run(t *testing.T, b Backend) {
 		{"Ledger", s.runLedger},
 		{"Log", s.runLog},
 		{"Count", s.runCount},
+		{"Browse", s.runBrowse},
+		{"History", s.runHistory},
 	} {
 		t.Run(area.name, area.run)
 	}
