@@ -1,0 +1,112 @@
+package dashboard_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcptask/mcptask/dashboard"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/postgres"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/store/storetest"
+)
+
+// BenchmarkListPage100k measures the dashboard's server time for a list
+// page on a store holding 100,000 tasks (storetest.BrowseTasks: 1,000
+// owners, 20 tools, 90% completed): the first page with its counts, a
+// tool's page, a status's page, and a page 1,000 pages deep. The figures
+// of bench/README.md#dashboard come from it.
+func BenchmarkListPage100k(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		st, err := sqlite.Open(filepath.Join(b.TempDir(), "tasks.db"), &sqlite.Options{Synchronous: sqlite.SyncNormal})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		benchListPages(b, st)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		dsn := pgtest.DSN(b)
+		st, err := postgres.Open(context.Background(), dsn, &postgres.Options{Schema: pgtest.Schema(b, dsn, "dashbench")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		benchListPages(b, st)
+	})
+}
+
+// benchListPages loads 100,000 tasks into st (creations from 8
+// goroutines, through the store's own Create) and measures list pages.
+func benchListPages(b *testing.B, st store.Store) {
+	tasks := storetest.BrowseTasks(100_000)
+	var wg sync.WaitGroup
+	ch := make(chan int)
+	var mu sync.Mutex
+	var loadErr error
+	for range 8 {
+		wg.Go(func() {
+			for i := range ch {
+				if err := st.Create(context.Background(), tasks[i], store.CreateOptions{}); err != nil {
+					mu.Lock()
+					loadErr = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range tasks {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	if loadErr != nil {
+		b.Fatal(loadErr)
+	}
+	eng, err := engine.New(engine.Options{Store: st, SweepInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := dashboard.New(dashboard.Options{Engine: eng, Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	get := func(b *testing.B, path string) string {
+		rec := httptest.NewRecorder()
+		d.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("%s: %d %s", path, rec.Code, rec.Body.String())
+		}
+		return rec.Body.String()
+	}
+	next := regexp.MustCompile(`href="\?([^"]*cursor=[^"]+)" id="next-page"`)
+	deep := "/"
+	for range 1000 {
+		m := next.FindStringSubmatch(get(b, deep))
+		if m == nil {
+			b.Fatal("no next page")
+		}
+		deep = "/?" + strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	for _, c := range []struct{ name, path string }{
+		{"first", "/"},
+		{"tool", "/?tool=tool-3"},
+		{"status=failed", "/?status=failed"},
+		{"page1000", deep},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				get(b, c.path)
+			}
+		})
+	}
+}
