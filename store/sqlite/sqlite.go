@@ -817,3 +817,6 @@ func (s *Store) checkpointTruncate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DBSystem returns "sqlite" (see [store.Systemer]).
+func (s *Store) DBSystem() string { return "sqlite" }
