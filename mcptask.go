@@ -130,6 +130,9 @@ type Server struct {
 	core *adapter.Core
 	w26  *wire2026.Wire
 	w25  *wire2025.Wire
+	// traceStore: the engine makes store spans (Options.TracerProvider
+	// set), which tasks/* requests parent on their _meta trace context.
+	traceStore bool
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
@@ -176,6 +179,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		if err := eng.SetTracerProvider(o.TracerProvider); err != nil {
 			return nil, fmt.Errorf("mcptask: %w", err)
 		}
+		s.traceStore = true
 	}
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)

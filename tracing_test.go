@@ -373,7 +373,23 @@ func TestTraceStoreSpans(t *testing.T) {
 			}
 		}
 	}
-	if len(named(spans, "mcptask.store.get")) == 0 {
-		t.Errorf("no store get span; spans: %v", names(spans))
+
+	// A tasks/get joins the trace of its _meta: its store get is a child
+	// of the host's span; without a trace context it makes no span.
+	rec.Reset()
+	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": c.Meta()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	meta := c.Meta()
+	meta["traceparent"] = hostTraceparnt
+	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": meta}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gets := named(rec.Ended(), "mcptask.store.get")
+	if len(gets) != 1 {
+		t.Fatalf("%d store get spans for a traced and an untraced tasks/get, want 1", len(gets))
+	}
+	if gets[0].Parent().SpanID().String() != hostSpanID || gets[0].SpanContext().TraceID().String() != hostTraceID {
+		t.Errorf("tasks/get's store span: parent %s in trace %s, want the host's span", gets[0].Parent().SpanID(), gets[0].SpanContext().TraceID())
 	}
 }

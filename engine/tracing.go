@@ -60,10 +60,19 @@ func endStoreSpan(span trace.Span, failure error) {
 	span.End()
 }
 
-// tracedStore forwards the calls of the Store interface to the store,
-// each in a span of its own (mcptask.store.<op>), a child of the caller's.
-// The engine uses it only when it has a TracerProvider: without one the
-// store is called directly.
+// traced reports whether ctx carries a span context (a caller's span, or
+// the trace context of a request's _meta): the operations made for a
+// request or a task's work (create, get, update, list, delete) are only
+// traced then, so that an untraced poll makes no one-span trace of its
+// own.
+func traced(ctx context.Context) bool { return trace.SpanContextFromContext(ctx).IsValid() }
+
+// tracedStore forwards the calls of the Store interface to the store, in
+// spans of their own (mcptask.store.<op>), children of the caller's: the
+// operations for a request or a task's work when the caller is in a trace
+// (see traced), the engine's background operations (claim, heartbeat,
+// delete_expired) always, as roots. The engine uses it only when it has a
+// TracerProvider: without one the store is called directly.
 type tracedStore struct {
 	store.Store
 	t *storeTracer
@@ -71,6 +80,9 @@ type tracedStore struct {
 
 // Create is the store's Create, in the span mcptask.store.create.
 func (s tracedStore) Create(ctx context.Context, t *task.Task, opts store.CreateOptions) error {
+	if !traced(ctx) {
+		return s.Store.Create(ctx, t, opts)
+	}
 	ctx, span := s.t.start(ctx, tracing.SpanStore+"create", "create", t.ID)
 	err := s.Store.Create(ctx, t, opts)
 	endStoreSpan(span, storeFailure(err))
@@ -79,6 +91,9 @@ func (s tracedStore) Create(ctx context.Context, t *task.Task, opts store.Create
 
 // Get is the store's Get, in the span mcptask.store.get.
 func (s tracedStore) Get(ctx context.Context, id task.ID) (*task.Task, error) {
+	if !traced(ctx) {
+		return s.Store.Get(ctx, id)
+	}
 	ctx, span := s.t.start(ctx, tracing.SpanStore+"get", "get", id)
 	t, err := s.Store.Get(ctx, id)
 	endStoreSpan(span, storeFailure(err))
@@ -88,6 +103,9 @@ func (s tracedStore) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 // Update is the store's Update, in the span mcptask.store.update. An
 // error of the update function (its refusal) is no failure of the store.
 func (s tracedStore) Update(ctx context.Context, id task.ID, fn func(t *task.Task) error) (*task.Task, error) {
+	if !traced(ctx) {
+		return s.Store.Update(ctx, id, fn)
+	}
 	ctx, span := s.t.start(ctx, tracing.SpanStore+"update", "update", id)
 	var fnErr error
 	t, err := s.Store.Update(ctx, id, func(t *task.Task) error {
@@ -105,6 +123,9 @@ func (s tracedStore) Update(ctx context.Context, id task.ID, fn func(t *task.Tas
 // List is the store's List, in the span mcptask.store.list. A cursor the
 // store did not issue is no failure of the store.
 func (s tracedStore) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
+	if !traced(ctx) {
+		return s.Store.List(ctx, owner, cursor, limit)
+	}
 	ctx, span := s.t.start(ctx, tracing.SpanStore+"list", "list", "")
 	ts, next, err := s.Store.List(ctx, owner, cursor, limit)
 	if errors.Is(err, store.ErrBadCursor) {
@@ -143,7 +164,7 @@ func (s tracedStore) DeleteExpired(ctx context.Context, now time.Time) (int, err
 // deleteTask is d.Delete, in the span mcptask.store.delete when the
 // engine traces.
 func (e *Engine) deleteTask(ctx context.Context, d store.Deleter, id task.ID) error {
-	if e.tracer == nil {
+	if e.tracer == nil || !traced(ctx) {
 		return d.Delete(ctx, id)
 	}
 	ctx, span := e.tracer.start(ctx, tracing.SpanStore+"delete", "delete", id)

@@ -47,10 +47,10 @@ func spanAttr(s sdktrace.ReadOnlySpan, key string) string {
 }
 
 // TestStoreSpans: with a TracerProvider, each store operation of the
-// engine is a span of its own, a child of the caller's, with the database
-// system, the operation and the task; a failure of the store is recorded
-// as the span's error, an answer that is the caller's concern (not found)
-// is not.
+// engine in a caller's trace is a span of its own, a child of the
+// caller's, with the database system, the operation and the task (none
+// outside a trace); a failure of the store is recorded as the span's
+// error, an answer that is the caller's concern (not found) is not.
 func TestStoreSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -83,6 +83,9 @@ func TestStoreSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTerminal(t, e, tk.ID)
+	if _, err := e.Get(context.Background(), "", tk.ID); err != nil { // outside any trace: no span
+		t.Fatal(err)
+	}
 	if _, err := e.Get(ctx, "", "no-such-task"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("Get of an unknown task: %v", err)
 	}
@@ -100,9 +103,10 @@ func TestStoreSpans(t *testing.T) {
 		case "mcptask.store.create":
 			create = s
 		case "mcptask.store.get":
-			if s.Parent().SpanID() == parent.SpanContext().SpanID() {
-				gets = append(gets, s)
+			if s.Parent().SpanID() != parent.SpanContext().SpanID() {
+				t.Errorf("a store get span outside the caller's trace: parent %s", s.Parent().SpanID())
 			}
+			gets = append(gets, s)
 		case "mcptask.store.update":
 			updates++
 		}
