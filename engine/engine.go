@@ -156,10 +156,13 @@ type Options struct {
 	// e.g. to count them as Prometheus metrics (see package metrics). Nil
 	// observes nothing.
 	Observer Observer
-	// TracerProvider, if set, receives an OpenTelemetry span for each of
-	// the engine's store operations (mcptask.store.<op>, see
-	// docs/tracing.md), a child of the caller's span. Nil makes none, at
-	// no cost: the store is then called directly. mcptask.New sets it
+	// TracerProvider, if set, receives an OpenTelemetry span for the
+	// engine's store operations (mcptask.store.<op>, see
+	// docs/tracing.md): those made for a request or a task's work when
+	// the caller's context is in a trace, as children of the caller's
+	// span, and the background ones (claim, heartbeat, delete_expired,
+	// start_queued) as roots. Nil makes none, at no cost: the store is
+	// then called directly. mcptask.New sets it
 	// (Engine.SetTracerProvider) from the server's
 	// Options.TracerProvider.
 	TracerProvider trace.TracerProvider

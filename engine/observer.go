@@ -207,7 +207,8 @@ func (s timedStore) DeleteExpired(ctx context.Context, now time.Time) (int, erro
 	return n, err
 }
 
-// startQueued is q.StartQueued, told to the observer.
+// startQueued is q.StartQueued, in the span mcptask.store.start_queued
+// when the engine traces, told to the observer.
 func (e *Engine) startQueued(ctx context.Context, q store.Queuer, req store.QueueRequest) ([]*task.Task, error) {
 	if e.tracer != nil {
 		var span trace.Span
