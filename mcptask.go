@@ -114,9 +114,12 @@ type Options struct {
 	// docs/tracing.md): mcptask.create for a tools/call becoming a task,
 	// mcptask.run for each run attempt of a task's work, mcptask.input
 	// for a wait on the client's answer, parented on the W3C trace
-	// context (traceparent, tracestate) of the call's _meta. Nil means
-	// otel.GetTracerProvider(), which records nothing unless the program
-	// installed a provider.
+	// context (traceparent, tracestate) of the call's _meta. When set, it
+	// also receives a span per store operation of the engine
+	// (mcptask.store.<op>, see engine.Options.TracerProvider). Nil means
+	// otel.GetTracerProvider() for the create, run and input spans, which
+	// records nothing unless the program installed a provider, and no
+	// store spans (the store is then called directly).
 	TracerProvider trace.TracerProvider
 }
 
@@ -127,6 +130,9 @@ type Server struct {
 	core *adapter.Core
 	w26  *wire2026.Wire
 	w25  *wire2025.Wire
+	// traceStore: the engine makes store spans (Options.TracerProvider
+	// set), which tasks/* requests parent on their _meta trace context.
+	traceStore bool
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
@@ -168,6 +174,14 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		ResultLinkBytes: o.ResultLinkBytes,
 		TracerProvider:  o.TracerProvider,
 	})
+	if o.TracerProvider != nil {
+		// The store spans: only with a provider set here, so that a
+		// server without one calls its store directly.
+		if err := eng.SetTracerProvider(o.TracerProvider); err != nil {
+			return nil, fmt.Errorf("mcptask: %w", err)
+		}
+		s.traceStore = true
+	}
 	if err := eng.SetRecover(s.core.Recover); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}

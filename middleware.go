@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
@@ -102,6 +103,11 @@ func addTasksMethod[T any, P interface {
 			return nil, adapter.InternalError(method + " reached the server without the mcptask middleware")
 		}
 		// p is a nil pointer when the params were absent or null.
+		if p != nil && s.traceStore {
+			// The store spans of the request join the trace of its
+			// _meta, if it has one.
+			ctx = tracing.FromMeta(ctx, p.GetMeta())
+		}
 		return d.h(ctx, &adapter.Request{Method: method, Req: d.req, Params: p, Session: ss})
 	})
 }

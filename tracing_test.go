@@ -3,6 +3,7 @@ package mcptask_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -329,5 +330,66 @@ func TestTraceJobTool(t *testing.T) {
 	sc, recording, n := seen.last()
 	if n != 1 || sc.SpanID() != run.SpanContext().SpanID() || !recording {
 		t.Errorf("the job's handler ran %d times, last in span %s (recording %v), want the run's %s", n, sc.SpanID(), recording, run.SpanContext().SpanID())
+	}
+}
+
+// TestTraceStoreSpans: with a TracerProvider, a task call's store
+// operations are spans of their own under the create span, naming the
+// database system, the operation and the task, never the principal or
+// the arguments.
+func TestTraceStoreSpans(t *testing.T) {
+	tp, rec := recorded()
+	seen := &spanSeen{}
+	gate := make(chan struct{})
+	close(gate)
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{TracerProvider: tp}, func(ts *mcptask.Server) { registerSpanTool(ts, seen, gate) })
+	c, _ := clients(s)
+	id := callTraced(t, c, "traced", nil)
+	if tk, err := c.WaitFor(ctxT(t), id, wiretest.Terminal); err != nil || tk.Status != "completed" {
+		t.Fatalf("task: %+v, %v", tk, err)
+	}
+	spans := waitSpans(t, rec, "the create and its store span", func(s []sdktrace.ReadOnlySpan) bool {
+		return len(named(s, "mcptask.create")) == 1 && len(named(s, "mcptask.store.create")) == 1
+	})
+	create, stored := named(spans, "mcptask.create")[0], named(spans, "mcptask.store.create")[0]
+	if stored.Parent().SpanID() != create.SpanContext().SpanID() || stored.SpanContext().TraceID().String() != hostTraceID {
+		t.Errorf("store span's parent %s in trace %s, want the create span %s in the host's trace", stored.Parent().SpanID(), stored.SpanContext().TraceID(), create.SpanContext().SpanID())
+	}
+	if stored.SpanKind() != trace.SpanKindClient {
+		t.Errorf("store span kind %v", stored.SpanKind())
+	}
+	for key, want := range map[string]string{"db.system.name": "sqlite", "db.operation.name": "create", "mcptask.task.id": id} {
+		if got := attr(stored, key).Emit(); got != want {
+			t.Errorf("store span %s = %q, want %q", key, got, want)
+		}
+	}
+	for _, sp := range spans {
+		if !strings.HasPrefix(sp.Name(), "mcptask.store.") {
+			continue
+		}
+		for _, kv := range sp.Attributes() {
+			if strings.Contains(string(kv.Key), "principal") || strings.Contains(string(kv.Key), "owner") || strings.Contains(string(kv.Key), "argument") {
+				t.Errorf("%s carries %s=%s", sp.Name(), kv.Key, kv.Value.Emit())
+			}
+		}
+	}
+
+	// A tasks/get joins the trace of its _meta: its store get is a child
+	// of the host's span; without a trace context it makes no span.
+	rec.Reset()
+	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": c.Meta()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	meta := c.Meta()
+	meta["traceparent"] = hostTraceparnt
+	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": meta}, nil); err != nil {
+		t.Fatal(err)
+	}
+	gets := named(rec.Ended(), "mcptask.store.get")
+	if len(gets) != 1 {
+		t.Fatalf("%d store get spans for a traced and an untraced tasks/get, want 1", len(gets))
+	}
+	if gets[0].Parent().SpanID().String() != hostSpanID || gets[0].SpanContext().TraceID().String() != hostTraceID {
+		t.Errorf("tasks/get's store span: parent %s in trace %s, want the host's span", gets[0].Parent().SpanID(), gets[0].SpanContext().TraceID())
 	}
 }

@@ -87,6 +87,17 @@ type Options struct {
 	// slowly, as a safety net, while they flow), and polls at the
 	// server's interval where it does not or the stream breaks.
 	DisablePush bool
+	// RequestMeta, if set, is called before the client sends a tools/call
+	// or a tasks/* request (tasks/get, tasks/result, tasks/update,
+	// tasks/cancel, tasks/list, tasks/delete), with the context of the
+	// call that sends it and the request's _meta (never nil), to add
+	// entries to it: e.g. the W3C trace context (traceparent,
+	// tracestate) of the caller's span, so that the server continues the
+	// caller's trace. It must not remove or change the entries the client
+	// set (an idempotency key, the task request) and must be safe for
+	// concurrent use. A tasks/result shared by several Waits of one task
+	// has the context of the first.
+	RequestMeta func(ctx context.Context, meta map[string]any)
 }
 
 // UnknownEffectError is CallTool's refusal to call a tool while an earlier

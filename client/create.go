@@ -101,6 +101,7 @@ func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call
 		}
 		return nil, err
 	}
+	c.requestMeta(ctx, &params.Meta)
 	var key string
 	if resendable {
 		key = newIdempotencyKey()

@@ -326,6 +326,7 @@ func (c *clientImpl) tools(ctx context.Context) ([]Tool, error) {
 
 // custom sends a tasks/* method and returns the raw result.
 func (c *clientImpl) custom(ctx context.Context, method string, params *taskParams) (json.RawMessage, error) {
+	c.requestMeta(ctx, &params.Meta)
 	res, err := onSession(ctx, c, func(cs *mcp.ClientSession) (*rawResult, error) {
 		return mcp.CallCustomMethod[*taskParams, *rawResult](ctx, cs, method, params)
 	})
@@ -336,6 +337,23 @@ func (c *clientImpl) custom(ctx context.Context, method string, params *taskPara
 		return nil, fmt.Errorf("%s: the server sent an empty result", method)
 	}
 	return res.JSON, nil
+}
+
+// requestMeta lets Options.RequestMeta add to the _meta of a request
+// sent in ctx; it leaves *meta as it is when there is no RequestMeta or
+// it added nothing.
+func (c *clientImpl) requestMeta(ctx context.Context, meta *mcp.Meta) {
+	if c.opts.RequestMeta == nil {
+		return
+	}
+	m := *meta
+	if m == nil {
+		m = mcp.Meta{}
+	}
+	c.opts.RequestMeta(ctx, m)
+	if len(m) > 0 {
+		*meta = m
+	}
 }
 
 // taskParams are the params of every tasks/* request the client sends.

@@ -172,14 +172,16 @@ func (rc *resultCall) refused() bool {
 // joinResult returns the tasks/result call of a task, starting it if none
 // is in flight (or the one in the map was refused by a rate limit). Each
 // join must be matched by a leave.
-func (s *wire2025) joinResult(id string) *resultCall {
+func (s *wire2025) joinResult(ctx context.Context, id string) *resultCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rc := s.results[id]; rc != nil && !rc.refused() {
 		rc.refs++
 		return rc
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// The values of the first joiner's context (its trace, for
+	// Options.RequestMeta), not its cancellation: leave cancels.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc := &resultCall{done: make(chan struct{}), cancel: cancel, refs: 1}
 	s.results[id] = rc
 	go func() {
@@ -265,7 +267,7 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 		} else if _, err := w.unanswered(lost); err != nil {
 			return true, err // the server stayed silent too long
 		}
-		rc = s.joinResult(w.id)
+		rc = s.joinResult(w.ctx, w.id)
 		wake = rc.done
 		return true, nil
 	}
@@ -308,7 +310,7 @@ func (s *wire2025) wait(w *waiter) (*mcp.CallToolResult, error) {
 			// tasks/result delivers the input requests to the handlers,
 			// then the outcome.
 			if rc == nil {
-				rc = s.joinResult(w.id)
+				rc = s.joinResult(w.ctx, w.id)
 				wake = rc.done
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Work is the work of one task. It returns the task's JSON result, or an
@@ -155,6 +156,16 @@ type Options struct {
 	// e.g. to count them as Prometheus metrics (see package metrics). Nil
 	// observes nothing.
 	Observer Observer
+	// TracerProvider, if set, receives an OpenTelemetry span for the
+	// engine's store operations (mcptask.store.<op>, see
+	// docs/tracing.md): those made for a request or a task's work when
+	// the caller's context is in a trace, as children of the caller's
+	// span, and the background ones (claim, heartbeat, delete_expired,
+	// start_queued) as roots. Nil makes none, at no cost: the store is
+	// then called directly. mcptask.New sets it
+	// (Engine.SetTracerProvider) from the server's
+	// Options.TracerProvider.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
@@ -205,7 +216,8 @@ func (e *TerminalError) Error() string {
 type Engine struct {
 	opts   Options
 	store  store.Store
-	timed  store.Store // store, its calls told to the observer if there is one
+	timed  store.Store  // store, its calls traced and told to the observer if the engine has them (see wrapStore)
+	tracer *storeTracer // makes the store spans; nil when the engine does not trace
 	log    *slog.Logger
 	now    func() time.Time
 	id     string
@@ -310,12 +322,7 @@ func New(opts Options) (*Engine, error) {
 
 		queueKick: make(chan struct{}, 1),
 	}
-	e.timed = opts.Store
-	if opts.Observer != nil {
-		// Without an observer the store is called directly: no clock
-		// reads or closures on every call.
-		e.timed = timedStore{Store: opts.Store, e: e}
-	}
+	e.wrapStore()
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -921,7 +928,7 @@ func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*tas
 	}
 	// A terminal task never changes status again: deleting what was read
 	// is safe. A deletion in between makes this one unknown.
-	if err := d.Delete(ctx, id); err != nil {
+	if err := e.deleteTask(ctx, d, id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 		}

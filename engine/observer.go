@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Observer is told of the events of an engine's tasks and of the requests
@@ -119,12 +121,22 @@ func (s timedStore) observe(op string, start time.Time, err error) {
 	if s.e.opts.Observer == nil {
 		return
 	}
+	s.e.opts.Observer.StoreCall(op, time.Since(start), storeFailure(err))
+}
+
+// storeFailure returns err if it is a failure of the store, nil if it is
+// an answer that is the caller's concern (not found, a duplicate, a quota,
+// a cancelled context) or none.
+func storeFailure(err error) error {
+	if err == nil {
+		return nil
+	}
 	var dup *store.DuplicateError
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) || errors.Is(err, store.ErrTooManyActive) ||
 		errors.As(err, &dup) || errors.Is(err, context.Canceled) {
-		err = nil
+		return nil
 	}
-	s.e.opts.Observer.StoreCall(op, time.Since(start), err)
+	return err
 }
 
 // Create is the store's Create, timed as "create".
@@ -195,8 +207,21 @@ func (s timedStore) DeleteExpired(ctx context.Context, now time.Time) (int, erro
 	return n, err
 }
 
-// startQueued is q.StartQueued, told to the observer.
+// startQueued is q.StartQueued, in the span mcptask.store.start_queued
+// when the engine traces, told to the observer.
 func (e *Engine) startQueued(ctx context.Context, q store.Queuer, req store.QueueRequest) ([]*task.Task, error) {
+	if e.tracer != nil {
+		var span trace.Span
+		ctx, span = e.tracer.start(ctx, tracing.SpanStore+"start_queued", "start_queued", "")
+		ts, err := e.observedStartQueued(ctx, q, req)
+		endStoreSpan(span, storeFailure(err))
+		return ts, err
+	}
+	return e.observedStartQueued(ctx, q, req)
+}
+
+// observedStartQueued is q.StartQueued, told to the observer.
+func (e *Engine) observedStartQueued(ctx context.Context, q store.Queuer, req store.QueueRequest) ([]*task.Task, error) {
 	if e.opts.Observer == nil {
 		return q.StartQueued(ctx, req)
 	}

@@ -13,9 +13,11 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // An upstream that speaks tasks itself (the 2025-11-25 tasks capability
@@ -117,6 +119,10 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		// again after an unknown effect is for them to say, not for the
 		// ledger of the gateway's own principal upstream.
 		AllowUnknownEffects: true,
+		// The upstream continues the trace of the task's run: the W3C
+		// trace context of each request's span goes in its _meta (none
+		// when the request has no span context).
+		RequestMeta: tracing.ToMeta,
 	}
 	if u.cfg.URL != "" {
 		opts.HTTPClient = &http.Client{Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers}}
@@ -373,6 +379,9 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 	if u.cfg.URL == "" {
 		wopts.Unreachable = stdioWaitUnreachable
 	}
+	// The upstream's tasks/* requests carry the trace context of our
+	// run (uctx has none of ctx's values).
+	uctx = trace.ContextWithSpanContext(uctx, trace.SpanContextFromContext(ctx))
 	relay := &logRelay{c: c, id: id, tk: tk, skip: raw != ""}
 	wopts.OnStatus = func(st *client.TaskStatus) {
 		if st.StatusMessage != "" && st.StatusMessage != last {

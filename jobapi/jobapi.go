@@ -363,6 +363,36 @@ func argList(args map[string]bool) string {
 // receives the tools' records (nil: slog.Default()). A tool with a
 // problem (Check), or whose name is taken, fails the registration of all.
 func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) error {
+	_, err := RegisterTools(ts, tools, client, log)
+	return err
+}
+
+// Tools are the HTTP job tools added by [RegisterTools].
+type Tools struct {
+	tools []*jobTool
+}
+
+// Health reports the state of each tool's job API, by tool name: nil when
+// the tool's last request to it was answered (with any status below 500)
+// or it sent none yet, else what failed (the request's error, scrubbed of
+// the tool's secrets, or "HTTP 5xx"). Requests cut by their task's
+// cancellation or stop do not count. It is quick: e.g. for a gauge read at
+// each scrape (metrics.CollectJobAPIs).
+func (t *Tools) Health() map[string]error {
+	h := make(map[string]error, len(t.tools))
+	for _, jt := range t.tools {
+		var err error
+		if p := jt.down.Load(); p != nil {
+			err = *p
+		}
+		h[jt.Name] = err
+	}
+	return h
+}
+
+// RegisterTools is [Register], returning the tools added, whose Health
+// reports the state of their job APIs.
+func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) (*Tools, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -381,10 +411,12 @@ func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.L
 		seen[t.Name] = true
 	}
 	if len(errs) > 0 {
-		return errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
+	added := &Tools{}
 	for _, t := range tools {
 		jt := newJobTool(t, client, log.With("tool", t.Name), ts.TracerProvider())
+		added.tools = append(added.tools, jt)
 		schema := t.InputSchema
 		if schema == nil {
 			schema = map[string]any{"type": "object"}
@@ -417,7 +449,7 @@ func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.L
 		log.Info("HTTP job tool added", "tool", t.Name, "api", hostOf(t.Start.URL), "task", opts.Support,
 			"idempotentStart", t.IdempotentStart, "maxConcurrent", t.MaxConcurrent)
 	}
-	return nil
+	return added, nil
 }
 
 // hostOf returns the scheme and host of a URL template, for logs.

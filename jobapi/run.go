@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,24 @@ type jobTool struct {
 	log     *slog.Logger
 	tracer  trace.Tracer // makes the spans of the job requests
 	secrets []string     // longest first
+	// down holds what failed in the last request to the job API (see
+	// Tools.Health); nil when it was answered, or none was sent yet.
+	down atomic.Pointer[error]
+}
+
+// noteHealth records the outcome of a request to the job API: answered
+// (a status below 500), or failed (err, or a 5xx). A request cut by its
+// caller's context (a cancelled or stopped task) says nothing of the API.
+func (r *run) noteHealth(caller context.Context, code int, err error) {
+	if caller.Err() != nil {
+		return
+	}
+	if err == nil && code < 500 {
+		r.down.Store(nil)
+		return
+	}
+	e := errors.New(r.describeCall(code, err))
+	r.down.Store(&e)
 }
 
 func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerProvider) *jobTool {
@@ -434,6 +453,8 @@ func (r *run) once(ctx context.Context, what, method, u string, headers map[stri
 			}
 		}()
 	}
+	caller := ctx
+	defer func() { r.noteHealth(caller, code, err) }()
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	var rd io.Reader

@@ -45,8 +45,8 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 func (r *recorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
 
-// TestDocumented: every metric New, CollectStore and CollectUpstreams
-// register is in the
+// TestDocumented: every metric New, CollectStore, CollectUpstreams and
+// CollectJobAPIs register is in the
 // table of docs/metrics.md and every metric of the table is registered;
 // docs/alerts.yml is a rule file (YAML with groups of rules, each with an
 // alert name and an expression) naming only those metrics.
@@ -64,9 +64,12 @@ func TestDocumented(t *testing.T) {
 	if err := m.CollectUpstreams(func() map[string]error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	if err := m.CollectJobAPIs(func() map[string]error { return nil }); err != nil {
+		t.Fatal(err)
+	}
 	slices.Sort(r.names)
-	if len(r.names) != 17 {
-		t.Fatalf("registered metrics: %v, want 17", r.names)
+	if len(r.names) != 18 {
+		t.Fatalf("registered metrics: %v, want 18", r.names)
 	}
 
 	doc, err := os.ReadFile("../docs/metrics.md")

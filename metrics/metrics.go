@@ -249,16 +249,31 @@ func (m *Metrics) CollectUpstreams(health func() map[string]error) error {
 			[]string{"upstream"}, nil)})
 }
 
-// upstreamCollector reads the gauge of CollectUpstreams at each scrape.
+// CollectJobAPIs registers, on the registry of New, the gauge
+// mcptask_jobapi_up: for each HTTP job tool that health names (e.g. by
+// the Health method of the [jobapi.Tools] registered), 1 when its last
+// request to its job API was answered (or it sent none yet), 0 when it
+// failed (no answer, or HTTP 5xx). health is called at each scrape and
+// must be quick. Tool names are the configuration's.
+//
+// [jobapi.Tools]: https://pkg.go.dev/github.com/mcptask/mcptask/jobapi#Tools
+func (m *Metrics) CollectJobAPIs(health func() map[string]error) error {
+	return m.reg.Register(&upstreamCollector{health: health,
+		up: prometheus.NewDesc(Namespace+"_jobapi_up", "Whether the job API of an HTTP job tool answered its last request: 1, or 0 when it failed (no answer, HTTP 5xx), by tool, at scrape time.",
+			[]string{"tool"}, nil)})
+}
+
+// upstreamCollector reads a gauge of CollectUpstreams or CollectJobAPIs
+// at each scrape.
 type upstreamCollector struct {
 	health func() map[string]error
 	up     *prometheus.Desc
 }
 
-// Describe sends the description of mcptask_upstream_up.
+// Describe sends the description of the gauge.
 func (c *upstreamCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.up }
 
-// Collect sends mcptask_upstream_up for each upstream.
+// Collect sends the gauge for each upstream or tool.
 func (c *upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, err := range c.health() {
 		v := 1.0

@@ -175,3 +175,23 @@ mcptask_upstream_up{upstream="search"} 0
 		t.Fatal(err)
 	}
 }
+
+// TestJobAPIUp: mcptask_jobapi_up follows the health function at each
+// scrape.
+func TestJobAPIUp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	health := map[string]error{"build": nil, "deploy": errors.New("HTTP 503")}
+	if err := m.CollectJobAPIs(func() map[string]error { return health }); err != nil {
+		t.Fatal(err)
+	}
+	const want = `
+# HELP mcptask_jobapi_up Whether the job API of an HTTP job tool answered its last request: 1, or 0 when it failed (no answer, HTTP 5xx), by tool, at scrape time.
+# TYPE mcptask_jobapi_up gauge
+mcptask_jobapi_up{tool="build"} 1
+mcptask_jobapi_up{tool="deploy"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcptask_jobapi_up"); err != nil {
+		t.Fatal(err)
+	}
+}

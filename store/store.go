@@ -267,3 +267,11 @@ type ActiveCount struct {
 	// N is how many tasks the group holds.
 	N int
 }
+
+// Systemer is implemented by stores that name their database system, as
+// OpenTelemetry's db.system.name attribute spells it ("sqlite",
+// "postgresql"): the engine's store spans carry it.
+type Systemer interface {
+	// DBSystem returns the name of the store's database system.
+	DBSystem() string
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/jobapi"
+	"github.com/mcptask/mcptask/metrics"
 )
 
 // HTTPJobConfig is one entry of the configuration file's httpJobs: a job
@@ -180,12 +181,30 @@ func (fc *FileConfig) validateHTTPJobs(getenv func(string) string) []error {
 	return errs
 }
 
+// httpJobsRegistrar returns the registration of the HTTP job tools
+// (registerHTTPJobs) that, with m, also exports the state of their job
+// APIs (mcptask_jobapi_up).
+func httpJobsRegistrar(m *metrics.Metrics) func(context.Context, *mcptask.Server, *FileConfig, *slog.Logger) (func() error, error) {
+	return func(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, error) {
+		stop, tools, err := registerHTTPJobs(ctx, ts, fc, log)
+		if err != nil || tools == nil || m == nil {
+			return stop, err
+		}
+		if err := m.CollectJobAPIs(tools.Health); err != nil {
+			_ = stop()
+			return func() error { return nil }, err
+		}
+		return stop, nil
+	}
+}
+
 // registerHTTPJobs adds the HTTP job tools of fc to ts, before it starts;
-// stop (never nil) stops what they started.
-func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (stop func() error, err error) {
+// the function it returns (never nil) stops what they started, and the
+// tools are nil when fc has none.
+func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, *jobapi.Tools, error) {
 	none := func() error { return nil }
 	if fc == nil || len(fc.HTTPJobs) == 0 {
-		return none, nil
+		return none, nil, nil
 	}
 	var tools []jobapi.Tool
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
@@ -193,8 +212,9 @@ func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, l
 		tools = append(tools, hc.tool(name))
 	}
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	if err := jobapi.Register(ts, tools, client, log.With("component", "httpjobs")); err != nil {
-		return none, fmt.Errorf("httpJobs: %w", err)
+	added, err := jobapi.RegisterTools(ts, tools, client, log.With("component", "httpjobs"))
+	if err != nil {
+		return none, nil, fmt.Errorf("httpJobs: %w", err)
 	}
-	return func() error { client.CloseIdleConnections(); return nil }, nil
+	return func() error { client.CloseIdleConnections(); return nil }, added, nil
 }

@@ -203,7 +203,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		}
 	}
 	for _, register := range []func(context.Context, *mcptask.Server, *FileConfig, *slog.Logger) (func() error, error){
-		registerCommands, registerHTTPJobs,
+		registerCommands, httpJobsRegistrar(m),
 	} {
 		stop, err := register(context.Background(), ts, fc, logger)
 		if err != nil {

@@ -31,6 +31,10 @@ const (
 	SpanUpstream = "mcptask.upstream.call"
 	// SpanJob covers one HTTP request of an HTTP job tool to its job API.
 	SpanJob = "mcptask.job.http"
+	// SpanStore prefixes the spans of the engine's store operations:
+	// mcptask.store.create, .get, .update, .list, .claim, .heartbeat,
+	// .delete_expired, .start_queued and .delete.
+	SpanStore = "mcptask.store."
 )
 
 // The attribute keys of mcptask's spans.
@@ -60,6 +64,12 @@ const (
 	// job", "reading the job's status", "reading the job's result",
 	// "cancelling the job").
 	AttrJobStep = "mcptask.job.step"
+	// AttrDBSystem is the database system of a store span ("sqlite",
+	// "postgresql"), as OpenTelemetry's semantic conventions name it.
+	AttrDBSystem = "db.system.name"
+	// AttrDBOperation is the store operation of a store span ("get",
+	// "update", ...), as OpenTelemetry's semantic conventions name it.
+	AttrDBOperation = "db.operation.name"
 )
 
 // The _meta keys of the W3C trace context.

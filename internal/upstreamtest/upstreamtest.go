@@ -7,8 +7,11 @@
 package upstreamtest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -45,8 +48,37 @@ type TaskServer struct {
 	release chan struct{}
 	once    sync.Once
 
-	mu        sync.Mutex
-	cancelled chan struct{}
+	mu           sync.Mutex
+	cancelled    chan struct{}
+	traceparents map[string][]string // method → the traceparent of each request's _meta
+}
+
+// note records the traceparent in the _meta of the JSON-RPC request body.
+func (u *TaskServer) note(body []byte) {
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Method == "" {
+		return
+	}
+	tp, _ := req.Params.Meta["traceparent"].(string)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.traceparents == nil {
+		u.traceparents = map[string][]string{}
+	}
+	u.traceparents[req.Method] = append(u.traceparents[req.Method], tp)
+}
+
+// Traceparents returns the traceparent of the _meta of each request of
+// method the upstream received, in order ("" for a request without one).
+func (u *TaskServer) Traceparents(method string) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.traceparents[method]...)
 }
 
 // askArgs are the arguments of the "ask" tool.
@@ -64,6 +96,15 @@ func New(t testing.TB) *TaskServer {
 	t.Helper()
 	u := &TaskServer{release: make(chan struct{}), cancelled: make(chan struct{})}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			u.note(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		(*u.handler.Load()).ServeHTTP(w, r)
 	}))
 	u.URL = hs.URL

@@ -818,3 +818,6 @@ func (s *Store) Delete(ctx context.Context, id task.ID) error {
 	}
 	return nil
 }
+
+// DBSystem returns "postgresql" (see [store.Systemer]).
+func (s *Store) DBSystem() string { return "postgresql" }

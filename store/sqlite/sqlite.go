@@ -843,3 +843,6 @@ func (s *Store) checkpointTruncate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DBSystem returns "sqlite" (see [store.Systemer]).
+func (s *Store) DBSystem() string { return "sqlite" }
