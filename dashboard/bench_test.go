@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask/dashboard"
 	"github.com/mcptask/mcptask/engine"
@@ -76,7 +78,12 @@ func benchListPages(b *testing.B, st store.Store) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := dashboard.New(dashboard.Options{Engine: eng, Store: st})
+	// A clock two seconds further at each reading: no page reuses the
+	// counts of another (as after any change in a busy store).
+	var tick atomic.Int64
+	start := time.Now()
+	clock := func() time.Time { return start.Add(time.Duration(tick.Add(1)) * 2 * time.Second) }
+	d, err := dashboard.New(dashboard.Options{Engine: eng, Store: st, Now: clock})
 	if err != nil {
 		b.Fatal(err)
 	}

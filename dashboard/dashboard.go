@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -114,7 +115,14 @@ type Handler struct {
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
+
+	countCache countCache
+	changedAt  atomic.Int64 // Unix ns of the last change Engine.Subscribe told
+	unsub      func()
 }
+
+// lastChange returns when Engine.Subscribe last told of a change.
+func (h *Handler) lastChange() time.Time { return time.Unix(0, h.changedAt.Load()) }
 
 //go:embed assets
 var assets embed.FS
@@ -169,6 +177,7 @@ func New(opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h.static = http.FileServerFS(sub)
+	h.unsub = opts.Engine.Subscribe(func(task.ID) { h.changedAt.Store(h.now().UnixNano()) })
 	h.routes()
 	return h, nil
 }

@@ -119,7 +119,8 @@ func (h *Handler) startStream(w http.ResponseWriter) (s *sse, release func(), ok
 // (collected by c, at most every LiveInterval) and every
 // RecheckInterval; the stream ends when send says so (done), the
 // visitor leaves, or Close is called.
-func (h *Handler) follow(ctx context.Context, s *sse, c *changes, send func(ids []task.ID, recheck bool) (done bool, err error)) {
+// A tick of again (nil for none) calls send as a recheck too.
+func (h *Handler) follow(ctx context.Context, s *sse, c *changes, again <-chan time.Time, send func(ids []task.ID, recheck bool) (done bool, err error)) {
 	unsub := h.opts.Engine.Subscribe(c.add)
 	defer unsub()
 	recheck := time.NewTicker(h.opts.RecheckInterval)
@@ -141,6 +142,11 @@ func (h *Handler) follow(ctx context.Context, s *sse, c *changes, send func(ids 
 			}
 			continue
 		case <-recheck.C:
+			if done, err := send(c.take(), true); done || err != nil {
+				return
+			}
+			continue
+		case <-again:
 			if done, err := send(c.take(), true); done || err != nil {
 				return
 			}
@@ -177,7 +183,13 @@ func (h *Handler) serveListLive(w http.ResponseWriter, r *http.Request, v *visit
 	defer release()
 	ctx := r.Context()
 	var lastCounts string
-	h.follow(ctx, s, newChanges(nil), func(ids []task.ID, recheck bool) (bool, error) {
+	// Counts are read at most every countsMaxAge (shared by the views of
+	// the same filters): when the counts at hand are older than the
+	// changes just sent, they are read again once they have aged.
+	again := time.NewTimer(time.Hour)
+	again.Stop()
+	defer again.Stop()
+	h.follow(ctx, s, newChanges(nil), again.C, func(ids []task.ID, recheck bool) (bool, error) {
 		now := h.now()
 		slices.Sort(ids)
 		for _, id := range ids {
@@ -205,9 +217,12 @@ func (h *Handler) serveListLive(w http.ResponseWriter, r *http.Request, v *visit
 		if len(ids) == 0 && !recheck {
 			return false, nil
 		}
-		c, err := h.counts(r, f)
+		c, at, err := h.counts(r, f, time.Time{})
 		if err != nil {
 			return false, nil
+		}
+		if len(ids) > 0 && at.Before(now) {
+			again.Reset(countsMaxAge - now.Sub(at) + time.Millisecond)
 		}
 		html, err := h.fragment("counts", c)
 		if err != nil {
@@ -252,7 +267,7 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 	}
 	defer release()
 	var last string
-	h.follow(r.Context(), s, newChanges(func(x task.ID) bool { return x == id }), func(ids []task.ID, recheck bool) (bool, error) {
+	h.follow(r.Context(), s, newChanges(func(x task.ID) bool { return x == id }), nil, func(ids []task.ID, recheck bool) (bool, error) {
 		l, err := h.loadTask(r, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return true, s.event("gone", string(id))
@@ -278,7 +293,10 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 // once: call it when the server shuts down (http.Server.Shutdown waits
 // for them otherwise; see http.Server.RegisterOnShutdown).
 func (h *Handler) Close() {
-	h.closeOnce.Do(func() { close(h.done) })
+	h.closeOnce.Do(func() {
+		close(h.done)
+		h.unsub()
+	})
 }
 
 // closed returns a channel closed by Close.

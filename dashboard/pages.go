@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
@@ -225,7 +226,8 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request, v *visitor) 
 func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 	ctx := r.Context()
 	now := h.now()
-	counts, err := h.counts(r, f)
+	// A page shows counts read after the last change the dashboard saw.
+	counts, _, err := h.counts(r, f, h.lastChange())
 	if err != nil {
 		return err
 	}
@@ -268,12 +270,48 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 	return nil
 }
 
-// counts returns the counts strip under f's other filters.
-func (h *Handler) counts(r *http.Request, f *filter) (*countsView, error) {
-	n, err := h.browser.CountByStatus(r.Context(), f.query)
-	if err != nil {
-		return nil, err
+// countsMaxAge is how long counts per status are reused by every page
+// and live view showing the same filters: counting 100,000 tasks takes
+// tens of milliseconds, and a busy store changes every moment.
+const countsMaxAge = time.Second
+
+// countCache holds the latest counts per status of each filter.
+type countCache struct {
+	mu sync.Mutex
+	m  map[string]countEntry
+}
+
+// countEntry is the counts of one filter, read at at.
+type countEntry struct {
+	at time.Time
+	n  map[task.Status]int64
+}
+
+// counts returns the counts strip under f's other filters, and when they
+// were read: counts read at notBefore or later, and less than
+// countsMaxAge ago, are reused.
+func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*countsView, time.Time, error) {
+	key := f.values()
+	key.Del("status")
+	k := key.Encode()
+	now := h.now()
+	h.countCache.mu.Lock()
+	e, ok := h.countCache.m[k]
+	h.countCache.mu.Unlock()
+	if !ok || e.at.Before(notBefore) || now.Sub(e.at) >= countsMaxAge {
+		n, err := h.browser.CountByStatus(r.Context(), f.query)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		e = countEntry{at: now, n: n}
+		h.countCache.mu.Lock()
+		if h.countCache.m == nil || len(h.countCache.m) > 1000 {
+			h.countCache.m = map[string]countEntry{}
+		}
+		h.countCache.m[k] = e
+		h.countCache.mu.Unlock()
 	}
+	n := e.n
 	c := &countsView{}
 	for _, s := range statuses {
 		c.Total += n[s]
@@ -290,7 +328,7 @@ func (h *Handler) counts(r *http.Request, f *filter) (*countsView, error) {
 		}
 		c.Items = append(c.Items, countItem{Status: string(s), N: n[s], On: f.Statuses[s], Href: href})
 	}
-	return c, nil
+	return c, e.at, nil
 }
 
 // rowOf returns the list row of t.
