@@ -685,3 +685,54 @@ func TestBehindProxyPrefix(t *testing.T) {
 	}
 	t.Fatalf("the stream through the proxy ended before the task completed: %v", sc.Err())
 }
+
+// TestTaskPageParts: a task's page shows its pending question, its log's
+// tail and its ledger operation with the receipt, apart from its status;
+// the live view follows it to completed.
+func TestTaskPageParts(t *testing.T) {
+	e := newEnv(t, false, nil)
+	asked := make(chan struct{})
+	tk, err := e.eng.Start(context.Background(), engine.StartSpec{Owner: task.UserOwner("acme", "alice"), Tool: "deploy", Request: json.RawMessage(`{}`)},
+		func(ctx context.Context) (json.RawMessage, error) {
+			h := engine.FromContext(ctx)
+			h.Log("stdout", "building api\nstep 2 <b>bold</b>")
+			h.FlushLog()
+			op, err := h.RecordOperation(ctx, engine.OperationSpec{Object: "service/api", ObjectVersion: "v42", Effect: "deploy api to production"})
+			if err != nil {
+				return nil, err
+			}
+			if err := op.Submitted(ctx, "deploy-7781"); err != nil {
+				return nil, err
+			}
+			close(asked)
+			if _, err := h.RequestInput(ctx, json.RawMessage(`{"method":"elicitation/create","params":{"message":"Deploy api to <production>?","requestedSchema":{"type":"object"}}}`)); err != nil {
+				return nil, err
+			}
+			if err := op.Confirmed(ctx, "healthy"); err != nil {
+				return nil, err
+			}
+			return json.RawMessage(`{"content":[]}`), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-asked
+	e.waitStatus(tk.ID, task.InputRequired)
+	c := e.client()
+	_, page := e.get(c, "/tasks/"+string(tk.ID))
+	for _, want := range []string{
+		`id="task-status">input_required<`,
+		"<strong>elicitation/create</strong>", "Deploy api to &lt;production&gt;?",
+		"building api", "step 2 &lt;b&gt;bold&lt;/b&gt;",
+		"deploy api to production", "service/api v42", `<span class="badge op-submitted">submitted</span>`, "<code>deploy-7781</code>",
+		`<span class="badge st-working">working</span> → <span class="badge st-input-required">input_required</span>`,
+		"work started (run 1)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the task page lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the page:\n%s", page)
+	}
+}
