@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -185,7 +186,9 @@ func (s *rawSession) callTask(t *testing.T, tool string, args map[string]any, tt
 	if err := s.call("tools/call", p, &res); err != nil {
 		t.Fatalf("tools/call %s as task: %v", tool, err)
 	}
-	if res.Task.TaskID == "" || res.Task.Status != "working" {
+	// Work that ends within the engine's FinishWithin is answered
+	// already terminal.
+	if res.Task.TaskID == "" || !slices.Contains([]string{"working", "completed", "failed"}, res.Task.Status) {
 		t.Fatalf("CreateTaskResult = %+v", res)
 	}
 	return res.Task

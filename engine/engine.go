@@ -87,6 +87,20 @@ type Options struct {
 	// FeedCheckTimeout bounds each read of a task announced by the change
 	// feed. Zero means DefaultFeedCheckTimeout.
 	FeedCheckTimeout time.Duration
+	// FinishWithin is how long Start waits for work that ends quickly: a
+	// task whose work returns within it is answered already terminal
+	// (completed or failed), its outcome committed before Start returns,
+	// so that its requester needs no poll. When nothing else stands in
+	// the way (no idempotency key, which must be found taken before any
+	// work runs; no concurrency queue; no cap on the requester's
+	// unfinished tasks; no awaited external reference; no write by the
+	// work before it returns), the task is created with its outcome in
+	// one durable write; otherwise it is created first, and its outcome
+	// written as usual. Work still running at the end of the window goes on as the
+	// task's work in the background. Zero means DefaultFinishWithin;
+	// negative turns it off (Start returns as soon as the task is
+	// committed).
+	FinishWithin time.Duration
 	// Exclusive says this engine is the only one using the store (e.g.
 	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
 	// takes over every unfinished task at once instead of waiting for
@@ -287,6 +301,14 @@ type run struct {
 	// logs holds the lines the work logged until they are written; nil
 	// when the store keeps no logs.
 	logs *logBuffer
+
+	// pending is set for a run whose work started before its task was
+	// created (see Options.FinishWithin); nil otherwise.
+	pending *pendingCreate
+	// recorded is closed once the run's outcome is recorded (or dropped),
+	// final then holding the task as recorded (nil if it was not).
+	recorded chan struct{}
+	final    atomic.Pointer[task.Task]
 }
 
 // refSettled notes that the work recorded its external reference, or
@@ -338,6 +360,9 @@ func New(opts Options) (*Engine, error) {
 	o := &e.opts
 	if o.InputPollInterval <= 0 {
 		o.InputPollInterval = DefaultInputPollInterval
+	}
+	if o.FinishWithin == 0 {
+		o.FinishWithin = DefaultFinishWithin
 	}
 	if o.Lease <= 0 {
 		o.Lease = DefaultLease
@@ -575,6 +600,9 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
+	if e.opts.FinishWithin > 0 && spec.Queue == "" && spec.AwaitExternalRef <= 0 && spec.MaxActive <= 0 && spec.IdempotencyKey == "" {
+		return e.startQuick(parent, spec, t, work)
+	}
 	opts := store.CreateOptions{MaxActive: spec.MaxActive}
 	if spec.Queue != "" {
 		max, ok := e.queueCap(spec.Queue)
@@ -616,6 +644,14 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	if spec.AwaitExternalRef > 0 {
 		e.awaitRef(parent, r, spec.AwaitExternalRef)
 	}
+	if e.opts.FinishWithin > 0 {
+		// Created first (a queue, a cap or an awaited reference stood
+		// in the way of one write): still answered terminal when the
+		// work ends within the window.
+		if done := e.awaitOutcome(parent, r, time.Now().Add(e.opts.FinishWithin)); done != nil {
+			return done, nil
+		}
+	}
 	return t.Clone(), nil
 }
 
@@ -643,12 +679,21 @@ func (e *Engine) launch(parent context.Context, t *task.Task, work Work) *run {
 // register registers a run of t, so that a cancel, an answer or a feed
 // announcement reaches it from now on; start runs its work.
 func (e *Engine) register(parent context.Context, t *task.Task) (r *run, stopOnShutdown func() bool) {
-	ctx, cancel := context.WithCancelCause(parent)
-	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{}), logs: e.newLogBuffer(t.ID)}
-	stopOnShutdown = context.AfterFunc(e.base, func() { cancel(errShutdown) })
+	r, stopOnShutdown = e.newRun(parent, t)
 	e.mu.Lock()
 	e.runs[t.ID] = r
 	e.mu.Unlock()
+	return r, stopOnShutdown
+}
+
+// newRun returns a run of t that nothing reaches yet (see register).
+func (e *Engine) newRun(parent context.Context, t *task.Task) (r *run, stopOnShutdown func() bool) {
+	ctx, cancel := context.WithCancelCause(parent)
+	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{}), logs: e.newLogBuffer(t.ID), recorded: make(chan struct{})}
+	if r.logs != nil {
+		r.logs.run = r
+	}
+	stopOnShutdown = context.AfterFunc(e.base, func() { cancel(errShutdown) })
 	return r, stopOnShutdown
 }
 
@@ -688,6 +733,7 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		e.mu.Lock()
 		delete(e.runs, r.id)
 		e.mu.Unlock()
+		close(r.recorded)
 	}()
 }
 
@@ -722,14 +768,7 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		e.resolveInterrupted(r, context.Cause(ctx) == errShutdownWaiting)
 		return
 	}
-	var terr *task.Error
-	if err == nil && len(res) > e.opts.MaxResultBytes {
-		err = &task.Error{Code: task.CodeInternalError, Message: fmt.Sprintf(
-			"the tool's result of %d bytes exceeds the server's limit of %d bytes", len(res), e.opts.MaxResultBytes)}
-	}
-	if err != nil && !errors.As(err, &terr) {
-		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
-	}
+	terr := e.outcomeError(res, err)
 	now := e.now()
 	t, uerr := e.recordOutcome(ctx, r, func(t *task.Task) error {
 		if t.Runner != e.id && !t.Status.Terminal() {
@@ -752,8 +791,10 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		e.log.Error("recording task outcome", "task", r.id, "err", uerr)
 		return
 	case t.Status == task.Failed:
+		r.final.Store(t)
 		e.log.Info("task failed", "task", t.ID, "tool", t.Tool, "code", t.Error.Code, "message", t.Error.Message)
 	default:
+		r.final.Store(t)
 		e.log.Info("task completed", "task", t.ID, "tool", t.Tool, "resultBytes", len(res))
 	}
 }

@@ -90,6 +90,9 @@ func (h *Handle) setExternalRef(ctx context.Context, ref string, final bool) err
 // [Handle.SetExternalRef]): set by an earlier run of the work, for a
 // re-run that re-attaches.
 func (h *Handle) ExternalRef(ctx context.Context) (string, error) {
+	if err := h.run.ensureCreated(ctx); err != nil {
+		return "", err
+	}
 	t, err := h.e.timed.Get(ctx, h.run.id)
 	if err != nil {
 		return "", err

@@ -19,8 +19,10 @@ var errLost = errors.New("the task is held by another engine")
 func (e *Engine) heartbeat(ctx context.Context) {
 	e.mu.Lock()
 	ids := make([]task.ID, 0, len(e.runs))
-	for id := range e.runs {
-		ids = append(ids, id)
+	for id, r := range e.runs {
+		if r.stored() { // not a run whose task is not created yet
+			ids = append(ids, id)
+		}
 	}
 	e.mu.Unlock()
 	if len(ids) == 0 {
@@ -60,7 +62,7 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 	e.mu.Lock()
 	r := e.runs[id]
 	e.mu.Unlock()
-	if r == nil {
+	if r == nil || !r.stored() {
 		return
 	}
 	t, err := e.timed.Get(ctx, id)
@@ -114,8 +116,10 @@ func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
 func (e *Engine) recheckRuns() {
 	e.mu.Lock()
 	ids := make([]task.ID, 0, len(e.runs))
-	for id := range e.runs {
-		ids = append(ids, id)
+	for id, r := range e.runs {
+		if r.stored() { // not a run whose task is not created yet
+			ids = append(ids, id)
+		}
 	}
 	e.mu.Unlock()
 	for _, id := range ids {

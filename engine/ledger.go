@@ -170,6 +170,9 @@ func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, 
 	if l == nil {
 		return nil, ErrNoLedger
 	}
+	if err := h.run.ensureCreated(ctx); err != nil {
+		return nil, err
+	}
 	t, err := h.e.timed.Get(ctx, h.run.id)
 	if err != nil {
 		return nil, err

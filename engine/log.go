@@ -161,6 +161,7 @@ const (
 // flush, at most one write at a time, in order.
 type logBuffer struct {
 	e   *Engine
+	run *run // whose task may not be created yet (see run.ensureCreated)
 	l   store.TaskLogs
 	id  task.ID
 	lim store.LogLimits // the log's caps, for the store
@@ -298,6 +299,11 @@ func (b *logBuffer) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.e.opts.LogWriteTimeout)
 	defer cancel()
+	if b.run != nil {
+		if err := b.run.ensureCreated(context.Background()); err != nil {
+			return // the task was never created: nothing to log to
+		}
+	}
 	err := b.l.AppendLog(ctx, b.id, batch)
 	if err == nil {
 		b.e.wakeWatchers(b.id) // a waiter here may follow the log

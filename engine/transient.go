@@ -40,6 +40,9 @@ func (e *Engine) transient(err error) bool {
 // run more than once and must give the same result when a previous
 // attempt did land.
 func (e *Engine) writeForWork(ctx context.Context, r *run, what string, fn func(*task.Task) error) (*task.Task, error) {
+	if err := r.ensureCreated(ctx); err != nil {
+		return nil, err
+	}
 	giveUp := time.Now().Add(e.opts.Lease)
 	wait := transientRetryMin
 	for attempt := 1; ; attempt++ {

@@ -31,6 +31,7 @@ type Config struct {
 	MaxResultBytes  int           // cap on a stored result
 	ResultLinkBytes int           // size above which a result is answered as a link to its resource; 0: always inline
 	ShutdownGrace   time.Duration // how long running tasks may finish at shutdown
+	FinishWithin    time.Duration // work ending this soon after its call is answered terminal; 0: off
 	SweepInterval   time.Duration // how often expired tasks are deleted
 	LedgerRetention time.Duration // how long the operation ledger keeps an operation after its last change
 	BodyTimeout     time.Duration // how long a client may take to send a request body; 0: no limit
@@ -108,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
 	fs.IntVar(&c.ResultLinkBytes, "result-link-bytes", 0, "answer a task's result larger than this many `bytes` as a resource_link to mcptask://tasks/ID/result (read by its owner with resources/read) instead of inline; 0: always inline")
+	fs.DurationVar(&c.FinishWithin, "finish-within", engine.DefaultFinishWithin, "a task whose work ends this soon after its call is answered already completed or failed (no poll needed), committed first; 0: always answer working")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", time.Minute, "how often expired tasks are deleted")
 	fs.DurationVar(&c.LedgerRetention, "ledger-retention", engine.DefaultLedgerRetention, "how long the operation ledger keeps an operation after its last change, whatever happened to its task")
@@ -185,6 +187,9 @@ func (c *Config) validate() error {
 	}
 	if c.BodyTimeout < 0 || c.MaxConns < 0 {
 		errs = append(errs, fmt.Errorf("-body-timeout and -max-connections must not be negative, got %v and %d", c.BodyTimeout, c.MaxConns))
+	}
+	if c.FinishWithin < 0 {
+		errs = append(errs, fmt.Errorf("-finish-within must not be negative (0 turns it off)"))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("-shutdown-grace must not be negative, got %v", c.ShutdownGrace))

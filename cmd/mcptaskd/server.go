@@ -130,6 +130,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 			PollInterval: cfg.PollInterval,
 		},
 		MaxResultBytes:  cfg.MaxResultBytes,
+		FinishWithin:    finishWithin(cfg.FinishWithin),
 		SweepInterval:   cfg.SweepInterval,
 		LedgerRetention: cfg.LedgerRetention,
 		Logger:          logger,
@@ -616,4 +617,13 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.once.Do(b.clear)
 	}
 	return n, err
+}
+
+// finishWithin maps -finish-within (0: off) to engine.Options.FinishWithin
+// (negative: off).
+func finishWithin(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
