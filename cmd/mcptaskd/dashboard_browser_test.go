@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask/internal/wiretest"
+)
+
+// dashboardToken is the admin token of the browser tests' mcptaskd.
+const dashboardToken = "browser-test-admin-token-0123456789"
+
+// writeAdminToken writes the admin token file and returns its path.
+func writeAdminToken(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(path, []byte(dashboardToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// signIn opens base's dashboard, is sent to the sign-in form and signs in
+// with the admin token, landing on the task list.
+func (b *browser) signIn(base string) {
+	b.t.Helper()
+	b.navigate(base + "/dashboard/")
+	b.waitJS("the sign-in form", `location.pathname.endsWith("/dashboard/login") && document.querySelector("#token")`)
+	b.setValue("#token", dashboardToken)
+	b.click("#login-submit")
+	b.waitJS("the task list", `location.pathname === "/dashboard/" && document.querySelector("#counts")`)
+}
+
+// rowStatus is the JavaScript expression of a list row's data-status.
+func rowStatus(id string) string {
+	return fmt.Sprintf(`(document.getElementById(%s) || {dataset: {}}).dataset.status`, jsString("row-"+id))
+}
+
+// countOf is the JavaScript expression of the count shown for status.
+func countOf(status string) string {
+	return fmt.Sprintf(`((document.querySelector('#counts a.badge[data-status=%q] strong') || {}).textContent || "").trim()`, status)
+}
+
+// mcpStatus returns a task's status over MCP.
+func mcpStatus(t *testing.T, c *wiretest.Client, id string) string {
+	t.Helper()
+	tk, err := c.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("tasks/get %s: %v", id, err)
+	}
+	return tk.Status
+}
+
+// TestDashboardBrowser drives the dashboard of an mcptaskd with an admin
+// token in headless Chromium: the sign-in (a wrong token refused), the
+// list and its counts, the status and tool filters, a task page followed
+// live from working to completed without a reload, its timeline, the
+// cancel button, the bulk cancel, the audited reveal of a result; and
+// screenshots of the list and of a task page.
+func TestDashboardBrowser(t *testing.T) {
+	dir := t.TempDir()
+	// /mcp is open on loopback (no -tokens); the dashboard needs the
+	// admin token.
+	base := serveApp(t, nil, "-db", filepath.Join(dir, "tasks.db"), "-admin-token-file", writeAdminToken(t),
+		"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0", "-max-poll-interval", "0")
+	c := &wiretest.Client{URL: base + "/mcp", Tasks: true, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	b := newBrowser(t)
+
+	// Sign-in: redirected to the form; a wrong token is refused.
+	b.navigate(base + "/dashboard/")
+	b.waitJS("the redirect to the sign-in form", `location.pathname === "/dashboard/login" && document.querySelector("#token")`)
+	b.setValue("#token", "not-the-admin-token-at-all")
+	b.click("#login-submit")
+	b.waitJS("the sign-in error", `document.querySelector(".error") && document.querySelector("#token")`)
+	if msg := b.text(".error"); strings.TrimSpace(msg) == "" {
+		t.Errorf("the sign-in error is empty")
+	}
+	if got := js[string](b, `location.pathname`); got == "/dashboard/" {
+		t.Fatalf("a wrong token reached the list")
+	}
+	b.forgetProblems() // the browser logs the refusal's 401 as an error
+	b.setValue("#token", dashboardToken)
+	b.click("#login-submit")
+	b.waitJS("the task list after signing in", `location.pathname === "/dashboard/" && document.querySelector("#counts") && document.querySelector("#filters")`)
+
+	// Tasks in several statuses, started over MCP.
+	done := startTask(t, c, "long_computation", map[string]any{"n": 1000, "steps": 1, "step_delay_ms": 0})
+	deploy := startTask(t, c, "deploy_with_confirmation", map[string]any{"service": "billing", "build_steps": 1, "step_delay_ms": 0})
+	waitTask(t, c, done, browserWait, "completed", func(tk *wiretest.Task) bool { return tk.Status == "completed" })
+	waitTask(t, c, deploy, browserWait, "input_required", func(tk *wiretest.Task) bool { return tk.Status == "input_required" })
+
+	t.Run("list", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/")
+		b.waitJS("both rows", rowStatus(done)+` === "completed" && `+rowStatus(deploy)+` === "input_required"`)
+		b.waitJS("the counts", countOf("completed")+` === "1" && `+countOf("input_required")+` === "1"`)
+		if got := b.text("#row-" + deploy + " td.tool"); got != "deploy_with_confirmation" {
+			t.Errorf("the deploy row's tool is %q", got)
+		}
+	})
+
+	t.Run("filters", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/")
+		b.click(`#filters input[name=status][value=completed]`)
+		b.click("#apply")
+		b.waitJS("the status filter", `location.search.includes("status=completed") && document.readyState === "complete"`)
+		b.waitJS("only completed rows", rowStatus(done)+` === "completed" && !document.getElementById("row-`+deploy+`")`)
+		if n := js[int](b, `document.querySelectorAll("#rows tr[data-status]").length`); n != 1 {
+			t.Errorf("the completed filter shows %d rows, want 1", n)
+		}
+		if js[bool](b, `!!document.querySelector('#filters input[name=status][value=completed]:checked')`) != true {
+			t.Errorf("the completed checkbox is not checked on the filtered page")
+		}
+		if got := js[string](b, countOf("input_required")); got != "1" {
+			t.Errorf("the counts on the filtered page say input_required %q, want 1 (counts are of every task)", got)
+		}
+
+		b.navigate(base + "/dashboard/")
+		b.setValue("#f-tool", "deploy_with_confirmation")
+		b.click("#apply")
+		b.waitJS("the tool filter", `location.search.includes("tool=deploy_with_confirmation") && document.readyState === "complete"`)
+		b.waitJS("only the deploy row", rowStatus(deploy)+` === "input_required" && !document.getElementById("row-`+done+`")`)
+
+		// A count's badge is a link to its status.
+		b.navigate(base + "/dashboard/")
+		b.click(`#counts a.badge[data-status=input_required]`)
+		b.waitJS("the count's filter", `location.search.includes("status=input_required") && document.readyState === "complete"`)
+		b.waitJS("only the input_required row", rowStatus(deploy)+` === "input_required" && !document.getElementById("row-`+done+`")`)
+		b.noProblems()
+	})
+
+	var live string
+	t.Run("live task page", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/")
+		b.waitJS("the list's live updates", `document.body.dataset.liveState === "open"`)
+		// About 4 s of work: 16 steps of 250 ms.
+		live = startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 16, "step_delay_ms": 250})
+		b.waitJS("the new task's row, live", rowStatus(live)+` === "working"`)
+		b.click("#row-" + live + " td.id a")
+		b.waitJS("the task page", `location.pathname === "/dashboard/tasks/`+live+`" && document.querySelector("#task-status")`)
+		js[bool](b, `(window.__noReload = 1) === 1`)
+		b.waitJS("the page's live updates", `document.body.dataset.liveState === "open"`)
+		if st := b.text("#task-status"); st != "working" {
+			t.Fatalf("the task is %q when its page is open; the machine is too slow for this test's 4 s of work", st)
+		}
+		b.waitJS("a step message, live", `/step \d+ of 16/.test(document.querySelector("#task-message").textContent)`)
+		b.waitJS("the completion, live", `document.querySelector("#task-status").textContent === "completed"`)
+		if !js[bool](b, `window.__noReload === 1`) {
+			t.Fatalf("the task page reloaded to show the completion")
+		}
+		if js[bool](b, `!!document.querySelector("#cancel")`) {
+			t.Errorf("a completed task still has its cancel button")
+		}
+		b.waitJS("the timeline's completion", `document.querySelector("#timeline li:last-child").textContent.includes("completed")`)
+		tl := b.text("#timeline")
+		for _, want := range []string{"created", "work started", "completed"} {
+			if !strings.Contains(tl, want) {
+				t.Errorf("the timeline lacks %q: %s", want, tl)
+			}
+		}
+		if n := js[int](b, `document.querySelectorAll("#timeline li.ev-created, #timeline li.ev-started").length`); n != 2 {
+			t.Errorf("the timeline has %d created/started events, want 2", n)
+		}
+		b.noProblems()
+	})
+
+	t.Run("reveal", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/tasks/" + live)
+		if js[bool](b, `!!document.querySelector("#revealed-result")`) {
+			t.Fatalf("the result is shown before it is asked for")
+		}
+		b.click("#reveal")
+		b.waitJS("the revealed result", `document.querySelector("#revealed-result")`)
+		if got := b.text("#revealed-result"); !strings.Contains(got, "9592 primes up to 100000") {
+			t.Errorf("the revealed result is %q", got)
+		}
+		b.screenshot("dashboard-task.png")
+		b.noProblems()
+	})
+
+	t.Run("cancel button", func(t *testing.T) {
+		b.t = t
+		id := startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 100, "step_delay_ms": 500})
+		b.navigate(base + "/dashboard/tasks/" + id)
+		b.waitJS("the running task", `document.querySelector("#task-status").textContent === "working" && document.querySelector("#cancel")`)
+		b.click("#cancel")
+		b.waitJS("the cancelled task", `document.querySelector("#task-status").textContent === "cancelled"`)
+		if st := mcpStatus(t, c, id); st != "cancelled" {
+			t.Errorf("over MCP the task is %s after the dashboard's cancel", st)
+		}
+		b.noProblems()
+	})
+
+	t.Run("bulk cancel", func(t *testing.T) {
+		b.t = t
+		args := map[string]any{"n": 100000, "steps": 100, "step_delay_ms": 500}
+		one, two := startTask(t, c, "long_computation", args), startTask(t, c, "long_computation", args)
+		spare := startTask(t, c, "long_computation", args)
+		b.navigate(base + "/dashboard/")
+		b.waitJS("the three rows", rowStatus(one)+` === "working" && `+rowStatus(two)+` === "working" && `+rowStatus(spare)+` === "working"`)
+		b.click(`input.sel[value="` + one + `"]`)
+		b.click(`input.sel[value="` + two + `"]`)
+		b.click("#bulk-cancel")
+		b.waitJS("both rows cancelled", rowStatus(one)+` === "cancelled" && `+rowStatus(two)+` === "cancelled"`)
+		for _, id := range []string{one, two} {
+			if st := mcpStatus(t, c, id); st != "cancelled" {
+				t.Errorf("over MCP task %s is %s after the bulk cancel", id, st)
+			}
+		}
+		if st := mcpStatus(t, c, spare); st != "working" {
+			t.Errorf("the task left unselected is %s", st)
+		}
+		b.waitJS("the cancelled count", countOf("cancelled")+` === "3"`)
+		b.noProblems()
+	})
+
+	t.Run("screenshot", func(t *testing.T) {
+		b.t = t
+		// One more status: a failed task.
+		failed := startTask(t, c, "flaky_migration", map[string]any{"steps": 2, "fail_at_step": 1, "step_delay_ms": 0})
+		waitTask(t, c, failed, browserWait, "failed", func(tk *wiretest.Task) bool { return tk.Status == "failed" })
+		b.navigate(base + "/dashboard/")
+		b.waitJS("the list, live", `document.body.dataset.liveState === "open" && `+rowStatus(failed)+` === "failed"`)
+		b.screenshot("dashboard-list.png")
+		b.noProblems()
+	})
+}
