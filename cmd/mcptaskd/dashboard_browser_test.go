@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/pgtest"
 	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/task"
 )
 
 // dashboardToken is the admin token of the browser tests' mcptaskd.
@@ -231,6 +236,226 @@ func TestDashboardBrowser(t *testing.T) {
 		b.navigate(base + "/dashboard/")
 		b.waitJS("the list, live", `document.body.dataset.liveState === "open" && `+rowStatus(failed)+` === "failed"`)
 		b.screenshot("dashboard-list.png")
+		b.noProblems()
+	})
+}
+
+// The hostile strings of TestDashboardBrowserEscaping: each would run
+// script (setting window.__xss) if a page put it in its HTML unescaped,
+// as an element, an attribute or an attribute's end.
+var hostileStrings = []string{
+	`<script>window.__xss=1</script>`,
+	`"onerror="window.__xss=2`,
+	`<img src=x onerror="window.__xss=3">`,
+}
+
+// hostileTask is a task started in-process whose tool name and status
+// messages are hostile: its work sets each message sent on msgs and
+// completes, with a hostile result, when msgs is closed.
+type hostileTask struct {
+	id   string
+	tool string
+	msgs chan string
+}
+
+// startHostile starts a hostile task on app's engine with the tool name
+// tool and the first status message msg, and waits until the message is
+// recorded.
+func startHostile(t *testing.T, app *App, tool, msg string) *hostileTask {
+	t.Helper()
+	h := &hostileTask{tool: tool, msgs: make(chan string)}
+	set := make(chan error)
+	work := func(ctx context.Context) (json.RawMessage, error) {
+		hd := engine.FromContext(ctx)
+		set <- hd.SetStatusMessage(ctx, msg)
+		for m := range h.msgs {
+			set <- hd.SetStatusMessage(ctx, m)
+		}
+		return json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": "result " + tool}}})
+	}
+	tk, err := app.Engine().Start(context.Background(), engine.StartSpec{Owner: task.UserOwner("", "browser-test"), Tool: tool, Wire: "2026-07-28"}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.id = string(tk.ID)
+	if err := <-set; err != nil {
+		t.Fatal(err)
+	}
+	// Later messages are answered on set too.
+	go func() {
+		for range set {
+		}
+	}()
+	return h
+}
+
+// noXSS fails the test if a hostile string ran as script or made an
+// element.
+func noXSS(t *testing.T, b *browser, where string) {
+	t.Helper()
+	if got := js[string](b, `typeof window.__xss`); got != "undefined" {
+		t.Errorf("%s: a hostile string ran as script: window.__xss is %s", where, js[string](b, `String(window.__xss)`))
+	}
+	if n := js[int](b, `document.querySelectorAll('img[src="x"], img[onerror], [onerror]').length`); n != 0 {
+		t.Errorf("%s: a hostile string made %d elements", where, n)
+	}
+	if n := js[int](b, `document.querySelectorAll('body script').length`); n != 0 {
+		t.Errorf("%s: a hostile string made %d script elements", where, n)
+	}
+}
+
+// TestDashboardBrowserEscaping shows tasks whose tool names and status
+// messages are script, attribute breakers and elements, on the list and
+// on the task page, before and through live updates: they are shown as
+// text, and nothing runs.
+func TestDashboardBrowserEscaping(t *testing.T) {
+	app, base := serveAppOf(t, nil, "-db", filepath.Join(t.TempDir(), "tasks.db"))
+	b := newBrowser(t)
+
+	var tasks []*hostileTask
+	for i, tool := range hostileStrings {
+		tasks = append(tasks, startHostile(t, app, tool, hostileStrings[(i+1)%len(hostileStrings)]))
+	}
+	defer func() {
+		for _, h := range tasks {
+			if h.msgs != nil {
+				close(h.msgs)
+			}
+		}
+	}()
+	cell := func(id, sel string) string {
+		return fmt.Sprintf(`(document.querySelector(%s) || {}).textContent`, jsString("#row-"+id+" "+sel))
+	}
+
+	// The list, as loaded.
+	b.navigate(base + "/dashboard/")
+	b.waitJS("the list, live", `document.body.dataset.liveState === "open"`)
+	for i, h := range tasks {
+		if got := js[string](b, cell(h.id, "td.tool")); got != h.tool {
+			t.Errorf("the list shows tool %q, want %q", got, h.tool)
+		}
+		if got, want := js[string](b, cell(h.id, "td.msg")), hostileStrings[(i+1)%len(hostileStrings)]; got != want {
+			t.Errorf("the list shows message %q, want %q", got, want)
+		}
+	}
+	noXSS(t, b, "the list")
+
+	// Live updates of the list: new messages and a new hostile task.
+	for i, h := range tasks {
+		h.msgs <- "now " + hostileStrings[(i+2)%len(hostileStrings)]
+	}
+	extra := startHostile(t, app, hostileStrings[0]+hostileStrings[2], hostileStrings[1])
+	tasks = append(tasks, extra)
+	for i, h := range tasks[:3] {
+		b.waitJS("a row's new message", cell(h.id, "td.msg")+" === "+jsString("now "+hostileStrings[(i+2)%len(hostileStrings)]))
+	}
+	b.waitJS("the new row", cell(extra.id, "td.tool")+" === "+jsString(extra.tool))
+	noXSS(t, b, "the list after live updates")
+
+	// A filter by a hostile tool name: the form shows it back.
+	b.navigate(base + "/dashboard/?tool=" + url.QueryEscape(hostileStrings[1]))
+	if got := js[string](b, `document.querySelector("#f-tool").value`); got != hostileStrings[1] {
+		t.Errorf("the tool filter shows %q, want %q", got, hostileStrings[1])
+	}
+	b.waitJS("the filtered row", cell(tasks[1].id, "td.tool")+" === "+jsString(hostileStrings[1]))
+	noXSS(t, b, "the filtered list")
+
+	// The task page, as loaded, then live, then completed, then revealed.
+	h := tasks[2]
+	b.navigate(base + "/dashboard/tasks/" + h.id)
+	b.waitJS("the task page, live", `document.body.dataset.liveState === "open"`)
+	if got := b.text("#task-tool"); got != h.tool {
+		t.Errorf("the task page shows tool %q, want %q", got, h.tool)
+	}
+	if got := b.text("#task-message"); got != "now "+hostileStrings[1] {
+		t.Errorf("the task page shows message %q", got)
+	}
+	noXSS(t, b, "the task page")
+	for _, m := range hostileStrings {
+		h.msgs <- m
+		b.waitJS("the task's new message", `document.querySelector("#task-message").textContent === `+jsString(m))
+		noXSS(t, b, "the task page after a live update")
+	}
+	close(h.msgs)
+	h.msgs = nil
+	b.waitJS("the completion, live", `document.querySelector("#task-status").textContent === "completed"`)
+	tl := b.text("#timeline")
+	if !strings.Contains(tl, hostileStrings[2]) {
+		t.Errorf("the timeline does not show the last message as text: %s", tl)
+	}
+	noXSS(t, b, "the completed task page")
+	b.click("#reveal")
+	b.waitJS("the revealed result", `document.querySelector("#revealed-result")`)
+	if got := b.text("#revealed-result"); !strings.Contains(got, `"text"`) || !strings.Contains(got, "window.__xss=3") {
+		t.Errorf("the revealed result is %q", got)
+	}
+	noXSS(t, b, "the revealed result")
+	b.noProblems()
+}
+
+// TestDashboardBrowserMultiInstance runs two mcptaskd processes on one
+// PostgreSQL schema: the dashboard of instance A follows, live, tasks
+// that instance B runs (their steps and completion come through the
+// store's change feed), names B in their timelines, and cancels one:
+// B's work stops.
+func TestDashboardBrowserMultiInstance(t *testing.T) {
+	dsn := pgtest.DSN(t) // skips, saying so, without MCPTASK_TEST_POSTGRES_DSN
+	schema := pgSchema(t, dsn)
+	fleet := startTogether(t, []string{"instance A", "instance B"}, append(pgFlags(t, dsn, schema, 2*time.Second), "-log-level", "debug")...)
+	a, ib := fleet[0], fleet[1]
+	cb := ib.client(true)
+	bInstance := fmt.Sprintf("-%d-", ib.Pid()) // in B's instance ID, mcptaskd-HOST-PID-RANDOM
+	b := newBrowser(t)
+
+	t.Run("followed live to completion", func(t *testing.T) {
+		b.t = t
+		// About 5 s of work on B: 20 steps of 250 ms.
+		id := startTask(t, cb, "long_computation", map[string]any{"n": 100000, "steps": 20, "step_delay_ms": 250})
+		b.navigate(a.Base + "/dashboard/")
+		b.waitJS("B's task on A's list", rowStatus(id)+` === "working"`)
+		b.click("#row-" + id + " td.id a")
+		b.waitJS("the task page", `location.pathname === "/dashboard/tasks/`+id+`" && document.querySelector("#task-status")`)
+		js[bool](b, `(window.__noReload = 1) === 1`)
+		b.waitJS("the page's live updates", `document.body.dataset.liveState === "open"`)
+		if st := b.text("#task-status"); st != "working" {
+			t.Fatalf("the task is %q when its page is open on A; the machine is too slow for this test's 5 s of work", st)
+		}
+		first := b.text("#task-message")
+		b.waitJS("a new step, live", `/step \d+ of 20/.test(document.querySelector("#task-message").textContent) && document.querySelector("#task-message").textContent !== `+jsString(first))
+		b.waitJS("the completion, live", `document.querySelector("#task-status").textContent === "completed"`)
+		if !js[bool](b, `window.__noReload === 1`) {
+			t.Fatalf("the task page reloaded to show the completion")
+		}
+		b.waitJS("the timeline's completion", `document.querySelector("#timeline li:last-child").textContent.includes("completed")`)
+		if tl := b.text("#timeline"); !strings.Contains(tl, bInstance) {
+			t.Errorf("the timeline does not name instance B (%s…): %s", bInstance, tl)
+		}
+		b.noProblems()
+	})
+
+	t.Run("cancelled from A", func(t *testing.T) {
+		b.t = t
+		id := startTask(t, cb, "long_computation", map[string]any{"n": 100000, "steps": 100, "step_delay_ms": 500})
+		b.navigate(a.Base + "/dashboard/tasks/" + id)
+		b.waitJS("the running task", `document.querySelector("#task-status").textContent === "working" && document.querySelector("#cancel")`)
+		if got := b.text("#task-live"); !strings.Contains(got, bInstance) {
+			t.Errorf("the task page does not name instance B as its runner: %s", got)
+		}
+		b.click("#cancel")
+		b.waitJS("the cancelled task", `document.querySelector("#task-status").textContent === "cancelled"`)
+		if st := mcpStatus(t, cb, id); st != "cancelled" {
+			t.Errorf("over MCP on B the task is %s after A's dashboard cancelled it", st)
+		}
+		// B's work stops: it returns, and B drops its late result.
+		waitUntil(t, browserWait, "B's work to stop", func() (bool, error) {
+			return logged(ib, "late result of a cancelled task dropped", id), nil
+		})
+		if n := taskRecords(fleet, "task completed", "task failed")[id]; n != 0 {
+			t.Errorf("the cancelled task logged %d outcomes", n)
+		}
+		if !logged(a, "task cancelled", id) {
+			t.Errorf("instance A did not log the cancel")
+		}
 		b.noProblems()
 	})
 }
