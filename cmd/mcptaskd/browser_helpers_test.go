@@ -167,10 +167,19 @@ func (b *browser) navigate(url string) {
 	b.do("loading "+url, chromedp.Navigate(url))
 }
 
-// click clicks the first element matching the CSS selector sel.
+// click clicks the first element matching the CSS selector sel, once it
+// is visible. The click is the element's click() (which submits its form
+// or follows its link as a user's click does), not a mouse event at the
+// element's position: a live update re-rendering the page between
+// chromedp's measuring the element and its mouse event could move it, and
+// the click would land elsewhere.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("clicking "+sel, chromedp.Click(chromedp.CSS(sel)))
+	el := fmt.Sprintf(`document.querySelector(%s)`, jsString(sel))
+	b.waitJS(sel+" visible", el+` && `+el+`.checkVisibility()`)
+	if !js[bool](b, `(() => { const e = `+el+`; e.scrollIntoView({block: "center"}); e.click(); return true; })()`) {
+		b.t.Fatalf("browser: clicking %s failed", sel)
+	}
 }
 
 // eval evaluates the JavaScript expression expr and decodes its value.
@@ -227,6 +236,7 @@ func (b *browser) text(sel string) string {
 // docs/name in the repository.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
+	b.waitJS("the page loaded", `document.readyState === "complete" && document.documentElement.scrollWidth > 0`)
 	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
