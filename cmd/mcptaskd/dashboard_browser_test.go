@@ -146,17 +146,19 @@ func TestDashboardBrowser(t *testing.T) {
 		b.t = t
 		b.navigate(base + "/dashboard/")
 		b.waitJS("the list's live updates", `document.body.dataset.liveState === "open"`)
-		// About 4 s of work: 16 steps of 250 ms.
-		live = startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 16, "step_delay_ms": 250})
+		// About 8 s of work, 32 steps of 250 ms: time to open its page
+		// on a slow machine.
+		live = startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 32, "step_delay_ms": 250})
 		b.waitJS("the new task's row, live", rowStatus(live)+` === "working"`)
 		b.click("#row-" + live + " td.id a")
 		b.waitJS("the task page", `location.pathname === "/dashboard/tasks/`+live+`" && document.querySelector("#task-status")`)
 		js[bool](b, `(window.__noReload = 1) === 1`)
 		b.waitJS("the page's live updates", `document.body.dataset.liveState === "open"`)
 		if st := b.text("#task-status"); st != "working" {
-			t.Fatalf("the task is %q when its page is open; the machine is too slow for this test's 4 s of work", st)
+			t.Fatalf("the task is %q when its page is open; the machine is too slow for this test's 8 s of work", st)
 		}
-		b.waitJS("a step message, live", `/step \d+ of 16/.test(document.querySelector("#task-message").textContent)`)
+		first := b.text("#task-message")
+		b.waitJS("a new step message, live", `/step \d+ of 32/.test(document.querySelector("#task-message").textContent) && document.querySelector("#task-message").textContent !== `+jsString(first))
 		b.waitJS("the completion, live", `document.querySelector("#task-status").textContent === "completed"`)
 		if !js[bool](b, `window.__noReload === 1`) {
 			t.Fatalf("the task page reloaded to show the completion")
@@ -188,7 +190,6 @@ func TestDashboardBrowser(t *testing.T) {
 		if got := b.text("#revealed-result"); !strings.Contains(got, "9592 primes up to 100000") {
 			t.Errorf("the revealed result is %q", got)
 		}
-		b.screenshot("dashboard-task.png")
 		b.noProblems()
 	})
 
@@ -236,6 +237,11 @@ func TestDashboardBrowser(t *testing.T) {
 		b.navigate(base + "/dashboard/")
 		b.waitJS("the list, live", `document.body.dataset.liveState === "open" && `+rowStatus(failed)+` === "failed"`)
 		b.screenshot("dashboard-list.png")
+		// A short task's page, its result revealed.
+		b.navigate(base + "/dashboard/tasks/" + done)
+		b.click("#reveal")
+		b.waitJS("the revealed result", `document.querySelector("#revealed-result")`)
+		b.screenshot("dashboard-task.png")
 		b.noProblems()
 	})
 }
@@ -409,8 +415,8 @@ func TestDashboardBrowserMultiInstance(t *testing.T) {
 
 	t.Run("followed live to completion", func(t *testing.T) {
 		b.t = t
-		// About 5 s of work on B: 20 steps of 250 ms.
-		id := startTask(t, cb, "long_computation", map[string]any{"n": 100000, "steps": 20, "step_delay_ms": 250})
+		// About 8 s of work on B: 32 steps of 250 ms.
+		id := startTask(t, cb, "long_computation", map[string]any{"n": 100000, "steps": 32, "step_delay_ms": 250})
 		b.navigate(a.Base + "/dashboard/")
 		b.waitJS("B's task on A's list", rowStatus(id)+` === "working"`)
 		b.click("#row-" + id + " td.id a")
@@ -418,10 +424,10 @@ func TestDashboardBrowserMultiInstance(t *testing.T) {
 		js[bool](b, `(window.__noReload = 1) === 1`)
 		b.waitJS("the page's live updates", `document.body.dataset.liveState === "open"`)
 		if st := b.text("#task-status"); st != "working" {
-			t.Fatalf("the task is %q when its page is open on A; the machine is too slow for this test's 5 s of work", st)
+			t.Fatalf("the task is %q when its page is open on A; the machine is too slow for this test's 8 s of work", st)
 		}
 		first := b.text("#task-message")
-		b.waitJS("a new step, live", `/step \d+ of 20/.test(document.querySelector("#task-message").textContent) && document.querySelector("#task-message").textContent !== `+jsString(first))
+		b.waitJS("a new step, live", `/step \d+ of 32/.test(document.querySelector("#task-message").textContent) && document.querySelector("#task-message").textContent !== `+jsString(first))
 		b.waitJS("the completion, live", `document.querySelector("#task-status").textContent === "completed"`)
 		if !js[bool](b, `window.__noReload === 1`) {
 			t.Fatalf("the task page reloaded to show the completion")
