@@ -244,6 +244,90 @@ func TestDashboardBrowser(t *testing.T) {
 		b.screenshot("dashboard-task.png")
 		b.noProblems()
 	})
+
+	t.Run("search by ID", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/")
+		b.setValue("#search-id", deploy)
+		b.click(`#search button[type=submit]`)
+		b.waitJS("the task page", `location.pathname === "/dashboard/tasks/`+deploy+`" && document.querySelector("#task-status")`)
+		if got := b.text("#task-id"); got != deploy {
+			t.Errorf("the search opened task %q, want %s", got, deploy)
+		}
+		b.navigate(base + "/dashboard/")
+		b.setValue("#search-id", "no-such-task")
+		b.click(`#search button[type=submit]`)
+		b.waitJS("the search's error", `location.search.includes("id=no-such-task") && document.querySelector("#error")`)
+		if got := b.text("#error"); !strings.Contains(got, `"no-such-task"`) {
+			t.Errorf("the search's error is %q", got)
+		}
+		b.noProblems()
+	})
+
+	t.Run("pager", func(t *testing.T) {
+		b.t = t
+		// 60 more tasks: more than a page of 50.
+		var lints []string
+		for i := range 60 {
+			lints = append(lints, startTask(t, c, "lint_report", map[string]any{"source": fmt.Sprint("page test ", i), "line_delay_ms": 0}))
+		}
+		b.navigate(base + "/dashboard/?tool=lint_report")
+		b.waitJS("the first page", `document.querySelectorAll("#rows tr[data-status]").length === 50 && document.querySelector("#next-page")`)
+		first := js[[]string](b, `[...document.querySelectorAll("#rows tr[data-status]")].map(r => r.dataset.id)`)
+		b.click("#next-page")
+		b.waitJS("the second page", `location.search.includes("cursor=") && document.readyState === "complete" && document.querySelector("#first-page")`)
+		second := js[[]string](b, `[...document.querySelectorAll("#rows tr[data-status]")].map(r => r.dataset.id)`)
+		if len(second) != 10 {
+			t.Errorf("the second page has %d rows, want 10", len(second))
+		}
+		if js[bool](b, `!!document.querySelector("#next-page")`) {
+			t.Errorf("the last page has a next page")
+		}
+		if js[string](b, `document.querySelector("#f-tool").value`) != "lint_report" {
+			t.Errorf("the second page lost the tool filter")
+		}
+		seen := map[string]bool{}
+		for _, id := range append(first, second...) {
+			if seen[id] {
+				t.Errorf("task %s is on both pages", id)
+			}
+			seen[id] = true
+		}
+		for _, id := range lints {
+			if !seen[id] {
+				t.Errorf("task %s is on neither page", id)
+			}
+		}
+		b.click("#first-page")
+		b.waitJS("the first page again", `!location.search.includes("cursor=") && document.readyState === "complete" && document.querySelectorAll("#rows tr[data-status]").length === 50`)
+		b.noProblems()
+	})
+
+	t.Run("drain", func(t *testing.T) {
+		b.t = t
+		drainRow := `[...document.querySelectorAll("#drain tr")].find(r => r.querySelector("td.tool") && r.querySelector("td.tool").textContent === "lint_report")`
+		b.navigate(base + "/dashboard/")
+		b.waitJS("lint_report open", drainRow+`.textContent.includes("open")`)
+		js[bool](b, `(`+drainRow+`.querySelector("button").click(), true)`)
+		b.waitJS("lint_report drained", `document.readyState === "complete" && `+drainRow+` && `+drainRow+`.textContent.includes("drained")`)
+		if tk, err := c.CallTool(context.Background(), "lint_report", map[string]any{"source": "drained?"}); err == nil && tk.ResultType == "task" {
+			t.Errorf("a drained tool started task %s", tk.TaskID)
+		}
+		js[bool](b, `(`+drainRow+`.querySelector("button").click(), true)`)
+		b.waitJS("lint_report open again", `document.readyState === "complete" && `+drainRow+` && `+drainRow+`.textContent.includes("open")`)
+		startTask(t, c, "lint_report", map[string]any{"source": "undrained"})
+		b.noProblems()
+	})
+
+	t.Run("sign out", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/")
+		b.click(`form.logout button[type=submit]`)
+		b.waitJS("the sign-in form", `location.pathname === "/dashboard/login" && document.querySelector("#token")`)
+		b.navigate(base + "/dashboard/")
+		b.waitJS("the sign-in form again", `location.pathname === "/dashboard/login" && document.querySelector("#token")`)
+		b.noProblems()
+	})
 }
 
 // The hostile strings of TestDashboardBrowserEscaping: each would run
