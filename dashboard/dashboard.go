@@ -212,7 +212,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Content-Security-Policy", csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: with no-referrer, browsers send
+	// "Origin: null" on the forms' POSTs, which a loopback listener's
+	// DNS-rebinding guard refuses. Other origins still get no referrer
+	// (the URLs hold task IDs).
+	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if !strings.HasPrefix(r.URL.Path, "/static/") {
 		hd.Set("Cache-Control", "no-store")

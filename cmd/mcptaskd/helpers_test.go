@@ -243,6 +243,13 @@ func primesUpTo(n int) int {
 // and resolved by its recovery policy.
 func serveApp(t testing.TB, logs io.Writer, args ...string) string {
 	t.Helper()
+	_, url := serveAppOf(t, logs, args...)
+	return url
+}
+
+// serveAppOf is serveApp returning the App as well.
+func serveAppOf(t testing.TB, logs io.Writer, args ...string) (*App, string) {
+	t.Helper()
 	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -266,5 +273,5 @@ func serveApp(t testing.TB, logs io.Writer, args ...string) string {
 	})
 	hs := httptest.NewServer(app.Handler())
 	t.Cleanup(hs.Close) // runs before app.Close
-	return hs.URL
+	return app, hs.URL
 }
