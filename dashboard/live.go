@@ -266,7 +266,7 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 		return
 	}
 	defer release()
-	var last string
+	last := r.URL.Query().Get("v") // the version the page shows
 	h.follow(r.Context(), s, newChanges(func(x task.ID) bool { return x == id }), nil, func(ids []task.ID, recheck bool) (bool, error) {
 		l, err := h.loadTask(r, id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -281,11 +281,11 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 		if err != nil {
 			return true, err
 		}
-		if html == last {
-			return false, nil
+		if v := fragmentVersion(html); v != last {
+			last = v
+			return false, s.event("task", html)
 		}
-		last = html
-		return false, s.event("task", html)
+		return false, nil
 	})
 }
 

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -49,6 +51,12 @@ func (h *Handler) render(w http.ResponseWriter, code int, name string, data any)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
 	w.Write(buf.Bytes())
+}
+
+// fragmentVersion is a short digest of a rendered fragment.
+func fragmentVersion(html string) string {
+	sum := sha256.Sum256([]byte(html))
+	return hex.EncodeToString(sum[:12])
 }
 
 // fragment renders the template name with data, for a live update.
@@ -454,8 +462,17 @@ func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor,
 	p := &taskPage{
 		Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
 		Live: live, Revealed: rev, Flash: flash(r.URL.Query().Get("done")),
-		LiveHref: base(r) + "tasks/" + url.PathEscape(live.ID) + "/live",
 	}
+	// The live stream is told what the page shows, so that it sends the
+	// task only once it changed (a re-render would close what the
+	// operator opened).
+	frag, err := h.fragment("taskLive", &taskPage{Base: "../", CSRF: v.csrf, Live: live})
+	if err != nil {
+		h.opts.Logger.Error("dashboard: rendering a task", "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	p.LiveHref = base(r) + "tasks/" + url.PathEscape(live.ID) + "/live?v=" + fragmentVersion(frag)
 	h.render(w, http.StatusOK, "task", p)
 }
 
