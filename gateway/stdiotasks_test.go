@@ -30,7 +30,10 @@ func runStdioTaskUpstream() int {
 	if err != nil {
 		return 2
 	}
-	eng, err := engine.New(engine.Options{Store: st, Exclusive: true, SweepInterval: -1})
+	// FinishWithin off: the upstream acknowledges a task before its work
+	// can kill the process (within the window, the answer would wait for
+	// the work, and die with it).
+	eng, err := engine.New(engine.Options{Store: st, Exclusive: true, SweepInterval: -1, FinishWithin: -1})
 	if err != nil {
 		return 2
 	}
