@@ -7,7 +7,8 @@
 //   - noop: a no-op without task support;
 //   - noop_task: a no-op with optional task support (its tasks complete at
 //     once);
-//   - sleep_task: optional task support, sleeps 200 ms (-sleep).
+//   - sleep_task: optional task support, sleeps 200 ms (-sleep), whatever
+//     its context (see the workaround in main).
 //
 // It listens on -addr (a loopback address; port 0 picks a free one), prints
 // "listening URL" on its standard output once it accepts connections, and
@@ -57,15 +58,13 @@ func main() {
 		mcp.WithTaskSupport(mcp.TaskSupportOptional)), noop)
 	s.AddTool(mcp.NewTool("sleep_task", mcp.WithDescription("sleeps, optional task"),
 		mcp.WithTaskSupport(mcp.TaskSupportOptional)),
-		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			t := time.NewTimer(*sleep)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return mcp.NewToolResultText("ok"), nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// mcp-go v1.2.1 runs a task under the context of the
+			// tools/call that created it, which ends as soon as the
+			// CreateTaskResult is sent: a tool that heeded it would be
+			// cancelled at once. So the sleep ignores it.
+			time.Sleep(*sleep)
+			return mcp.NewToolResultText("ok"), nil
 		})
 
 	h := server.NewStreamableHTTPServer(s,
