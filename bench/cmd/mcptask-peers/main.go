@@ -48,7 +48,12 @@ import (
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
 )
 
-func main() { loadgen.Main("mcptask-peers", run) }
+func main() {
+	if v := os.Getenv(childEnv); v != "" {
+		os.Exit(serveChild(v))
+	}
+	loadgen.Main("mcptask-peers", run)
+}
 
 const usage = `mcptask-peers: mcptask side by side with mcp-go v1.2.1 and the plain go-sdk
 v1.8.0, over loopback HTTP, in one run (see bench/README.md, "Peers").
@@ -138,7 +143,7 @@ type config struct {
 	rounds, getPool             int
 	plainC, taskC, sleepC, getC []int
 	targets                     []string
-	jsonOut                     bool
+	jsonOut, child              bool
 	peersDir, goBin             string
 }
 
@@ -158,6 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&targets, "targets", strings.Join([]string{targetMcpgo, targetMcptask2025, targetMcptask2026, targetGosdk}, ","),
 		"servers to measure, among "+targetMcpgo+", "+targetMcptask2025+", "+targetMcptask2026+", "+targetGosdk)
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print JSON instead of tables")
+	fs.BoolVar(&cfg.child, "mcptask-child", false, "run the mcptask server as a child process (as the peers) rather than in process")
 	fs.StringVar(&cfg.peersDir, "peers", "", "the directory bench/peers (default: found from the working directory)")
 	fs.StringVar(&cfg.goBin, "go", "go", "the go command that builds the peers")
 	if err := fs.Parse(args); err != nil {
@@ -293,7 +299,16 @@ func measureAll(ctx context.Context, cfg config, stderr io.Writer) (*report, err
 			urls[p.key] = proc.URL
 		}
 	}
-	if want(targetMcptask2025) || want(targetMcptask2026) {
+	mcptaskWhere := "in process"
+	if (want(targetMcptask2025) || want(targetMcptask2026)) && cfg.child {
+		mcptaskWhere = "child process"
+		proc, err := startChild(cfg.sleep)
+		if err != nil {
+			return nil, err
+		}
+		defer proc.stop()
+		urls[targetMcptask2025], urls[targetMcptask2026] = proc.URL, proc.URL
+	} else if want(targetMcptask2025) || want(targetMcptask2026) {
 		srv, err := loadgen.StartServer(filepath.Join(tmp, "tasks.db"), &loadgen.ServerOptions{Sleep: cfg.sleep})
 		if err != nil {
 			return nil, err
@@ -407,7 +422,7 @@ func measureAll(ctx context.Context, cfg config, stderr io.Writer) (*report, err
 			"pollNs":     cfg.poll,
 			"sleepNs":    cfg.sleep,
 			"getPool":    cfg.getPool,
-			"mcptask":    "in process, SQLite synchronous=FULL",
+			"mcptask":    mcptaskWhere + ", SQLite synchronous=FULL",
 			"peers":      "child processes",
 		},
 		Scenarios: scs,
@@ -670,8 +685,8 @@ func pair(a, b time.Duration) string {
 func printReport(w io.Writer, rep *report) {
 	env := rep.Environment
 	fmt.Fprintf(w, "mcptask-peers  %s  %v CPUs (%v), GOMAXPROCS %v, %v\n", env["date"], env["nproc"], env["cpu"], env["gomaxprocs"], env["go"])
-	fmt.Fprintf(w, "%v per run, %v rounds (medians), polls every %v, sleep_task %v; mcptask in process (SQLite, FULL), peers as child processes\n\n",
-		env["runNs"], env["rounds"], env["pollNs"], env["sleepNs"])
+	fmt.Fprintf(w, "%v per run, %v round(s) (medians), polls every %v, sleep_task %v; mcptask: %v; peers: child processes\n\n",
+		env["runNs"], env["rounds"], env["pollNs"], env["sleepNs"], env["mcptask"])
 	byKey := map[[2]string]*result{}
 	for _, r := range rep.Results {
 		byKey[[2]string{r.Scenario, r.Target}] = r

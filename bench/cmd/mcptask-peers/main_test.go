@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -87,6 +88,49 @@ func TestFlags(t *testing.T) {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); err == nil {
 			t.Errorf("%q: accepted", args)
+		}
+	}
+}
+
+// TestMain serves mcptask instead of testing when started as the child of
+// -mcptask-child (see TestChild).
+func TestMain(m *testing.M) {
+	if v := os.Getenv(childEnv); v != "" {
+		os.Exit(serveChild(v))
+	}
+	os.Exit(m.Run())
+}
+
+// TestChild runs the plain call and the no-op task against mcptask run as
+// a child process (-mcptask-child).
+func TestChild(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{
+		"-mcptask-child", "-targets", "mcptask-2025,mcptask-2026", "-d", "100ms", "-rounds", "1",
+		"-plain-c", "1", "-task-c", "1", "-sleep-c", "", "-get-c", "", "-poll", "5ms", "-json",
+	}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.Bytes())
+	}
+	var rep struct {
+		Environment map[string]any
+		Results     []struct {
+			Scenario, Target string
+			Median           figures
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Environment["mcptask"].(string), "child process") {
+		t.Errorf("mcptask: %v", rep.Environment["mcptask"])
+	}
+	if len(rep.Results) != 4 {
+		t.Errorf("%d results, want 4", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if r.Median.Ops == 0 || r.Median.Errors != 0 {
+			t.Errorf("%s on %s: %d ops, %d errors (%s)", r.Scenario, r.Target, r.Median.Ops, r.Median.Errors, r.Median.FirstError)
 		}
 	}
 }

@@ -66,8 +66,17 @@ type peerProc struct {
 // startPeer starts the peer binary bin on a free loopback port and waits
 // until it prints the URL it serves ("listening URL").
 func startPeer(bin string, args ...string) (*peerProc, error) {
+	return startPeerEnv(bin, nil, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+}
+
+// startPeerEnv is startPeer with env added to the environment and args as
+// the whole command line.
+func startPeerEnv(bin string, env []string, args ...string) (*peerProc, error) {
 	p := &peerProc{exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	p.cmd = exec.Command(bin, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = &p.stderr
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
