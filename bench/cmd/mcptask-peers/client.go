@@ -254,7 +254,8 @@ func (s *session) create(ctx context.Context, tool string) (string, error) {
 	return id, nil
 }
 
-// taskBody writes the body of a tasks/* request of the task id to s.body.
+// taskRequest writes the body of a tasks/* request (method) of the task id
+// to s.body and returns it.
 func (s *session) taskRequest(method, id string) []byte {
 	s.body.Reset()
 	s.body.WriteString(`{"jsonrpc":"2.0","id":1,"method":"`)
