@@ -32,14 +32,20 @@ const (
 	// TaskTool has optional task support: a tools/call that declares the
 	// tasks extension creates a task, which completes at once.
 	TaskTool = "noop_task"
+	// SleepTool has optional task support: its tasks sleep
+	// [ServerOptions].Sleep (default [DefaultSleep]) and then complete.
+	SleepTool = "sleep_task"
 )
+
+// DefaultSleep is how long a task of [SleepTool] sleeps by default.
+const DefaultSleep = 200 * time.Millisecond
 
 // RetainTTL is the retention of the in-process server's tasks: long enough
 // that the sweeper deletes nothing during a run.
 const RetainTTL = 24 * time.Hour
 
 // Server is an in-process mcptask server: SQLite file, engine, MCP server
-// with the two no-op tools, served over loopback HTTP.
+// with the two no-op tools and [SleepTool], served over loopback HTTP.
 type Server struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
@@ -72,6 +78,9 @@ type ServerOptions struct {
 	// (the bearer token's user, else the anonymous requester). Empty
 	// leaves mcptask's default unchanged.
 	RequesterHeader string
+	// Sleep is how long a task of [SleepTool] sleeps; zero means
+	// [DefaultSleep].
+	Sleep time.Duration
 }
 
 // RequesterHeader is the header [ClientOptions].Requester sends, which
@@ -157,6 +166,21 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	}
 	mcptask.AddTool(ts, &mcp.Tool{Name: PlainTool, Description: "no-op, synchronous only"}, noop, mcptask.ToolOptions{})
 	mcptask.AddTool(ts, &mcp.Tool{Name: TaskTool, Description: "no-op, optional task"}, noop, mcptask.ToolOptions{Support: mcptask.Optional})
+	sleep := opts.Sleep
+	if sleep <= 0 {
+		sleep = DefaultSleep
+	}
+	mcptask.AddTool(ts, &mcp.Tool{Name: SleepTool, Description: "sleeps, optional task"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+			t := time.NewTimer(sleep)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return noop(ctx, req, in)
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		}, mcptask.ToolOptions{Support: mcptask.Optional})
 	if err := eng.Run(context.Background()); err != nil {
 		st.Close()
 		return nil, err
