@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -72,27 +69,9 @@ func TestDashboard(t *testing.T) {
 		map[string]any{"token": adminTok, "principal": "root", "tenant": "ops", "scopes": []string{"mcptask:admin"}},
 		map[string]any{"token": aliceTok, "principal": "alice", "tenant": "acme", "scopes": []string{"tasks"}},
 		map[string]any{"token": bobTok, "principal": "bob", "tenant": "acme", "scopes": []string{"tasks"}})
-	cfg, err := parseConfig([]string{"-db", filepath.Join(t.TempDir(), "tasks.db"), "-tokens", tokens},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.DiscardHandler)
-	app, err := NewApp(cfg, logger, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		now, stop := context.WithCancel(context.Background())
-		stop()
-		app.Close(now)
-	})
-	hs := httptest.NewServer(app.Handler())
-	t.Cleanup(hs.Close)
+	app, base := serveAppOf(t, nil, "-db", filepath.Join(t.TempDir(), "tasks.db"), "-tokens", tokens)
 	t.Cleanup(app.dashboard.Close)
+	hs := struct{ URL string }{base}
 	alice := &wiretest.Client{URL: hs.URL + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + aliceTok}}}
 	bob := &wiretest.Client{URL: hs.URL + "/mcp", Tasks: true, Header: http.Header{"Authorization": {"Bearer " + bobTok}}}
 	long := map[string]any{"n": 100000, "steps": 1000, "step_delay_ms": 50}
