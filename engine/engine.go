@@ -623,10 +623,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		}
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
-	e.changed(t)
-	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
-	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
-	e.Observer().TaskCreated(t.Tool)
+	e.created(parent, t)
 	if t.Queued {
 		e.mu.Lock()
 		if len(e.waitingWork) < maxWaitingWork {
@@ -718,7 +715,7 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		h := &Handle{e: e, run: r}
 		res, err := e.invoke(withHandle(ctx, h), work)
 		if r.logs != nil {
-			r.logs.end() // the log is complete before the outcome is
+			r.logs.end() // the log is complete before the outcome is (a pending task is created for it first)
 		}
 		r.returned.Store(true)
 		r.refSettled()
@@ -726,6 +723,19 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.
 		interrupted := context.Cause(ctx) == errShutdown || context.Cause(ctx) == errShutdownWaiting
+		if p := r.pending; p != nil {
+			// Its task may not be created yet: Start decides whether the
+			// outcome goes into the task's creation.
+			p.outcome <- quickOutcome{res: res, err: err, interrupted: interrupted}
+			<-p.decided
+			if p.inlined || p.err != nil {
+				e.mu.Lock()
+				delete(e.runs, r.id)
+				e.mu.Unlock()
+				close(r.recorded)
+				return
+			}
+		}
 		// The run stays registered until its outcome is recorded: its
 		// lease is renewed meanwhile, and no takeover starts the work
 		// again while a failing write is retried.

@@ -95,7 +95,7 @@ func (e *Engine) startQuick(parent context.Context, spec StartSpec, t *task.Task
 	e.mu.Lock()
 	e.runs[t.ID] = r
 	e.mu.Unlock()
-	e.startPending(r, stopOnShutdown, work)
+	e.start(r, stopOnShutdown, work)
 
 	deadline := time.Now().Add(e.opts.FinishWithin)
 	timer := time.NewTimer(e.opts.FinishWithin)
@@ -191,41 +191,6 @@ func (e *Engine) created(parent context.Context, t *task.Task) {
 	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
 	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
 	e.Observer().TaskCreated(t.Tool)
-}
-
-// startPending runs the work of a run whose task is not created yet: its
-// outcome goes to Start, which may put it in the task's creation; else
-// the run records it as any run does.
-func (e *Engine) startPending(r *run, stopOnShutdown func() bool, work Work) {
-	ctx := r.ctx
-	p := r.pending
-	go func() {
-		defer e.wg.Done()
-		defer stopOnShutdown()
-		defer r.cancel(nil)
-		h := &Handle{e: e, run: r}
-		res, err := e.invoke(withHandle(ctx, h), work)
-		if r.logs != nil {
-			r.logs.end() // lines make the task be created first
-		}
-		r.returned.Store(true)
-		r.refSettled()
-		interrupted := context.Cause(ctx) == errShutdown || context.Cause(ctx) == errShutdownWaiting
-		p.outcome <- quickOutcome{res: res, err: err, interrupted: interrupted}
-		<-p.decided
-		if p.inlined || p.err != nil {
-			e.mu.Lock()
-			delete(e.runs, r.id)
-			e.mu.Unlock()
-			close(r.recorded)
-			return
-		}
-		e.finish(ctx, r, interrupted, res, err)
-		e.mu.Lock()
-		delete(e.runs, r.id)
-		e.mu.Unlock()
-		close(r.recorded)
-	}()
 }
 
 // outcomeError returns the task error of a work's outcome, nil for a
