@@ -24,7 +24,8 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 )
 
-// The fast lane answers a 2026-07-28 tasks/get without the go-sdk's
+// The fast lane answers the 2026-07-28 tasks/get, tasks/update,
+// tasks/cancel and tasks/delete without the go-sdk's
 // per-request machinery (the temporary session, its jsonrpc2 connection
 // and goroutines, the stream bookkeeping): it decodes the request with
 // the go-sdk's exported codec, runs mcptask's own part of the handling
@@ -111,7 +112,7 @@ func sdkServerFields(srv *mcp.Server) (impl *mcp.Implementation, versions []stri
 func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
 	h := r.Header
 	if r.Method != http.MethodPost || r.Body == nil ||
-		h.Get("Mcp-Method") != wire.MethodTasksGet ||
+		laneMethods[h.Get("Mcp-Method")] == nil ||
 		h.Get("Mcp-Protocol-Version") != ext2026.Version ||
 		len(h.Values("Last-Event-ID")) > 0 ||
 		baseMediaType(h.Get("Content-Type")) != "application/json" ||
@@ -139,7 +140,7 @@ func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// answer answers the tasks/get of body if the go-sdk would hand it to
+// answer answers the request of body if the go-sdk would hand it to
 // mcptask's middleware as it is, and reports whether it did.
 func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	// A JSON object (never a batch), the nesting well within the go-sdk's
@@ -153,32 +154,50 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 		return false
 	}
 	jreq, ok := msg.(*jsonrpc.Request)
-	if !ok || jreq.Method != wire.MethodTasksGet || !jreq.IsCall() || len(jreq.Params) == 0 {
+	method := r.Header.Get("Mcp-Method")
+	if !ok || jreq.Method != method || !jreq.IsCall() || len(jreq.Params) == 0 {
 		return false
 	}
 	if _, bad := ext2026.RoutingMismatch(r.Header, body); bad {
 		return false
 	}
-	var p *ext2026.GetTaskParams
-	if sdkUnmarshal(jreq.Params, &p) != nil || p == nil || !sdkAcceptsMeta(p.Meta, r.Header.Get("Mcp-Protocol-Version")) {
+	ctx := r.Context()
+	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
+	p, req, ok := laneMethods[method](jreq.Params, extra)
+	if !ok || !sdkAcceptsMeta(p.GetMeta(), r.Header.Get("Mcp-Protocol-Version")) {
 		return false
 	}
-
-	// As the go-sdk hands it to the middleware, without the session:
-	// the default requester of a stateless request does not depend on
-	// it.
-	ctx := r.Context()
-	req := &mcp.ServerRequest[*ext2026.GetTaskParams]{
-		Params: p,
-		Extra:  &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header},
-	}
 	s := f.s
-	h := s.w26.Table()[wire.MethodTasksGet]
-	res, err := s.limitedTasksRequest(ctx, wire.MethodTasksGet, req, func(ctx context.Context) (mcp.Result, error) {
-		return s.runTasksHandler(ctx, h, &adapter.Request{Method: wire.MethodTasksGet, Req: req, Params: p}, p)
+	h := s.w26.Table()[method]
+	res, err := s.limitedTasksRequest(ctx, method, req, func(ctx context.Context) (mcp.Result, error) {
+		return s.runTasksHandler(ctx, h, &adapter.Request{Method: method, Req: req, Params: p}, p)
 	})
 	f.write(w, jreq.ID, res, err)
+	s.fastServed.Add(1)
 	return true
+}
+
+// laneMethods are the methods of the fast lane, each with the decoding of
+// its params into the shape the go-sdk decodes them into (see addMethods)
+// and the request the go-sdk would hand the middleware (without the
+// session: the default requester of a stateless request does not depend
+// on it). ok is false when the params do not decode, or are null.
+var laneMethods = map[string]func(raw json.RawMessage, extra *mcp.RequestExtra) (p mcp.Params, req mcp.Request, ok bool){
+	wire.MethodTasksGet:    laneParams[ext2026.GetTaskParams],
+	wire.MethodTasksUpdate: laneParams[ext2026.UpdateTaskParams],
+	wire.MethodTasksCancel: laneParams[ext2026.CancelTaskParams],
+	wire.MethodTasksDelete: laneParams[ext2026.CancelTaskParams],
+}
+
+func laneParams[T any, P interface {
+	*T
+	mcp.Params
+}](raw json.RawMessage, extra *mcp.RequestExtra) (mcp.Params, mcp.Request, bool) {
+	var p P
+	if sdkUnmarshal(raw, &p) != nil || p == nil {
+		return nil, nil, false
+	}
+	return p, &mcp.ServerRequest[P]{Params: p, Extra: extra}, true
 }
 
 // write writes the answer to the request id (res, or the error err) as

@@ -25,8 +25,9 @@ import (
 //     version is stateless;
 //   - everything else, notably initialize, is stateful.
 //
-// A 2026-07-28 tasks/get is answered on the fast lane, without the go-sdk's
-// per-request machinery, unless Options.DisableFastLane (see fastlane.go).
+// The 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete are
+// answered on the fast lane, without the go-sdk's per-request machinery,
+// unless Options.DisableFastLane (see fastlane.go).
 //
 // opts configures both go-sdk handlers (nil means defaults); Stateless is
 // set per handler. The stateless handler also gets the routing check of the
@@ -55,7 +56,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 type wireRouter struct {
 	s                   *Server
 	stateful, stateless http.Handler
-	// fast answers 2026-07-28 tasks/get without the go-sdk (fastlane.go);
+	// fast answers 2026-07-28 tasks requests without the go-sdk (fastlane.go);
 	// nil when off.
 	fast *fastLane
 }

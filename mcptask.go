@@ -75,6 +75,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/engine"
@@ -122,12 +123,13 @@ type Options struct {
 	// store spans (the store is then called directly).
 	TracerProvider trace.TracerProvider
 	// DisableFastLane turns off the fast lane of [Server.Handler]: every
-	// 2026-07-28 tasks/get then goes through the go-sdk's stateless
-	// handler, as any other request does. The answers are the same either
+	// 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete
+	// then goes through the go-sdk's stateless handler, as any other
+	// request does. The answers are the same either
 	// way (the fast lane only takes the requests it answers exactly as the
 	// go-sdk would); the switch is there for comparisons, and for servers
-	// whose own go-sdk receiving middleware must see every tasks/get (the
-	// fast lane runs mcptask's, not any other). A server with an Owner
+	// whose own go-sdk receiving middleware must see every tasks request
+	// (the fast lane runs mcptask's, not any other). A server with an Owner
 	// function has no fast lane either: Owner may look at the request's
 	// session, which the fast lane does not make.
 	DisableFastLane bool
@@ -146,6 +148,9 @@ type Server struct {
 	// fastLane: Handler serves 2026-07-28 tasks/get on its fast lane
 	// (see fastlane.go).
 	fastLane bool
+	// fastServed counts the requests answered on the fast lane (for
+	// tests).
+	fastServed atomic.Uint64
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
