@@ -280,12 +280,14 @@ func marshalNoEscape(v any) (json.RawMessage, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
-// sdkUnmarshal decodes data into v as the go-sdk decodes params:
-// case-sensitively.
+// sdkUnmarshal decodes data, one JSON value, into v as the go-sdk
+// decodes params: case-sensitively, with the decoder the go-sdk uses.
+// The go-sdk's decoder reads the value into a buffer of its own (32 KiB
+// at least, per call) before it parses it; data being one value already,
+// it is parsed as it is.
 func sdkUnmarshal(data []byte, v any) error {
-	dec := segjson.NewDecoder(bytes.NewReader(data))
-	dec.DontMatchCaseInsensitiveStructFields()
-	return dec.Decode(v)
+	_, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	return err
 }
 
 // sdkClientCapabilities is the shape the go-sdk decodes the

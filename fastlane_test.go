@@ -26,9 +26,11 @@ import (
 )
 
 // lanePair is two servers on one store: the same tools, options and
-// handler options, one with the fast lane and one without.
+// handler options, one with the fast lane and one without; and a third,
+// without limits, that creates the tasks they read, so that the two see
+// only the requests of the comparison.
 type lanePair struct {
-	fast, slow         string // URLs
+	fast, slow, setup  string // URLs
 	fastTasks, slowTas *mcptask.Server
 }
 
@@ -39,7 +41,7 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "tasks.db")
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	start := func(disable bool) (string, *mcptask.Server) {
+	start := func(disable bool, opts mcptask.Options) (string, *mcptask.Server) {
 		st, err := sqlite.Open(db, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -88,8 +90,9 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 		return hs.URL, ts
 	}
 	p := &lanePair{}
-	p.fast, p.fastTasks = start(false)
-	p.slow, p.slowTas = start(true)
+	p.setup, _ = start(true, mcptask.Options{})
+	p.fast, p.fastTasks = start(false, opts)
+	p.slow, p.slowTas = start(true, opts)
 	return p
 }
 
@@ -208,8 +211,29 @@ func corpus(ids map[string]string, owner, other string) []laneRequest {
 		laneRequest{name: "other protocol version header", body: get(done), header: withName(done, map[string]string{"Mcp-Protocol-Version": "2026-07-29"})},
 		laneRequest{name: "HTML in id", body: strings.Replace(get(done), `"id":7`, `"id":"<a&b>"`, 1), header: withName(done, nil)},
 	)
+	// The other methods of the lane, on requests whose answers do not
+	// depend on which server answers first.
+	call := func(method, id, extra string) string {
+		return `{"jsonrpc":"2.0","id":8,"method":"` + method + `","params":{"taskId":"` + id + `"` + extra + `,"_meta":` + laneMeta + `}}`
+	}
+	method := func(m, id string) map[string]string { return withName(id, map[string]string{"Mcp-Method": m}) }
+	rs = append(rs,
+		laneRequest{name: "cancel completed", body: call("tasks/cancel", done, ""), header: method("tasks/cancel", done)},
+		laneRequest{name: "cancel unknown", body: call("tasks/cancel", unknown, ""), header: method("tasks/cancel", unknown)},
+		laneRequest{name: "cancel wrong Mcp-Name", body: call("tasks/cancel", done, ""), header: method("tasks/cancel", unknown)},
+		laneRequest{name: "update completed", body: call("tasks/update", done, `,"inputResponses":{"k":{"action":"decline"}}`), header: method("tasks/update", done)},
+		laneRequest{name: "update unknown key", body: call("tasks/update", ids["input_required"], `,"inputResponses":{"nokey":{"action":"decline"}}`), header: method("tasks/update", ids["input_required"])},
+		laneRequest{name: "update unknown task", body: call("tasks/update", unknown, `,"inputResponses":{}`), header: method("tasks/update", unknown)},
+		laneRequest{name: "update bad inputResponses", body: call("tasks/update", done, `,"inputResponses":5`), header: method("tasks/update", done)},
+		laneRequest{name: "update no capability", body: strings.Replace(call("tasks/update", done, `,"inputResponses":{}`), `"extensions":{"io.modelcontextprotocol/tasks":{}}`, ``, 1), header: method("tasks/update", done)},
+		laneRequest{name: "delete working", body: call("tasks/delete", ids["working"], ""), header: method("tasks/delete", ids["working"])},
+		laneRequest{name: "delete unknown", body: call("tasks/delete", unknown, ""), header: method("tasks/delete", unknown)},
+		laneRequest{name: "delete invalid ID", body: call("tasks/delete", "../x", ""), header: method("tasks/delete", "../x")},
+	)
 	if other != "" {
 		rs = append(rs,
+			laneRequest{name: "cancel other owner's", body: call("tasks/cancel", ids["working"], ""), header: withName(ids["working"], map[string]string{"Mcp-Method": "tasks/cancel", "Authorization": "Bearer " + other})},
+			laneRequest{name: "delete other owner's", body: call("tasks/delete", done, ""), header: withName(done, map[string]string{"Mcp-Method": "tasks/delete", "Authorization": "Bearer " + other})},
 			laneRequest{name: "other owner's task", body: get(done), header: withName(done, map[string]string{"Authorization": "Bearer " + other})},
 			laneRequest{name: "no token", body: get(done), header: withName(done, map[string]string{"Authorization": ""})},
 			laneRequest{name: "bad token", body: get(done), header: withName(done, map[string]string{"Authorization": "Bearer mallory"})},
@@ -242,7 +266,7 @@ func TestFastLaneSameAnswers(t *testing.T) {
 			g := &gates{}
 			p := startLanePair(t, g, mcptask.Options{Limits: tc.limits}, mcp.StreamableHTTPOptions{JSONResponse: tc.json}, tc.authn)
 			owner, other := "", ""
-			c := &wiretest.Client{URL: p.fast, Tasks: true}
+			c := &wiretest.Client{URL: p.setup, Tasks: true}
 			if tc.authn {
 				owner, other = "alice", "bob"
 				c.Header = http.Header{"Authorization": {"Bearer alice"}}
