@@ -149,11 +149,7 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 		bytes.Count(body, []byte("{"))+bytes.Count(body, []byte("[")) > 1000 {
 		return false
 	}
-	msg, err := jsonrpc.DecodeMessage(body)
-	if err != nil {
-		return false
-	}
-	jreq, ok := msg.(*jsonrpc.Request)
+	jreq, ok := decodeRequest(body)
 	method := r.Header.Get("Mcp-Method")
 	if !ok || jreq.Method != method || !jreq.IsCall() || len(jreq.Params) == 0 {
 		return false
@@ -175,6 +171,40 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	f.write(w, jreq.ID, res, err)
 	s.fastServed.Add(1)
 	return true
+}
+
+// wireDecode is the shape jsonrpc.DecodeMessage decodes a message into.
+type wireDecode struct {
+	VersionTag string          `json:"jsonrpc"`
+	ID         any             `json:"id,omitempty"`
+	Method     json.RawMessage `json:"method"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *jsonrpc.Error  `json:"error,omitempty"`
+}
+
+// decodeRequest decodes body, one valid JSON value, as
+// jsonrpc.DecodeMessage does, and returns it if it is a request. It is
+// jsonrpc.DecodeMessage step by step, with the same decoder, less the
+// 32 KiB buffer the go-sdk's decoder allocates per call before it parses
+// (body is one value already): the heaviest allocation of a tasks/get.
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	if !json.Valid(body) {
+		return nil, false
+	}
+	var msg wireDecode
+	if sdkUnmarshal(body, &msg) != nil || msg.VersionTag != "2.0" || len(msg.Method) == 0 {
+		return nil, false
+	}
+	id, err := jsonrpc.MakeID(msg.ID)
+	if err != nil {
+		return nil, false
+	}
+	var method string
+	if sdkUnmarshal(msg.Method, &method) != nil {
+		return nil, false
+	}
+	return &jsonrpc.Request{Method: method, ID: id, Params: msg.Params}, true
 }
 
 // laneMethods are the methods of the fast lane, each with the decoding of
