@@ -364,3 +364,24 @@ func laneTasks(t *testing.T, c *wiretest.Client, g *gates) map[string]string {
 	time.Sleep(400 * time.Millisecond)
 	return ids
 }
+
+// TestFastLaneOffWithOwner: a server with its own Owner function has no
+// fast lane (Owner may look at the request's session, which the lane does
+// not make); its answers are the go-sdk's.
+func TestFastLaneOffWithOwner(t *testing.T) {
+	g := &gates{}
+	owner := func(context.Context, mcp.Request) task.Owner { return task.TokenOwner("carol") }
+	p := startLanePair(t, g, mcptask.Options{Owner: owner}, mcp.StreamableHTTPOptions{}, false)
+	c := &wiretest.Client{URL: p.fast, Tasks: true}
+	ctx := ctxT(t)
+	h, err := c.CallTool(ctx, "work", map[string]any{"label": "owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal); err != nil {
+		t.Fatal(err)
+	}
+	if n := mcptask.FastLaneServed(p.fastTasks); n != 0 {
+		t.Errorf("a server with an Owner function answered %d requests on the fast lane", n)
+	}
+}
