@@ -25,6 +25,10 @@ import (
 //     version is stateless;
 //   - everything else, notably initialize, is stateful.
 //
+// The 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete are
+// answered on the fast lane, without the go-sdk's per-request machinery,
+// unless Options.DisableFastLane (see fastlane.go).
+//
 // opts configures both go-sdk handlers (nil means defaults); Stateless is
 // set per handler. The stateless handler also gets the routing check of the
 // tasks methods ([ext2026.RoutingGuard]).
@@ -42,6 +46,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	stateless.EventStore = nil
 	return &wireRouter{
 		s:         s,
+		fast:      newFastLane(s, stateless),
 		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
 		stateless: ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless)),
 	}
@@ -51,10 +56,16 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 type wireRouter struct {
 	s                   *Server
 	stateful, stateless http.Handler
+	// fast answers 2026-07-28 tasks requests without the go-sdk (fastlane.go);
+	// nil when off.
+	fast *fastLane
 }
 
 func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isStateless(w, r) {
+		if rt.fast != nil && rt.fast.serve(w, r) {
+			return
+		}
 		if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Body != nil && (m == "" || m == wire.MethodSubscriptionsListen) {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))

@@ -75,6 +75,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/engine"
@@ -121,6 +122,17 @@ type Options struct {
 	// records nothing unless the program installed a provider, and no
 	// store spans (the store is then called directly).
 	TracerProvider trace.TracerProvider
+	// DisableFastLane turns off the fast lane of [Server.Handler]: every
+	// 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete
+	// then goes through the go-sdk's stateless handler, as any other
+	// request does. The answers are the same either
+	// way (the fast lane only takes the requests it answers exactly as the
+	// go-sdk would); the switch is there for comparisons, and for servers
+	// whose own go-sdk receiving middleware must see every tasks request
+	// (the fast lane runs mcptask's, not any other). A server with an Owner
+	// function has no fast lane either: Owner may look at the request's
+	// session, which the fast lane does not make.
+	DisableFastLane bool
 }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
@@ -133,6 +145,12 @@ type Server struct {
 	// traceStore: the engine makes store spans (Options.TracerProvider
 	// set), which tasks/* requests parent on their _meta trace context.
 	traceStore bool
+	// fastLane: Handler serves 2026-07-28 tasks/get on its fast lane
+	// (see fastlane.go).
+	fastLane bool
+	// fastServed counts the requests answered on the fast lane (for
+	// tests).
+	fastServed atomic.Uint64
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
@@ -163,6 +181,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		o = *opts
 	}
 	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}}
+	s.fastLane = !o.DisableFastLane && o.Owner == nil
 	s.core = adapter.NewCore(adapter.Config{
 		Server: srv,
 		Engine: eng,

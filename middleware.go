@@ -47,21 +47,31 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !wire.IsTasksMethod(method) {
 			return h(ctx, &adapter.Request{Method: method, Req: req, Next: next})
 		}
-		obs := s.eng.Observer()
-		if err := s.core.AllowRequest(ctx, method, req); err != nil {
-			obs.Request(method, "limited")
-			return nil, err
-		}
-		// The registered method (below) runs h, after any middleware
-		// installed inside this one.
-		res, err := next(context.WithValue(ctx, dispatchKey{}, &dispatch{h: h, req: req}), method, req)
-		if err != nil {
-			obs.Request(method, "error")
-		} else {
-			obs.Request(method, "ok")
-		}
-		return res, err
+		return s.limitedTasksRequest(ctx, method, req, func(ctx context.Context) (mcp.Result, error) {
+			// The registered method (below) runs h, after any middleware
+			// installed inside this one.
+			return next(context.WithValue(ctx, dispatchKey{}, &dispatch{h: h, req: req}), method, req)
+		})
 	}
+}
+
+// limitedTasksRequest is what the middleware does around a tasks/*
+// request, on either lane: the request rate of its requester (a refusal
+// is answered at once), then run, the rest of its handling, and the
+// request metrics of the outcome.
+func (s *Server) limitedTasksRequest(ctx context.Context, method string, req mcp.Request, run func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	obs := s.eng.Observer()
+	if err := s.core.AllowRequest(ctx, method, req); err != nil {
+		obs.Request(method, "limited")
+		return nil, err
+	}
+	res, err := run(ctx)
+	if err != nil {
+		obs.Request(method, "error")
+	} else {
+		obs.Request(method, "ok")
+	}
+	return res, err
 }
 
 type dispatchKey struct{}
@@ -103,11 +113,21 @@ func addTasksMethod[T any, P interface {
 			return nil, adapter.InternalError(method + " reached the server without the mcptask middleware")
 		}
 		// p is a nil pointer when the params were absent or null.
-		if p != nil && s.traceStore {
-			// The store spans of the request join the trace of its
-			// _meta, if it has one.
-			ctx = tracing.FromMeta(ctx, p.GetMeta())
+		var params mcp.Params
+		if p != nil {
+			params = p
 		}
-		return d.h(ctx, &adapter.Request{Method: method, Req: d.req, Params: p, Session: ss})
+		return s.runTasksHandler(ctx, d.h, &adapter.Request{Method: method, Req: d.req, Params: p, Session: ss}, params)
 	})
+}
+
+// runTasksHandler runs the wire's handler h of a tasks/* request r, whose
+// params are p (nil when absent or null), on either lane.
+func (s *Server) runTasksHandler(ctx context.Context, h adapter.Handler, r *adapter.Request, p mcp.Params) (mcp.Result, error) {
+	if p != nil && s.traceStore {
+		// The store spans of the request join the trace of its _meta, if
+		// it has one.
+		ctx = tracing.FromMeta(ctx, p.GetMeta())
+	}
+	return h(ctx, r)
 }

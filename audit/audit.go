@@ -208,6 +208,9 @@ func (a *Logger) StatusChanged(ctx context.Context, t Task, from, to string, cod
 // and tenant are the requester's, owner_principal and owner_tenant the
 // task owner's: an auditor can check they always match.
 func (a *Logger) ResultRetrieved(ctx context.Context, requester task.Owner, t Task, status, method string) {
+	if !a.Enabled() {
+		return // every tasks/get of a finished task: build no record
+	}
 	a.write(ctx, EventResultRetrieved, append(t.actedOnBy(requester), slog.String("status", status), slog.String("method", method))...)
 }
 

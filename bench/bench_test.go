@@ -2,7 +2,8 @@
 // the 2026-07-28 wire:
 //
 //   - BenchmarkPlainCall: a no-op tools/call of a tool without task support;
-//   - BenchmarkTasksGet: tasks/get of a completed task;
+//   - BenchmarkTasksGet: tasks/get of a completed task (on the fast lane;
+//     BenchmarkTasksGetSlowLane: with it off, through the go-sdk);
 //   - BenchmarkCreateTask: a tools/call answered with a task handle, which
 //     includes the durable commit of the new task (the tool is a no-op);
 //
@@ -213,6 +214,15 @@ func BenchmarkTasksGet(b *testing.B) {
 	sequential(b, get)
 }
 
+// BenchmarkTasksGetSlowLane is BenchmarkTasksGet with the fast lane off
+// (mcptask.Options.DisableFastLane): every tasks/get through the go-sdk.
+func BenchmarkTasksGetSlowLane(b *testing.B) {
+	_, c := setupWith(b, 1, &loadgen.ServerOptions{DisableFastLane: true})
+	get := getOp(b, c)
+	warm(b, 50, get)
+	sequential(b, get)
+}
+
 func BenchmarkTasksGetLimited(b *testing.B) {
 	_, c := setupLimited(b, 1)
 	get := getOp(b, c)
@@ -242,6 +252,15 @@ func BenchmarkPlainCallParallel(b *testing.B) {
 
 func BenchmarkTasksGetParallel(b *testing.B) {
 	_, c := setup(b, conns())
+	get := getOp(b, c)
+	warm(b, 50, get)
+	parallel(b, get)
+}
+
+// BenchmarkTasksGetSlowLaneParallel is BenchmarkTasksGetParallel with the
+// fast lane off.
+func BenchmarkTasksGetSlowLaneParallel(b *testing.B) {
+	_, c := setupWith(b, conns(), &loadgen.ServerOptions{DisableFastLane: true})
 	get := getOp(b, c)
 	warm(b, 50, get)
 	parallel(b, get)
@@ -356,6 +375,23 @@ func printRatios() {
 			}
 			fmt.Printf("  %-46s %s  (target ≤%.1f×)\n", o.name+suffix+" ÷ plain", ratios(f, plain), o.target)
 		}
+	}
+	printed = false
+	for _, suffix := range []string{"", "Parallel"} {
+		fast, ok := med("BenchmarkTasksGet" + suffix)
+		if !ok {
+			continue
+		}
+		slow, ok := med("BenchmarkTasksGetSlowLane" + suffix)
+		if !ok {
+			continue
+		}
+		if !printed {
+			fmt.Println("tasks/get, fast lane on ÷ off, in this run (below 1.00× = the fast lane is faster):")
+			printed = true
+		}
+		fmt.Printf("  %-46s %s  allocs/op %.0f vs %.0f\n", "BenchmarkTasksGet"+suffix+" ÷ SlowLane",
+			ratios(fast, slow), fast.allocsPerOp, slow.allocsPerOp)
 	}
 	printed = false
 	for _, suffix := range []string{"", "Parallel"} {

@@ -170,7 +170,13 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	}
 	text += ` ORDER BY created_at_ms DESC, key DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := s.rdb.QueryContext(ctx, text, args...)
+	// Prepared once per variant of the filters (a tasks/get reads its
+	// task's latest operation with one of them).
+	st, err := s.readStmt(ctx, text)
+	if err != nil {
+		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: operations: %w", err))
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: operations: %w", err))
 	}

@@ -109,9 +109,13 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 		return nil, ErrClosed
 	}
 	if limit <= 0 {
-		// The position only: one statement.
+		// The position only: one statement, prepared once (tasks/get
+		// reads it).
 		var h logHead
-		err := s.rdb.QueryRowContext(ctx, logHeadSQL, string(id)).Scan(&h.last, &h.lines, &h.bytes, &h.dropped)
+		st, err := s.readStmt(ctx, logHeadSQL)
+		if err == nil {
+			err = st.QueryRowContext(ctx, string(id)).Scan(&h.last, &h.lines, &h.bytes, &h.dropped)
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrNotFound
 		}

@@ -32,25 +32,35 @@ func RoutingGuard(next http.Handler) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				TaskID *string `json:"taskId"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &msg) != nil || !isTasksMethod(msg.Method) || msg.Params.TaskID == nil {
-			// Let the SDK answer malformed bodies and method mismatches.
-			next.ServeHTTP(w, r)
+		if id, bad := RoutingMismatch(r.Header, body); bad {
+			writeHeaderMismatch(w, id, "the Mcp-Name header must equal params.taskId")
 			return
 		}
-		name := strings.TrimSpace(r.Header.Get("Mcp-Name"))
-		if name == *msg.Params.TaskID {
-			next.ServeHTTP(w, r)
-			return
-		}
-		writeHeaderMismatch(w, msg.ID, "the Mcp-Name header must equal params.taskId")
+		next.ServeHTTP(w, r)
 	})
+}
+
+// RoutingMismatch reports whether [RoutingGuard] refuses a tasks request
+// whose headers are h and whose body is body (the guard having already
+// checked method, Mcp-Method and protocol version), and if so the request
+// id its answer echoes. A malformed body, a body whose method is not a
+// tasks method, or one without params.taskId is not refused here: the SDK
+// answers it.
+func RoutingMismatch(h http.Header, body []byte) (id json.RawMessage, mismatch bool) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			TaskID *string `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || !isTasksMethod(msg.Method) || msg.Params.TaskID == nil {
+		return nil, false
+	}
+	if strings.TrimSpace(h.Get("Mcp-Name")) == *msg.Params.TaskID {
+		return nil, false
+	}
+	return msg.ID, true
 }
 
 // maxRoutedBody bounds the tasks request bodies the guard reads.

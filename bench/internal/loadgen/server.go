@@ -81,6 +81,9 @@ type ServerOptions struct {
 	// Sleep is how long a task of [SleepTool] sleeps; zero means
 	// [DefaultSleep].
 	Sleep time.Duration
+	// DisableFastLane turns the server's fast lane of tasks/get off
+	// (mcptask.Options.DisableFastLane), to compare the two lanes.
+	DisableFastLane bool
 }
 
 // RequesterHeader is the header [ClientOptions].Requester sends, which
@@ -152,7 +155,7 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits}
+	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits, DisableFastLane: opts.DisableFastLane}
 	if opts.RequesterHeader != "" {
 		mo.Owner = headerOwner(opts.RequesterHeader)
 	}

@@ -1,0 +1,402 @@
+package mcptask
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// The fast lane answers the 2026-07-28 tasks/get, tasks/update,
+// tasks/cancel and tasks/delete without the go-sdk's
+// per-request machinery (the temporary session, its jsonrpc2 connection
+// and goroutines, the stream bookkeeping): it decodes the request with
+// the go-sdk's exported codec, runs mcptask's own part of the handling
+// (requester, request rate, metrics, trace context, the wire's handler
+// with its owner check and audit) and writes the answer as the go-sdk's
+// stateless handler would, byte for byte.
+//
+// It takes a request only when it can tell that the go-sdk would accept it
+// and hand it, unchanged, to mcptask's middleware: every check the go-sdk
+// and the RoutingGuard make before that is made here too, and any request
+// that one of them would refuse, or that is unusual in any way the lane
+// does not reproduce (a batch, a body above fastLaneMaxBody, params that
+// do not decode, a _meta the go-sdk would refuse, …), goes on to the
+// go-sdk untouched, which answers it as always. What the lane answers
+// itself are the outcomes of mcptask's handling: the task, or the errors
+// of the wire's handler (unknown task, missing capability, invalid task
+// ID, rate limited, …).
+//
+// What the lane cannot reproduce: go-sdk receiving middleware other than
+// mcptask's (none runs on the lane; see Options.DisableFastLane), and a
+// custom Options.Owner (the lane is then off).
+
+// fastLaneMaxBody bounds the bodies the fast lane reads; a larger one goes
+// to the go-sdk.
+const fastLaneMaxBody = 64 << 10
+
+// fastLane serves the fast-lane requests of one [Server.Handler].
+type fastLane struct {
+	s *Server
+	// serverInfo is the go-sdk server's Implementation, which the go-sdk
+	// adds to the _meta of every 2026-07-28 result.
+	serverInfo *mcp.Implementation
+	// The handler options the go-sdk's answer depends on.
+	jsonResponse, localhostProtection bool
+	maxBody                           int64
+}
+
+// newFastLane returns the fast lane of a handler with options o, nil when
+// the server has none or the handler's options or the go-sdk server are
+// not what the lane reproduces.
+func newFastLane(s *Server, o mcp.StreamableHTTPOptions) *fastLane {
+	if !s.fastLane || o.CrossOriginProtection != nil {
+		return nil
+	}
+	impl, versions, ok := sdkServerFields(s.mcp)
+	if !ok || !slices.Contains(versions, ext2026.Version) {
+		return nil
+	}
+	max := int64(fastLaneMaxBody)
+	if o.MaxRequestBodyBytes > 0 {
+		max = min(max, o.MaxRequestBodyBytes)
+	}
+	if o.MaxRequestBodyBytes == 0 {
+		max = min(max, mcp.DefaultMaxRequestBodyBytes)
+	}
+	return &fastLane{
+		s:                   s,
+		serverInfo:          impl,
+		jsonResponse:        o.JSONResponse,
+		localhostProtection: !o.DisableLocalhostProtection,
+		maxBody:             max,
+	}
+}
+
+// sdkServerFields reads, from the go-sdk server, the two things its
+// per-request handling depends on that it does not export: its
+// Implementation (the serverInfo it adds to each 2026-07-28 result) and
+// the protocol versions it accepts. ok is false, and the fast lane off, if
+// the go-sdk's Server does not have them as go-sdk v1.8.0 does.
+func sdkServerFields(srv *mcp.Server) (impl *mcp.Implementation, versions []string, ok bool) {
+	v := reflect.ValueOf(srv).Elem()
+	fi, fv := v.FieldByName("impl"), v.FieldByName("protocolVersions")
+	if !fi.IsValid() || fi.Type() != reflect.TypeFor[*mcp.Implementation]() ||
+		!fv.IsValid() || fv.Type() != reflect.TypeFor[[]string]() {
+		return nil, nil, false
+	}
+	impl = *(**mcp.Implementation)(unsafe.Pointer(fi.UnsafeAddr()))
+	versions = *(*[]string)(unsafe.Pointer(fv.UnsafeAddr()))
+	return impl, slices.Clone(versions), impl != nil
+}
+
+// serve answers r if it is a fast-lane request and reports whether it did;
+// when it did not, r (its body included) is as it came.
+func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
+	h := r.Header
+	if r.Method != http.MethodPost || r.Body == nil ||
+		laneMethods[h.Get("Mcp-Method")] == nil ||
+		h.Get("Mcp-Protocol-Version") != ext2026.Version ||
+		len(h.Values("Last-Event-ID")) > 0 ||
+		baseMediaType(h.Get("Content-Type")) != "application/json" ||
+		!acceptsBoth(h.Values("Accept")) {
+		return false
+	}
+	if f.localhostProtection {
+		// The go-sdk's DNS rebinding protection would refuse it.
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
+			isLoopback(la.String()) && !isLoopback(r.Host) {
+			return false
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBody+1))
+	if err != nil || int64(len(body)) > f.maxBody {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		return false
+	}
+	r.Body.Close()
+	if !f.answer(w, r, body) {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		return false
+	}
+	return true
+}
+
+// answer answers the request of body if the go-sdk would hand it to
+// mcptask's middleware as it is, and reports whether it did.
+func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	// A JSON object (never a batch), the nesting well within the go-sdk's
+	// bound of 1000.
+	if i := bytes.IndexFunc(body, func(r rune) bool { return !strings.ContainsRune(" \t\r\n", r) }); i < 0 || body[i] != '{' ||
+		bytes.Count(body, []byte("{"))+bytes.Count(body, []byte("[")) > 1000 {
+		return false
+	}
+	jreq, ok := decodeRequest(body)
+	method := r.Header.Get("Mcp-Method")
+	if !ok || jreq.Method != method || !jreq.IsCall() || len(jreq.Params) == 0 {
+		return false
+	}
+	if _, bad := ext2026.RoutingMismatch(r.Header, body); bad {
+		return false
+	}
+	ctx := r.Context()
+	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
+	p, req, ok := laneMethods[method](jreq.Params, extra)
+	if !ok || !sdkAcceptsMeta(p.GetMeta(), r.Header.Get("Mcp-Protocol-Version")) {
+		return false
+	}
+	s := f.s
+	h := s.w26.Table()[method]
+	res, err := s.limitedTasksRequest(ctx, method, req, func(ctx context.Context) (mcp.Result, error) {
+		return s.runTasksHandler(ctx, h, &adapter.Request{Method: method, Req: req, Params: p}, p)
+	})
+	f.write(w, jreq.ID, res, err)
+	s.fastServed.Add(1)
+	return true
+}
+
+// wireDecode is the shape jsonrpc.DecodeMessage decodes a message into.
+type wireDecode struct {
+	VersionTag string          `json:"jsonrpc"`
+	ID         any             `json:"id,omitempty"`
+	Method     json.RawMessage `json:"method"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      *jsonrpc.Error  `json:"error,omitempty"`
+}
+
+// decodeRequest decodes body, one valid JSON value, as
+// jsonrpc.DecodeMessage does, and returns it if it is a request. It is
+// jsonrpc.DecodeMessage step by step, with the same decoder, less the
+// 32 KiB buffer the go-sdk's decoder allocates per call before it parses
+// (body is one value already): the heaviest allocation of a tasks/get.
+func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
+	if !json.Valid(body) {
+		return nil, false
+	}
+	var msg wireDecode
+	if sdkUnmarshal(body, &msg) != nil || msg.VersionTag != "2.0" || len(msg.Method) == 0 {
+		return nil, false
+	}
+	id, err := jsonrpc.MakeID(msg.ID)
+	if err != nil {
+		return nil, false
+	}
+	var method string
+	if sdkUnmarshal(msg.Method, &method) != nil {
+		return nil, false
+	}
+	return &jsonrpc.Request{Method: method, ID: id, Params: msg.Params}, true
+}
+
+// laneMethods are the methods of the fast lane, each with the decoding of
+// its params into the shape the go-sdk decodes them into (see addMethods)
+// and the request the go-sdk would hand the middleware (without the
+// session: the default requester of a stateless request does not depend
+// on it). ok is false when the params do not decode, or are null.
+var laneMethods = map[string]func(raw json.RawMessage, extra *mcp.RequestExtra) (p mcp.Params, req mcp.Request, ok bool){
+	wire.MethodTasksGet:    laneParams[ext2026.GetTaskParams],
+	wire.MethodTasksUpdate: laneParams[ext2026.UpdateTaskParams],
+	wire.MethodTasksCancel: laneParams[ext2026.CancelTaskParams],
+	wire.MethodTasksDelete: laneParams[ext2026.CancelTaskParams],
+}
+
+func laneParams[T any, P interface {
+	*T
+	mcp.Params
+}](raw json.RawMessage, extra *mcp.RequestExtra) (mcp.Params, mcp.Request, bool) {
+	var p P
+	if sdkUnmarshal(raw, &p) != nil || p == nil {
+		return nil, nil, false
+	}
+	return p, &mcp.ServerRequest[P]{Params: p, Extra: extra}, true
+}
+
+// write writes the answer to the request id (res, or the error err) as
+// the go-sdk's stateless handler does.
+func (f *fastLane) write(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error) {
+	resp := &jsonrpc.Response{ID: id}
+	if err == nil {
+		// The go-sdk's serverInfo in the result's _meta (SEP-2575).
+		m := res.GetMeta()
+		if m == nil {
+			m = map[string]any{}
+		}
+		if _, ok := m[mcp.MetaKeyServerInfo]; !ok {
+			m[mcp.MetaKeyServerInfo] = f.serverInfo
+			res.SetMeta(m)
+		}
+		resp.Result, err = marshalNoEscape(res)
+	}
+	if err != nil {
+		resp.Error = err
+	}
+	data, err := jsonrpc.EncodeMessage(resp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-cache, no-transform")
+	if f.jsonResponse {
+		hdr.Set("Content-Type", "application/json")
+	} else {
+		hdr.Set("Content-Type", "text/event-stream")
+		hdr.Set("Connection", "keep-alive")
+	}
+	if status := errorStatus(resp.Error); status != 0 {
+		// SEP-2575: a protocol-level error is a plain JSON body with its
+		// HTTP status.
+		hdr.Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(data)
+		return
+	}
+	if f.jsonResponse {
+		_, _ = w.Write(data)
+		return
+	}
+	buf := make([]byte, 0, len("event: message\ndata: \n\n")+len(data))
+	buf = append(buf, "event: message\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, _ = w.Write(buf)
+	_ = http.NewResponseController(w).Flush()
+}
+
+// errorStatus is the HTTP status of a 2026-07-28 answer with error err, 0
+// for 200 (as the go-sdk's extractErrorStatus).
+func errorStatus(err error) int {
+	var jerr *jsonrpc.Error
+	if err == nil || !errors.As(err, &jerr) {
+		return 0
+	}
+	switch jerr.Code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, mcp.CodeUnsupportedProtocolVersion, mcp.CodeMissingRequiredClientCapabilities:
+		return http.StatusBadRequest
+	}
+	return 0
+}
+
+// marshalNoEscape marshals v as the go-sdk's jsonrpc2 codec does: without
+// HTML escaping.
+func marshalNoEscape(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// sdkUnmarshal decodes data, one JSON value, into v as the go-sdk
+// decodes params: case-sensitively, with the decoder the go-sdk uses.
+// The go-sdk's decoder reads the value into a buffer of its own (32 KiB
+// at least, per call) before it parses it; data being one value already,
+// it is parsed as it is.
+func sdkUnmarshal(data []byte, v any) error {
+	_, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	return err
+}
+
+// sdkClientCapabilities is the shape the go-sdk decodes the
+// per-request client capabilities into.
+type sdkClientCapabilities struct {
+	mcp.ClientCapabilities
+	Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+}
+
+// sdkAcceptsMeta reports whether the go-sdk accepts a 2026-07-28 request
+// with the _meta meta and the protocol version header version and handles
+// it on the new protocol, as its servePOST and ServerSession.handle check.
+func sdkAcceptsMeta(meta map[string]any, version string) bool {
+	if v, _ := meta[mcp.MetaKeyProtocolVersion].(string); v != version || !ext2026.UsesWire(meta) {
+		return false
+	}
+	if ci, present := meta[mcp.MetaKeyClientInfo]; present {
+		var impl *mcp.Implementation
+		if ci == nil || remarshal(ci, &impl) != nil {
+			return false
+		}
+	}
+	caps, present := meta[mcp.MetaKeyClientCapabilities]
+	if !present || caps == nil {
+		return false
+	}
+	var c *sdkClientCapabilities
+	return remarshal(caps, &c) == nil
+}
+
+// remarshal is the go-sdk's: from through its JSON into to.
+func remarshal(from, to any) error {
+	data, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return sdkUnmarshal(data, to)
+}
+
+// baseMediaType is the media type of a Content-Type value, "" if it does
+// not parse.
+func baseMediaType(v string) string {
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return ""
+	}
+	return mt
+}
+
+// acceptsBoth reports whether the Accept values admit both
+// application/json and text/event-stream, as the go-sdk requires.
+func acceptsBoth(values []string) bool {
+	var jsonOK, streamOK bool
+	for _, value := range values {
+		for raw := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(raw), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK && streamOK
+}
+
+// isLoopback reports whether addr (host or host:port) is a loopback
+// address or localhost, as the go-sdk's check of DNS rebinding decides.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
