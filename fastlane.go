@@ -9,11 +9,11 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
-	"unsafe"
+	"sync"
 
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/wire"
@@ -55,8 +55,13 @@ const fastLaneMaxBody = 64 << 10
 // fastLane serves the fast-lane requests of one [Server.Handler].
 type fastLane struct {
 	s *Server
+	// slow is the go-sdk's stateless handler, which the lane probes once
+	// (see probe) before it answers anything.
+	slow      http.Handler
+	probeOnce sync.Once
+	on        bool // the probe succeeded
 	// serverInfo is the go-sdk server's Implementation, which the go-sdk
-	// adds to the _meta of every 2026-07-28 result.
+	// adds to the _meta of every 2026-07-28 result (learnt by the probe).
 	serverInfo *mcp.Implementation
 	// The handler options the go-sdk's answer depends on.
 	jsonResponse, localhostProtection bool
@@ -66,12 +71,8 @@ type fastLane struct {
 // newFastLane returns the fast lane of a handler with options o, nil when
 // the server has none or the handler's options or the go-sdk server are
 // not what the lane reproduces.
-func newFastLane(s *Server, o mcp.StreamableHTTPOptions) *fastLane {
+func newFastLane(s *Server, o mcp.StreamableHTTPOptions, slow http.Handler) *fastLane {
 	if !s.fastLane || o.CrossOriginProtection != nil {
-		return nil
-	}
-	impl, versions, ok := sdkServerFields(s.mcp)
-	if !ok || !slices.Contains(versions, ext2026.Version) {
 		return nil
 	}
 	max := int64(fastLaneMaxBody)
@@ -83,33 +84,73 @@ func newFastLane(s *Server, o mcp.StreamableHTTPOptions) *fastLane {
 	}
 	return &fastLane{
 		s:                   s,
-		serverInfo:          impl,
+		slow:                slow,
 		jsonResponse:        o.JSONResponse,
 		localhostProtection: !o.DisableLocalhostProtection,
 		maxBody:             max,
 	}
 }
 
-// sdkServerFields reads, from the go-sdk server, the two things its
-// per-request handling depends on that it does not export: its
-// Implementation (the serverInfo it adds to each 2026-07-28 result) and
-// the protocol versions it accepts. ok is false, and the fast lane off, if
-// the go-sdk's Server does not have them as go-sdk v1.8.0 does.
-func sdkServerFields(srv *mcp.Server) (impl *mcp.Implementation, versions []string, ok bool) {
-	v := reflect.ValueOf(srv).Elem()
-	fi, fv := v.FieldByName("impl"), v.FieldByName("protocolVersions")
-	if !fi.IsValid() || fi.Type() != reflect.TypeFor[*mcp.Implementation]() ||
-		!fv.IsValid() || fv.Type() != reflect.TypeFor[[]string]() {
-		return nil, nil, false
+// probeBody is the server/discover request the fast lane sends, once,
+// through the go-sdk's own stateless handler, to learn what the go-sdk
+// adds to each 2026-07-28 answer (its serverInfo) and whether it serves
+// that revision at all.
+const probeBody = `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{` +
+	`"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"mcptask-fast-lane-probe","version":"1"},` +
+	`"io.modelcontextprotocol/clientCapabilities":{}}}}`
+
+// probe asks the go-sdk handler slow for its server/discover answer and
+// returns the serverInfo in it; ok is false (and the lane stays off) when
+// the answer is not a result of a server serving 2026-07-28. It goes
+// through the go-sdk's public edge, an HTTP request to its handler, so
+// that the lane never reads the go-sdk's unexported state.
+func probe(slow http.Handler) (impl *mcp.Implementation, ok bool) {
+	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(probeBody))
+	req.Host = "localhost"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
+	req.Header.Set("Mcp-Method", "server/discover")
+	rec := httptest.NewRecorder()
+	slow.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return nil, false
 	}
-	impl = *(**mcp.Implementation)(unsafe.Pointer(fi.UnsafeAddr()))
-	versions = *(*[]string)(unsafe.Pointer(fv.UnsafeAddr()))
-	return impl, slices.Clone(versions), impl != nil
+	body := rec.Body.Bytes()
+	if ct := rec.Header().Get("Content-Type"); strings.HasPrefix(ct, "text/event-stream") {
+		// One event: its data line holds the answer.
+		for line := range bytes.SplitSeq(body, []byte("\n")) {
+			if d, found := bytes.CutPrefix(line, []byte("data:")); found {
+				body = bytes.TrimSpace(d)
+				break
+			}
+		}
+	}
+	var resp struct {
+		Result *struct {
+			Meta              map[string]json.RawMessage `json:"_meta"`
+			SupportedVersions []string                   `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(body, &resp) != nil || resp.Result == nil ||
+		!slices.Contains(resp.Result.SupportedVersions, ext2026.Version) {
+		return nil, false
+	}
+	raw, found := resp.Result.Meta[mcp.MetaKeyServerInfo]
+	if !found || json.Unmarshal(raw, &impl) != nil || impl == nil {
+		return nil, false
+	}
+	return impl, true
 }
 
 // serve answers r if it is a fast-lane request and reports whether it did;
 // when it did not, r (its body included) is as it came.
 func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
+	f.probeOnce.Do(func() { f.serverInfo, f.on = probe(f.slow) })
+	if !f.on {
+		return false
+	}
 	h := r.Header
 	if r.Method != http.MethodPost || r.Body == nil ||
 		laneMethods[h.Get("Mcp-Method")] == nil ||

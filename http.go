@@ -44,11 +44,12 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	stateless.Stateless = true
 	stateless.PropagateRequestCancellation = true
 	stateless.EventStore = nil
+	slow := ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless))
 	return &wireRouter{
 		s:         s,
-		fast:      newFastLane(s, stateless),
+		fast:      newFastLane(s, stateless, slow),
 		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
-		stateless: ext2026.RoutingGuard(mcp.NewStreamableHTTPHandler(get, &stateless)),
+		stateless: slow,
 	}
 }
 
