@@ -5,8 +5,10 @@
 // to run only those):
 //
 //   - retained: tasks/get of random retained tasks and of recent ones, and
-//     task creation, with -c workers, as the store holds each of -sizes
-//     completed tasks. The store is filled in bulk through the store
+//     task creation, with -c workers, on a store holding each of -sizes
+//     completed tasks (one store per size, all filled first, then
+//     measured in turn over the rounds, so that a drift of the machine
+//     hits every size alike). Each store is filled in bulk through the store
 //     package's own encoding (sqlite.Store.LoadTasks at
 //     synchronous=NORMAL, the file then reopened at FULL by the server;
 //     postgres.Store.LoadTasks, a COPY, then ANALYZE), with copies of a
@@ -210,9 +212,7 @@ type Environment struct {
 type RetainedPoint struct {
 	Backend  string `json:"backend"`
 	Retained int    `json:"retained"`
-	// Filled is the number of tasks loaded to reach Retained from the
-	// previous point, in FillTime.
-	Filled    int           `json:"filled"`
+	// FillTime is how long the bulk load of the Retained tasks took.
 	FillTime  time.Duration `json:"fillNs"`
 	GetRandom loadgen.Stats `json:"getRandom"`
 	GetRecent loadgen.Stats `json:"getRecent"`
@@ -522,40 +522,65 @@ type phase struct {
 	runs []loadgen.Stats
 }
 
-// measure warms each phase up, then runs them in turn over the rounds
-// (d ÷ rounds each), waiting after each phase until the tasks it created
-// have completed, and returns each phase's combined figures.
+// phaseSet is the phases measured on one bed.
+type phaseSet struct {
+	bed    *bed
+	phases []*phase
+}
+
+// measure is measureSets of one bed, returning each phase's combined
+// figures.
 func (b *bed) measure(ctx context.Context, phases []*phase) ([]loadgen.Stats, error) {
-	for _, p := range phases {
-		s := loadgen.Run(ctx, loadgen.Load{Concurrency: p.conc, Count: int64(20 * p.conc)}, p.op)
-		if s.Errors > 0 {
-			return nil, fmt.Errorf("%s (warm-up): %d errors, first: %s", p.name, s.Errors, s.FirstError)
-		}
-		if err := b.idle(ctx); err != nil {
-			return nil, err
-		}
-	}
-	per := b.cfg.dur / time.Duration(b.cfg.rounds)
-	for range b.cfg.rounds {
-		for _, p := range phases {
-			s := loadgen.Run(ctx, loadgen.Load{Concurrency: p.conc, Duration: per}, p.op)
-			if s.Errors > 0 {
-				return nil, fmt.Errorf("%s: %d errors, first: %s", p.name, s.Errors, s.FirstError)
-			}
-			p.runs = append(p.runs, s)
-			if err := b.idle(ctx); err != nil {
-				return nil, err
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	if err := measureSets(ctx, b.cfg, []*phaseSet{{bed: b, phases: phases}}); err != nil {
+		return nil, err
 	}
 	out := make([]loadgen.Stats, len(phases))
 	for i, p := range phases {
-		out[i] = loadgen.Combine(p.runs...)
+		out[i] = p.combined()
 	}
 	return out, nil
+}
+
+// combined returns the phase's figures over its rounds.
+func (p *phase) combined() loadgen.Stats { return loadgen.Combine(p.runs...) }
+
+// measureSets warms each phase up, then runs every phase of every set
+// over the rounds (d ÷ rounds each), the sets in an order that rotates
+// from round to round, so that a drift of the machine hits them alike;
+// after each phase it waits until the tasks it created have completed.
+// The figures of each round are appended to each phase's runs.
+func measureSets(ctx context.Context, cfg config, sets []*phaseSet) error {
+	for _, set := range sets {
+		for _, p := range set.phases {
+			s := loadgen.Run(ctx, loadgen.Load{Concurrency: p.conc, Count: int64(20 * p.conc)}, p.op)
+			if s.Errors > 0 {
+				return fmt.Errorf("%s (warm-up): %d errors, first: %s", p.name, s.Errors, s.FirstError)
+			}
+			if err := set.bed.idle(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	per := cfg.dur / time.Duration(cfg.rounds)
+	for r := range cfg.rounds {
+		for i := range sets {
+			set := sets[(r+i)%len(sets)]
+			for _, p := range set.phases {
+				s := loadgen.Run(ctx, loadgen.Load{Concurrency: p.conc, Duration: per}, p.op)
+				if s.Errors > 0 {
+					return fmt.Errorf("%s: %d errors, first: %s", p.name, s.Errors, s.FirstError)
+				}
+				p.runs = append(p.runs, s)
+				if err := set.bed.idle(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // getOp returns the op of tasks/get of a task picked by pick; the task
@@ -576,28 +601,39 @@ func (b *bed) createOp(ctx context.Context, w int) error {
 	return err
 }
 
-// runRetained measures the retained part on backend: one store, filled
-// up to each size in turn.
+// runRetained measures the retained part on backend: one store per
+// size, each filled to its size, then measured in turn over the rounds.
 func runRetained(ctx context.Context, cfg config, backend string, progress func(string, ...any)) (_ []RetainedPoint, err error) {
-	b, err := newBed(ctx, cfg, backend, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, b.close()) }()
-	var out []RetainedPoint
+	var (
+		beds  []*bed
+		sets  []*phaseSet
+		fills []time.Duration
+	)
+	defer func() {
+		for _, b := range beds {
+			err = errors.Join(err, b.close())
+		}
+	}()
 	for _, size := range cfg.sizes {
-		n := size - len(b.ids)
-		progress("%s: filling %d tasks (to %d)", backend, n, size)
-		took, err := b.fill(ctx, n)
+		b, err := newBed(ctx, cfg, backend, 1)
 		if err != nil {
 			return nil, err
 		}
-		progress("%s: filled %d tasks in %v (%.0f/s)", backend, n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+		beds = append(beds, b)
+		progress("%s: filling %d tasks", backend, size)
+		took, err := b.fill(ctx, size)
+		if err != nil {
+			return nil, err
+		}
+		progress("%s: filled %d tasks in %v (%.0f/s)", backend, size, took.Round(time.Millisecond), float64(size)/took.Seconds())
+		fills = append(fills, took)
 		ids := b.ids
 		recent := ids[max(0, len(ids)-cfg.recent):]
-		var next int
-		var mu sync.Mutex
-		st, err := b.measure(ctx, []*phase{
+		var (
+			mu   sync.Mutex
+			next int
+		)
+		sets = append(sets, &phaseSet{bed: b, phases: []*phase{
 			{name: "tasks/get random", conc: cfg.conc, op: b.getOp(func() task.ID { return ids[rand.IntN(len(ids))] })},
 			{name: "tasks/get recent", conc: cfg.conc, op: b.getOp(func() task.ID {
 				mu.Lock()
@@ -606,13 +642,19 @@ func runRetained(ctx context.Context, cfg config, backend string, progress func(
 				return recent[next]
 			})},
 			{name: "create", conc: cfg.conc, op: b.createOp},
-		})
-		if err != nil {
-			return nil, err
-		}
-		progress("%s at %d: get random %.0f/s, recent %.0f/s, create %.0f/s", backend, size, st[0].Throughput, st[1].Throughput, st[2].Throughput)
-		out = append(out, RetainedPoint{Backend: backend, Retained: size, Filled: n, FillTime: took,
-			GetRandom: st[0], GetRecent: st[1], Create: st[2]})
+		}})
+	}
+	progress("%s: measuring", backend)
+	if err := measureSets(ctx, cfg, sets); err != nil {
+		return nil, err
+	}
+	out := make([]RetainedPoint, len(sets))
+	for i, set := range sets {
+		p := RetainedPoint{Backend: backend, Retained: cfg.sizes[i], FillTime: fills[i],
+			GetRandom: set.phases[0].combined(), GetRecent: set.phases[1].combined(), Create: set.phases[2].combined()}
+		progress("%s at %d: get random %.0f/s, recent %.0f/s, create %.0f/s", backend, p.Retained,
+			p.GetRandom.Throughput, p.GetRecent.Throughput, p.Create.Throughput)
+		out[i] = p
 	}
 	return out, nil
 }
@@ -719,7 +761,7 @@ func printReport(w io.Writer, rep *Report) {
 				first = p
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t\n", p.Backend, p.Retained,
-				p.FillTime.Round(10*time.Millisecond), float64(p.Filled)/p.FillTime.Seconds(),
+				p.FillTime.Round(10*time.Millisecond), float64(p.Retained)/p.FillTime.Seconds(),
 				p.GetRandom.Throughput, d(p.GetRandom.P50), d(p.GetRandom.P99),
 				p.GetRecent.Throughput, d(p.GetRecent.P50), d(p.GetRecent.P99),
 				p.Create.Throughput, d(p.Create.P50), d(p.Create.P99))
