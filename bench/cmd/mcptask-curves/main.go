@@ -30,6 +30,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,7 @@ type config struct {
 	fillWorkers int
 	fillChunk   int
 	jsonOut     bool
+	printFile   string
 	verbose     bool
 }
 
@@ -125,6 +127,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.fillWorkers, "fill-workers", 4, "goroutines loading tasks in bulk")
 	fs.IntVar(&c.fillChunk, "fill-chunk", 5000, "tasks per bulk load (one transaction or COPY)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the figures as JSON")
+	fs.StringVar(&c.printFile, "print", "", "measure nothing: print the tables of the JSON output of an earlier run, read from `file`")
 	fs.BoolVar(&c.verbose, "v", false, "report progress on stderr")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -239,6 +242,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.printFile != "" {
+		b, err := os.ReadFile(cfg.printFile)
+		if err != nil {
+			return err
+		}
+		var rep Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("%s: %w", cfg.printFile, err)
+		}
+		printReport(stdout, &rep)
+		return nil
 	}
 	if cfg.dsn == "" && slices.Contains(cfg.backends, backendPostgres) {
 		fmt.Fprintln(stderr, "mcptask-curves: no PostgreSQL DSN (-postgres or $MCPTASK_TEST_POSTGRES_DSN): PostgreSQL skipped")

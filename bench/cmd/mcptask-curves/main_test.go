@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,18 @@ func TestSmokeSQLite(t *testing.T) {
 	if len(rep.Instances) != 0 {
 		t.Errorf("instances without PostgreSQL: %+v", rep.Instances)
 	}
-	// The text output of the same, smaller.
+	// The tables of that JSON output.
+	saved := filepath.Join(t.TempDir(), "curves.json")
+	if err := os.WriteFile(saved, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	printed, _ := runCurves(t, "-print", saved)
+	for _, want := range []string{"retained tasks", "÷ 20", "creation by number of workers"} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("-print output lacks %q:\n%s", want, printed)
+		}
+	}
+	// The text output of a run, smaller.
 	out, _ = runCurves(t, "-backends", "sqlite", "-sizes", "10", "-c", "1", "-create-c", "1", "-d", "100ms", "-rounds", "1", "retained", "create")
 	for _, want := range []string{"retained tasks", "creation by number of workers", "sqlite"} {
 		if !strings.Contains(out, want) {
