@@ -16,7 +16,9 @@
 //     the client may read. The fill time is reported.
 //   - create: task creation with each of -create-c workers.
 //   - instances: creation and tasks/get with -c workers spread over each
-//     of -instances PostgreSQL instances on one schema (in process: each
+//     of -instances PostgreSQL instances on one schema (a schema per
+//     number of instances, all measured in turn over the rounds; in
+//     process: each
 //     instance has its own pgx pool, engine, MCP server and HTTP server,
 //     but they share one Go runtime with each other and the client).
 //
@@ -699,34 +701,41 @@ func runCreate(ctx context.Context, cfg config, backend string, progress func(st
 }
 
 // runInstances measures creation and tasks/get on each number of
-// PostgreSQL instances sharing a fresh schema.
-func runInstances(ctx context.Context, cfg config, progress func(string, ...any)) ([]InstancesPoint, error) {
-	var out []InstancesPoint
+// PostgreSQL instances, each number on a fresh schema of its own: all are
+// started and filled first, then measured in turn over the rounds.
+func runInstances(ctx context.Context, cfg config, progress func(string, ...any)) (_ []InstancesPoint, err error) {
+	var (
+		beds []*bed
+		sets []*phaseSet
+	)
+	defer func() {
+		for _, b := range beds {
+			err = errors.Join(err, b.close())
+		}
+	}()
 	for _, n := range cfg.instances {
-		pt, err := func() (_ InstancesPoint, err error) {
-			b, err := newBed(ctx, cfg, backendPostgres, n)
-			if err != nil {
-				return InstancesPoint{}, err
-			}
-			defer func() { err = errors.Join(err, b.close()) }()
-			if _, err := b.fill(ctx, cfg.pool); err != nil {
-				return InstancesPoint{}, err
-			}
-			ids := b.ids
-			st, err := b.measure(ctx, []*phase{
-				{name: "create", conc: cfg.conc, op: b.createOp},
-				{name: "tasks/get", conc: cfg.conc, op: b.getOp(func() task.ID { return ids[rand.IntN(len(ids))] })},
-			})
-			if err != nil {
-				return InstancesPoint{}, err
-			}
-			return InstancesPoint{Instances: n, Create: st[0], Get: st[1]}, nil
-		}()
+		b, err := newBed(ctx, cfg, backendPostgres, n)
 		if err != nil {
 			return nil, fmt.Errorf("%d instances: %w", n, err)
 		}
-		progress("%d instances: create %.0f/s, tasks/get %.0f/s", n, pt.Create.Throughput, pt.Get.Throughput)
-		out = append(out, pt)
+		beds = append(beds, b)
+		if _, err := b.fill(ctx, cfg.pool); err != nil {
+			return nil, fmt.Errorf("%d instances: %w", n, err)
+		}
+		ids := b.ids
+		sets = append(sets, &phaseSet{bed: b, phases: []*phase{
+			{name: fmt.Sprintf("create, %d instances", n), conc: cfg.conc, op: b.createOp},
+			{name: fmt.Sprintf("tasks/get, %d instances", n), conc: cfg.conc, op: b.getOp(func() task.ID { return ids[rand.IntN(len(ids))] })},
+		}})
+	}
+	progress("instances: measuring")
+	if err := measureSets(ctx, cfg, sets); err != nil {
+		return nil, err
+	}
+	out := make([]InstancesPoint, len(sets))
+	for i, set := range sets {
+		out[i] = InstancesPoint{Instances: cfg.instances[i], Create: set.phases[0].combined(), Get: set.phases[1].combined()}
+		progress("%d instances: create %.0f/s, tasks/get %.0f/s", out[i].Instances, out[i].Create.Throughput, out[i].Get.Throughput)
 	}
 	return out, nil
 }
