@@ -8,8 +8,8 @@
 //     task creation, with -c workers, on a store holding each of -sizes
 //     completed tasks (one store per size, all filled first, then
 //     measured in turn over the rounds, so that a drift of the machine
-//     hits every size alike). Each store is filled in bulk through the store
-//     package's own encoding (sqlite.Store.LoadTasks at
+//     hits every size alike). Each store is filled in bulk through the
+//     store package's own encoding (sqlite.Store.LoadTasks at
 //     synchronous=NORMAL, the file then reopened at FULL by the server;
 //     postgres.Store.LoadTasks, a COPY, then ANALYZE), with copies of a
 //     task created through the server, so that every filled task is one
@@ -18,9 +18,9 @@
 //   - instances: creation and tasks/get with -c workers spread over each
 //     of -instances PostgreSQL instances on one schema (a schema per
 //     number of instances, all measured in turn over the rounds; in
-//     process: each
-//     instance has its own pgx pool, engine, MCP server and HTTP server,
-//     but they share one Go runtime with each other and the client).
+//     process: each instance has its own pgx pool, engine, MCP server and
+//     HTTP server, but they share one Go runtime with each other and the
+//     client).
 //
 // Each part runs on each of -backends that applies (instances: PostgreSQL
 // only). PostgreSQL needs -postgres (default $MCPTASK_TEST_POSTGRES_DSN);
