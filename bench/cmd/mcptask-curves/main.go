@@ -218,10 +218,13 @@ type RetainedPoint struct {
 	Backend  string `json:"backend"`
 	Retained int    `json:"retained"`
 	// FillTime is how long the bulk load of the Retained tasks took.
-	FillTime  time.Duration `json:"fillNs"`
-	GetRandom loadgen.Stats `json:"getRandom"`
-	GetRecent loadgen.Stats `json:"getRecent"`
-	Create    loadgen.Stats `json:"create"`
+	FillTime time.Duration `json:"fillNs"`
+	// StoreBytes is the size of the store after the fill: SQLite file
+	// and WAL; PostgreSQL tasks table with its indexes and TOAST.
+	StoreBytes int64         `json:"storeBytes"`
+	GetRandom  loadgen.Stats `json:"getRandom"`
+	GetRecent  loadgen.Stats `json:"getRecent"`
+	Create     loadgen.Stats `json:"create"`
 }
 
 // CreatePoint is the create part's figures for one backend and number
@@ -520,6 +523,32 @@ func (b *bed) fill(ctx context.Context, n int) (time.Duration, error) {
 	return time.Since(start), errors.Join(errs...)
 }
 
+// size returns the size of the store: SQLite file and WAL; PostgreSQL
+// tasks table with its indexes and TOAST.
+func (b *bed) size(ctx context.Context) (int64, error) {
+	if b.backend == backendSQLite {
+		var n int64
+		for _, suffix := range []string{"", "-wal"} {
+			fi, err := os.Stat(b.path + suffix)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return 0, err
+			}
+			if err == nil {
+				n += fi.Size()
+			}
+		}
+		return n, nil
+	}
+	conn, err := pgx.Connect(ctx, b.cfg.dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	err = conn.QueryRow(ctx, "SELECT pg_total_relation_size($1::regclass)", pgx.Identifier{b.schema, "tasks"}.Sanitize()).Scan(&n)
+	return n, err
+}
+
 // client returns the client worker w uses: the workers are spread over
 // the servers in turn.
 func (b *bed) client(w int) *loadgen.Client { return b.clients[w%len(b.clients)] }
@@ -625,6 +654,7 @@ func runRetained(ctx context.Context, cfg config, backend string, progress func(
 		beds  []*bed
 		sets  []*phaseSet
 		fills []time.Duration
+		sizes []int64
 	)
 	defer func() {
 		for _, b := range beds {
@@ -644,6 +674,11 @@ func runRetained(ctx context.Context, cfg config, backend string, progress func(
 		}
 		progress("%s: filled %d tasks in %v (%.0f/s)", backend, size, took.Round(time.Millisecond), float64(size)/took.Seconds())
 		fills = append(fills, took)
+		size, err := b.size(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sizes = append(sizes, size)
 		ids := b.ids
 		recent := ids[max(0, len(ids)-cfg.recent):]
 		var (
@@ -667,7 +702,7 @@ func runRetained(ctx context.Context, cfg config, backend string, progress func(
 	}
 	out := make([]RetainedPoint, len(sets))
 	for i, set := range sets {
-		p := RetainedPoint{Backend: backend, Retained: cfg.sizes[i], FillTime: fills[i],
+		p := RetainedPoint{Backend: backend, Retained: cfg.sizes[i], FillTime: fills[i], StoreBytes: sizes[i],
 			GetRandom: set.phases[0].combined(), GetRecent: set.phases[1].combined(), Create: set.phases[2].combined()}
 		progress("%s at %d: get random %.0f/s, recent %.0f/s, create %.0f/s", backend, p.Retained,
 			p.GetRandom.Throughput, p.GetRecent.Throughput, p.Create.Throughput)
@@ -778,19 +813,19 @@ func printReport(w io.Writer, rep *Report) {
 	if len(rep.Retained) > 0 {
 		fmt.Fprintf(w, "\nretained tasks, %d workers (ratios ÷ the first size of the backend):\n\n", e.Workers)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "backend\tretained\tfill\tfill/s\tget rnd ops/s\tp50\tp99\tget recent ops/s\tp50\tp99\tcreate ops/s\tp50\tp99\t")
+		fmt.Fprintln(tw, "backend\tretained\tstore MiB\tfill\tfill/s\tget rnd ops/s\tp50\tp99\tget recent ops/s\tp50\tp99\tcreate ops/s\tp50\tp99\t")
 		var first RetainedPoint
 		for i, p := range rep.Retained {
 			if i == 0 || p.Backend != rep.Retained[i-1].Backend {
 				first = p
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t\n", p.Backend, p.Retained,
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%.0f\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t\n", p.Backend, p.Retained, float64(p.StoreBytes)/(1<<20),
 				p.FillTime.Round(10*time.Millisecond), float64(p.Retained)/p.FillTime.Seconds(),
 				p.GetRandom.Throughput, d(p.GetRandom.P50), d(p.GetRandom.P99),
 				p.GetRecent.Throughput, d(p.GetRecent.P50), d(p.GetRecent.P99),
 				p.Create.Throughput, d(p.Create.P50), d(p.Create.P99))
 			if p.Retained != first.Retained {
-				fmt.Fprintf(tw, "÷ %d\t\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", first.Retained,
+				fmt.Fprintf(tw, "÷ %d\t\t\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", first.Retained,
 					ratio(p.GetRandom.Throughput, first.GetRandom.Throughput), ratio(float64(p.GetRandom.P50), float64(first.GetRandom.P50)), ratio(float64(p.GetRandom.P99), float64(first.GetRandom.P99)),
 					ratio(p.GetRecent.Throughput, first.GetRecent.Throughput), ratio(float64(p.GetRecent.P50), float64(first.GetRecent.P50)), ratio(float64(p.GetRecent.P99), float64(first.GetRecent.P99)),
 					ratio(p.Create.Throughput, first.Create.Throughput), ratio(float64(p.Create.P50), float64(first.Create.P50)), ratio(float64(p.Create.P99), float64(first.Create.P99)))
