@@ -292,3 +292,38 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 	}
 	return out, nil
 }
+
+// loadColumns are the columns of the tasks table, in the order of
+// row.insertArgs.
+var loadColumns = []string{"id", "owner", "tool", "wire", "status", "status_message", "created_at_ms", "updated_at_ms",
+	"ttl_ns", "poll_ns", "expires_at_ns", "request", "result", "error", "input_requests", "input_responses", "input_seq",
+	"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref"}
+
+// LoadTasks inserts tasks with one COPY, encoded as Create encodes them
+// but without their histories and without Create's checks (idempotency
+// keys, quotas, queues) or change notifications. It is a bulk loader for
+// benchmarks that need a store holding many tasks (see
+// bench/cmd/mcptask-curves); servers create tasks with Create. An ID
+// already taken fails the whole COPY. Run ANALYZE (or wait for autovacuum)
+// after a large load, as a store that grew by Create would have been.
+func (s *Store) LoadTasks(ctx context.Context, tasks []*task.Task) error {
+	rows := make([][]any, len(tasks))
+	for i, tk := range tasks {
+		r, err := encodeTask(tk)
+		if err != nil {
+			return err
+		}
+		rows[i] = r.insertArgs()
+	}
+	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{s.schema, "tasks"}, loadColumns, pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("postgres store: load %d tasks: %w", len(tasks), err)
+	}
+	return nil
+}
+
+// Analyze runs ANALYZE on the tasks table, so that the planner knows its
+// size after a [Store.LoadTasks]; for benchmarks.
+func (s *Store) Analyze(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, "ANALYZE "+s.quoted+".tasks")
+	return err
+}

@@ -18,18 +18,7 @@ import (
 func loadTasks(tb testing.TB, s *Store, tasks []*task.Task) {
 	tb.Helper()
 	ctx := context.Background()
-	rows := make([][]any, len(tasks))
-	for i, tk := range tasks {
-		r, err := encodeTask(tk)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rows[i] = r.insertArgs()
-	}
-	cols := []string{"id", "owner", "tool", "wire", "status", "status_message", "created_at_ms", "updated_at_ms",
-		"ttl_ns", "poll_ns", "expires_at_ns", "request", "result", "error", "input_requests", "input_responses", "input_seq",
-		"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref"}
-	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{s.schema, "tasks"}, cols, pgx.CopyFromRows(rows)); err != nil {
+	if err := s.LoadTasks(ctx, tasks); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE "+s.quoted+".tasks"); err != nil {

@@ -294,3 +294,29 @@ func eventTask(r *row) *task.Task {
 // storeNow is the store's clock, for the events of writes that do not set
 // the task's LastUpdatedAt.
 var storeNow = time.Now
+
+// LoadTasks inserts tasks in one write transaction, encoded as Create
+// encodes them but without their histories and without Create's checks
+// (idempotency keys, quotas, queues) or change announcements. It is a bulk
+// loader for benchmarks that need a store holding many tasks (see
+// bench/cmd/mcptask-curves); servers create tasks with Create. An ID
+// already taken fails the whole transaction.
+func (s *Store) LoadTasks(ctx context.Context, tasks []*task.Task) error {
+	rows := make([]*row, len(tasks))
+	for i, tk := range tasks {
+		r, err := encodeTask(tk)
+		if err != nil {
+			return err
+		}
+		rows[i] = r
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		ins := tx.Stmt(s.insertStmt)
+		for _, r := range rows {
+			if _, err := ins.Exec(r.insertArgs()...); err != nil {
+				return fmt.Errorf("sqlite store: load task %s: %w", r.id, err)
+			}
+		}
+		return nil
+	})
+}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,24 +15,7 @@ import (
 // store them (without their histories).
 func loadTasks(tb testing.TB, s *Store, tasks []*task.Task) {
 	tb.Helper()
-	rows := make([]*row, len(tasks))
-	for i, tk := range tasks {
-		r, err := encodeTask(tk)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		rows[i] = r
-	}
-	err := s.write(context.Background(), func(tx *sql.Tx) error {
-		ins := tx.Stmt(s.insertStmt)
-		for _, r := range rows {
-			if _, err := ins.Exec(r.insertArgs()...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.LoadTasks(context.Background(), tasks); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,8 +50,11 @@ const RetainTTL = 24 * time.Hour
 type Server struct {
 	// URL is the MCP endpoint, http://127.0.0.1:PORT/mcp.
 	URL string
-	// Store is the task store.
+	// Store is the SQLite task store; nil when [ServerOptions].Store
+	// gave another store.
 	Store *sqlite.Store
+	// Tasks is the task store, whatever its backend.
+	Tasks store.Store
 	// Engine is the task engine.
 	Engine *engine.Engine
 
@@ -62,6 +66,16 @@ type Server struct {
 type ServerOptions struct {
 	// SQLite configures the store; nil means sqlite.Open's defaults.
 	SQLite *sqlite.Options
+	// Store, if set, is the task store to serve instead of a SQLite file
+	// (e.g. a PostgreSQL store; the dbPath of [StartServer] and SQLite
+	// are then ignored). The server owns it: Close closes it. To support
+	// [Server.WaitIdle] it must have a ListActive method, as the SQLite
+	// and PostgreSQL stores do.
+	Store store.Store
+	// InstanceID names the server's engine (engine.Options.InstanceID):
+	// distinct servers sharing a PostgreSQL schema need distinct names.
+	// Empty means a random one.
+	InstanceID string
 	// Limits are the per-requester limits (mcptask.Options.Limits); the
 	// zero value sets none. See [UnrefusedLimits] to measure their
 	// bookkeeping without refusals.
@@ -129,14 +143,19 @@ func UnrefusedLimits() mcptask.Limits {
 }
 
 // StartServer assembles the server on the SQLite file dbPath (created if
-// missing; opts may be nil) and serves it on a free loopback port.
+// missing; opts may be nil), or on [ServerOptions].Store, and serves it on
+// a free loopback port.
 func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	if opts == nil {
 		opts = &ServerOptions{}
 	}
-	st, err := sqlite.Open(dbPath, opts.SQLite)
-	if err != nil {
-		return nil, err
+	st := opts.Store
+	if st == nil {
+		lite, err := sqlite.Open(dbPath, opts.SQLite)
+		if err != nil {
+			return nil, err
+		}
+		st = lite
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var trail *audit.Logger
@@ -145,10 +164,11 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 		trail = audit.New(slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	}
 	eng, err := engine.New(engine.Options{
-		Store:  st,
-		Logger: quiet,
-		Audit:  trail,
-		Policy: task.Policy{DefaultTTL: RetainTTL, MaxTTL: RetainTTL},
+		Store:      st,
+		Logger:     quiet,
+		Audit:      trail,
+		InstanceID: opts.InstanceID,
+		Policy:     task.Policy{DefaultTTL: RetainTTL, MaxTTL: RetainTTL},
 	})
 	if err != nil {
 		st.Close()
@@ -202,10 +222,11 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	}))
 	s := &Server{
 		URL:    fmt.Sprintf("http://%s/mcp", ln.Addr()),
-		Store:  st,
+		Tasks:  st,
 		Engine: eng,
 		hs:     &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
 	}
+	s.Store, _ = st.(*sqlite.Store)
 	go func() { _ = s.hs.Serve(ln) }()
 	return s, nil
 }
@@ -213,8 +234,14 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 // WaitIdle waits until no task of the store is working or input_required:
 // every task created so far has recorded its outcome.
 func (s *Server) WaitIdle(ctx context.Context) error {
+	al, ok := s.Tasks.(interface {
+		ListActive(context.Context) ([]*task.Task, error)
+	})
+	if !ok {
+		return fmt.Errorf("loadgen: the store %T has no ListActive", s.Tasks)
+	}
 	for {
-		active, err := s.Store.ListActive(ctx)
+		active, err := al.ListActive(ctx)
 		if err != nil {
 			return err
 		}
@@ -237,5 +264,5 @@ func (s *Server) Close() error {
 	if errors.Is(herr, context.DeadlineExceeded) {
 		herr = s.hs.Close()
 	}
-	return errors.Join(herr, s.Engine.Shutdown(ctx), s.Store.Close())
+	return errors.Join(herr, s.Engine.Shutdown(ctx), s.Tasks.Close())
 }
