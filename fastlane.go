@@ -45,7 +45,7 @@ import (
 // ID, rate limited, …).
 //
 // What the lane cannot reproduce: go-sdk receiving middleware other than
-// mcptask's (none runs on the lane; see Options.DisableFastLane), and a
+// mcptask's (none runs on the lane; see Options.FastLane), and a
 // custom Options.Owner (the lane is then off).
 
 // fastLaneMaxBody bounds the bodies the fast lane reads; a larger one goes

@@ -53,7 +53,7 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 		srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ServerOptions{Logger: logger})
 		o := opts
 		o.Logger = logger
-		o.DisableFastLane = disable
+		o.FastLane = !disable
 		ts, err := mcptask.New(srv, eng, &o)
 		if err != nil {
 			t.Fatal(err)
@@ -303,7 +303,7 @@ func TestFastLaneSameAnswers(t *testing.T) {
 				t.Logf("%d of %d requests on the fast lane", n, len(rs))
 			}
 			if n := mcptask.FastLaneServed(p.slowTas); n != 0 {
-				t.Errorf("the server with DisableFastLane answered %d on the fast lane", n)
+				t.Errorf("the server without FastLane answered %d on the fast lane", n)
 			}
 		})
 	}

@@ -27,7 +27,7 @@ import (
 //
 // The 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete are
 // answered on the fast lane, without the go-sdk's per-request machinery,
-// unless Options.DisableFastLane (see fastlane.go).
+// with Options.FastLane (see fastlane.go).
 //
 // opts configures both go-sdk handlers (nil means defaults); Stateless is
 // set per handler. The stateless handler also gets the routing check of the

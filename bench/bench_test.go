@@ -215,7 +215,7 @@ func BenchmarkTasksGet(b *testing.B) {
 }
 
 // BenchmarkTasksGetSlowLane is BenchmarkTasksGet with the fast lane off
-// (mcptask.Options.DisableFastLane): every tasks/get through the go-sdk.
+// (mcptask.Options.FastLane off): every tasks/get through the go-sdk.
 func BenchmarkTasksGetSlowLane(b *testing.B) {
 	_, c := setupWith(b, 1, &loadgen.ServerOptions{DisableFastLane: true})
 	get := getOp(b, c)

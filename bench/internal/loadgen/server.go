@@ -96,7 +96,7 @@ type ServerOptions struct {
 	// [DefaultSleep].
 	Sleep time.Duration
 	// DisableFastLane turns the server's fast lane of tasks/get off
-	// (mcptask.Options.DisableFastLane), to compare the two lanes.
+	// (mcptask.Options.FastLane, on by default here), to compare the two lanes.
 	DisableFastLane bool
 }
 
@@ -175,7 +175,7 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
-	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits, DisableFastLane: opts.DisableFastLane}
+	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits, FastLane: !opts.DisableFastLane}
 	if opts.RequesterHeader != "" {
 		mo.Owner = headerOwner(opts.RequesterHeader)
 	}
