@@ -274,7 +274,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	rep := &Report{Environment: Environment{
 		Date: time.Now().UTC(), GoVersion: runtime.Version(), NumCPU: runtime.NumCPU(),
-		GOMAXPROCS: runtime.GOMAXPROCS(0), CPU: cpuModel(), Workers: cfg.conc,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), CPU: loadgen.CPUModel(), Workers: cfg.conc,
 		Duration: cfg.dur.String(), Rounds: cfg.rounds,
 	}}
 	progress := func(format string, a ...any) {
@@ -320,20 +320,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printReport(stdout, rep)
 	return nil
-}
-
-// cpuModel returns the model name of /proc/cpuinfo, or "".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // bed is a store and the servers on it.
@@ -445,7 +431,7 @@ func (b *bed) close() error {
 		}
 	}
 	if b.schema != "" {
-		errs = append(errs, dropSchema(b.cfg.dsn, b.schema))
+		errs = append(errs, loadgen.DropSchema(b.cfg.dsn, b.schema))
 	}
 	return errors.Join(errs...)
 }
@@ -780,21 +766,6 @@ func randomHex() string {
 	b := make([]byte, 6)
 	_, _ = crand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// dropSchema drops a schema with everything in it.
-func dropSchema(dsn, schema string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("dropping schema %s: %w", schema, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("dropping schema %s: %w", schema, err)
-	}
-	return nil
 }
 
 // printReport prints the figures as tables, with ratios to each part's

@@ -162,7 +162,7 @@ func runCancel(ctx context.Context, cfg config, stderr io.Writer) (_ []latencyRe
 		}
 		schema := newSchemaName()
 		res, err := measurePair(ctx, cfg, schema, feed, stderr)
-		err = errors.Join(err, dropSchema(cfg.dsn, schema))
+		err = errors.Join(err, loadgen.DropSchema(cfg.dsn, schema))
 		if err != nil {
 			return nil, err
 		}

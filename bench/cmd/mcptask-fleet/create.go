@@ -38,7 +38,7 @@ type createResult struct {
 // PostgreSQL, and on two PostgreSQL instances sharing a schema.
 func runCreate(ctx context.Context, cfg config, bin, dir string, stderr io.Writer) (_ []createResult, err error) {
 	schema := newSchemaName()
-	defer func() { err = errors.Join(err, dropSchema(cfg.dsn, schema)) }()
+	defer func() { err = errors.Join(err, loadgen.DropSchema(cfg.dsn, schema)) }()
 	common := []string{"-log-level", "warn"}
 	pgArgs := append([]string{"-postgres", cfg.dsn, "-postgres-schema", schema}, common...)
 	specs := []struct {

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mcptask/mcptask/internal/proctest"
 )
 
@@ -117,21 +115,6 @@ func newSchemaName() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return "mcptask_fleet_" + hex.EncodeToString(b)
-}
-
-// dropSchema drops a schema with everything in it.
-func dropSchema(dsn, schema string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("dropping schema %s: %w", schema, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("dropping schema %s: %w", schema, err)
-	}
-	return nil
 }
 
 // tempDir makes a temporary directory and returns a function removing it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mcptask/mcptask/bench/internal/loadgen"
 	"github.com/mcptask/mcptask/internal/wiretest"
 )
 
@@ -56,7 +57,7 @@ func runTakeover(ctx context.Context, cfg config, bin string, stderr io.Writer) 
 
 func takeoverLease(ctx context.Context, cfg config, bin string, lease time.Duration, stderr io.Writer) (_ takeoverSummary, err error) {
 	schema := newSchemaName()
-	defer func() { err = errors.Join(err, dropSchema(cfg.dsn, schema)) }()
+	defer func() { err = errors.Join(err, loadgen.DropSchema(cfg.dsn, schema)) }()
 	args := []string{"-postgres", cfg.dsn, "-postgres-schema", schema, "-lease", lease.String(), "-log-level", "info"}
 	survivor, err := startDaemon(ctx, bin, "survivor", args...)
 	if err != nil {

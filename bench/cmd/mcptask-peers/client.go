@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/mcptask/mcptask/bench/internal/loadgen"
 )
 
 // The two wire revisions the benchmark speaks.
@@ -26,23 +27,7 @@ const meta2026 = `{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
 // newHTTPClient returns an HTTP client for conns concurrent callers that
 // only ever connects to loopback addresses.
 func newHTTPClient(conns int) (*http.Client, *http.Transport) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = conns + 4
-	tr.MaxIdleConnsPerHost = conns + 4
-	tr.DisableCompression = true
-	tr.Proxy = nil
-	dial := tr.DialContext
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		if ta, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-			conn.Close()
-			return nil, fmt.Errorf("%s: connected to %v: not loopback", addr, conn.RemoteAddr())
-		}
-		return conn, nil
-	}
+	tr := loadgen.LoopbackTransport(conns)
 	return &http.Client{
 		Transport: tr,
 		Timeout:   time.Minute,

@@ -415,7 +415,7 @@ func measureAll(ctx context.Context, cfg config, stderr io.Writer) (*report, err
 			"host":       host,
 			"nproc":      runtime.NumCPU(),
 			"gomaxprocs": runtime.GOMAXPROCS(0),
-			"cpu":        cpuModel(),
+			"cpu":        loadgen.CPUModel(),
 			"go":         runtime.Version(),
 			"runNs":      cfg.d,
 			"rounds":     cfg.rounds,
@@ -646,20 +646,6 @@ func medianOf(rs []figures) figures {
 	m.OpP50 = dur(func(f figures) time.Duration { return f.OpP50 })
 	m.OpP99 = dur(func(f figures) time.Duration { return f.OpP99 })
 	return m
-}
-
-// cpuModel returns the first model name of /proc/cpuinfo, or "".
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // thousands formats x rounded to an integer with comma separators.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -82,24 +81,7 @@ func NewClient(url string, o ClientOptions) (*Client, error) {
 			return nil, fmt.Errorf("tool arguments %s are not a JSON object", a)
 		}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = o.Conns + 4
-	tr.MaxIdleConnsPerHost = o.Conns + 4
-	tr.DisableCompression = true
-	tr.Proxy = nil // loopback only: never through a proxy
-	dial := tr.DialContext
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		// localhost is checked by name; make sure it resolved to loopback.
-		if ta, ok := conn.RemoteAddr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-			conn.Close()
-			return nil, fmt.Errorf("%s: connected to %v: %w", addr, conn.RemoteAddr(), ErrNotLoopback)
-		}
-		return conn, nil
-	}
+	tr := LoopbackTransport(o.Conns)
 	c := &Client{
 		url:       url,
 		requester: o.Requester,
