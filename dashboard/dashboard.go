@@ -108,6 +108,7 @@ type Handler struct {
 	hist    store.Historian // nil when the store keeps no history
 	key     []byte
 	mux     *http.ServeMux
+	guarded http.Handler // mux behind CrossOriginProtection
 	tmpl    *template.Template
 	static  http.Handler
 	logins  *rate.Limiter // failed sign-ins, all visitors together
@@ -198,6 +199,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /logout", h.logout)
 	m.Handle("GET /static/", http.StripPrefix("/static", h.static))
 	h.mux = m
+	h.guarded = http.NewCrossOriginProtection().Handler(m)
 }
 
 // csp is the Content-Security-Policy of every response: the page's own
@@ -228,7 +230,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		redirect(w, relativeSelf(r))
 		return
 	}
-	http.NewCrossOriginProtection().Handler(h.mux).ServeHTTP(w, r)
+	h.guarded.ServeHTTP(w, r)
 }
 
 // relativeSelf is the relative URL of the directory a request for a

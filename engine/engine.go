@@ -601,7 +601,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	e.wg.Add(1)
 	e.mu.Unlock()
 	if e.opts.FinishWithin > 0 && spec.Queue == "" && spec.AwaitExternalRef <= 0 && spec.MaxActive <= 0 && spec.IdempotencyKey == "" {
-		return e.startQuick(parent, spec, t, work)
+		return e.startQuick(parent, t, work)
 	}
 	opts := store.CreateOptions{MaxActive: spec.MaxActive}
 	if spec.Queue != "" {

@@ -35,6 +35,14 @@ type pendingCreate struct {
 	inlined bool
 }
 
+// decide records Start's decision: the task created (err nil) or not, its
+// outcome in the creation (inlined) or to be recorded by the run.
+func (p *pendingCreate) decide(err error, inlined bool) {
+	p.err, p.inlined = err, inlined
+	close(p.created)
+	close(p.decided)
+}
+
 // quickOutcome is what a run's work returned.
 type quickOutcome struct {
 	res         json.RawMessage
@@ -85,7 +93,7 @@ func (r *run) ensureCreated(ctx context.Context) error {
 // only after the task is committed, as Start promises; the work starts a
 // few milliseconds before its task is durable, as a synchronous call's
 // would, and nothing reaches it (cancel, takeover, lease) until then.
-func (e *Engine) startQuick(parent context.Context, spec StartSpec, t *task.Task, work Work) (*task.Task, error) {
+func (e *Engine) startQuick(parent context.Context, t *task.Task, work Work) (*task.Task, error) {
 	p := &pendingCreate{want: make(chan struct{}), created: make(chan struct{}), outcome: make(chan quickOutcome, 1), decided: make(chan struct{})}
 	// Registered at once, so that the work finds its run (Attach: a tool
 	// reached through an in-memory session); the lease services skip it
@@ -103,30 +111,21 @@ func (e *Engine) startQuick(parent context.Context, spec StartSpec, t *task.Task
 	select {
 	case o := <-p.outcome:
 		if !o.interrupted {
-			return e.createFinished(parent, spec, t, r, o)
+			return e.createFinished(parent, t, r, o)
 		}
 	case <-timer.C:
 	case <-p.want:
 	case <-parent.Done():
 	}
-	// Create it working; the run records its outcome as any run does.
-	ctx := store.WithInstance(parent, e.id)
-	if parent.Err() != nil {
-		ctx = store.WithInstance(context.WithoutCancel(parent), e.id)
-	}
-	if err := e.timed.Create(ctx, t, store.CreateOptions{}); err != nil {
-		p.err = err
-		close(p.created)
-		close(p.decided)
+	// Create it working; the run records its outcome as any run does. The
+	// work has started: its task is created even if the requester left.
+	// (No idempotency key takes this path: a duplicate cannot be.)
+	if err := e.timed.Create(store.WithInstance(context.WithoutCancel(parent), e.id), t, store.CreateOptions{}); err != nil {
+		p.decide(err, false)
 		r.cancel(errNotCreated)
-		var dup *store.DuplicateError
-		if errors.As(err, &dup) {
-			return e.existing(dup.Task, spec)
-		}
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
-	close(p.created)
-	close(p.decided)
+	p.decide(nil, false)
 	e.created(parent, t)
 	// The work asked for its task before the window's end: its outcome
 	// may still come within it.
@@ -141,7 +140,7 @@ var errNotCreated = errors.New("the task could not be created")
 
 // createFinished creates t with the outcome o of its work, which ended
 // within the window: one durable write.
-func (e *Engine) createFinished(parent context.Context, spec StartSpec, t *task.Task, r *run, o quickOutcome) (*task.Task, error) {
+func (e *Engine) createFinished(parent context.Context, t *task.Task, r *run, o quickOutcome) (*task.Task, error) {
 	p := r.pending
 	now := e.now()
 	if terr := e.outcomeError(o.res, o.err); terr != nil {
@@ -149,24 +148,12 @@ func (e *Engine) createFinished(parent context.Context, spec StartSpec, t *task.
 	} else {
 		t.Complete(o.res, now)
 	}
-	err := e.timed.Create(store.WithInstance(context.WithoutCancel(parent), e.id), t, store.CreateOptions{})
-	if err != nil {
-		p.err = err
-		close(p.created)
-		close(p.decided)
-		var dup *store.DuplicateError
-		if errors.As(err, &dup) {
-			// Only when another engine ran the same key meanwhile: this
-			// run's outcome is dropped, the stored task stands.
-			e.log.Warn("a call with this idempotency key was run on another engine at the same time; this run's outcome is dropped", "task", dup.Task.ID, "tool", t.Tool)
-			return e.existing(dup.Task, spec)
-		}
+	if err := e.timed.Create(store.WithInstance(context.WithoutCancel(parent), e.id), t, store.CreateOptions{}); err != nil {
+		p.decide(err, false)
 		e.log.Error("the task's work ended but its task could not be created; the requester is told it failed", "tool", t.Tool, "err", err)
 		return nil, fmt.Errorf("engine: creating task: %w", err)
 	}
-	p.inlined = true
-	close(p.created)
-	close(p.decided)
+	p.decide(nil, true)
 	e.created(parent, t)
 	if e.opts.Audit.Enabled() {
 		var code int64
