@@ -394,6 +394,9 @@ type taskPage struct {
 	Revealed   *revealed
 	Flash      string
 	LiveHref   string
+	// LiveHTML is the live part, rendered once (by html/template, so
+	// escaped) for the page and for the version its stream is told.
+	LiveHTML template.HTML
 }
 
 // taskLive is the part of a task page that live updates replace.
@@ -465,13 +468,16 @@ func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor,
 	}
 	// The live stream is told what the page shows, so that it sends the
 	// task only once it changed (a re-render would close what the
-	// operator opened).
-	frag, err := h.fragment("taskLive", &taskPage{Base: "../", CSRF: v.csrf, Live: live})
+	// operator opened). Rendered with the page's own base: "../" on the
+	// task page, as the stream renders it; deeper on a revealed outcome's
+	// page, which follows no stream.
+	frag, err := h.fragment("taskLive", &taskPage{Base: p.Base, CSRF: v.csrf, Live: live})
 	if err != nil {
 		h.opts.Logger.Error("dashboard: rendering a task", "err", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
+	p.LiveHTML = template.HTML(frag)
 	p.LiveHref = base(r) + "tasks/" + url.PathEscape(live.ID) + "/live?v=" + fragmentVersion(frag)
 	h.render(w, http.StatusOK, "task", p)
 }
