@@ -18,6 +18,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
+	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,7 +26,8 @@ import (
 )
 
 // The fast lane answers the 2026-07-28 tasks/get, tasks/update,
-// tasks/cancel and tasks/delete without the go-sdk's
+// tasks/cancel and tasks/delete, and the 2025-11-25 tasks/get and
+// tasks/result of a finished task (fastlane2025.go), without the go-sdk's
 // per-request machinery (the temporary session, its jsonrpc2 connection
 // and goroutines, the stream bookkeeping): it decodes the request with
 // the go-sdk's exported codec, runs mcptask's own part of the handling
@@ -59,7 +61,11 @@ type fastLane struct {
 	// (see probe) before it answers anything.
 	slow      http.Handler
 	probeOnce sync.Once
-	on        bool // the probe succeeded
+	on        bool // the probe succeeded: the lane serves 2026-07-28
+	on25      bool // and the server supports 2025-11-25
+	// sessions is the record of the 2025-11-25 sessions of the stateful
+	// handler (fastlane2025.go); nil when the lane does not serve them.
+	sessions *laneSessions
 	// serverInfo is the go-sdk server's Implementation, which the go-sdk
 	// adds to the _meta of every 2026-07-28 result (learnt by the probe).
 	serverInfo *mcp.Implementation
@@ -75,6 +81,12 @@ func newFastLane(s *Server, o mcp.StreamableHTTPOptions, slow http.Handler) *fas
 	if !s.fastLane || o.CrossOriginProtection != nil {
 		return nil
 	}
+	var sessions *laneSessions
+	if o.EventStore == nil {
+		// (With an event store, the go-sdk's answers on a session carry
+		// event IDs the lane cannot reproduce.)
+		sessions = &laneSessions{timeout: o.SessionTimeout}
+	}
 	max := int64(fastLaneMaxBody)
 	if o.MaxRequestBodyBytes > 0 {
 		max = min(max, o.MaxRequestBodyBytes)
@@ -85,6 +97,7 @@ func newFastLane(s *Server, o mcp.StreamableHTTPOptions, slow http.Handler) *fas
 	return &fastLane{
 		s:                   s,
 		slow:                slow,
+		sessions:            sessions,
 		jsonResponse:        o.JSONResponse,
 		localhostProtection: !o.DisableLocalhostProtection,
 		maxBody:             max,
@@ -105,7 +118,7 @@ const probeBody = `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{
 // the answer is not a result of a server serving 2026-07-28. It goes
 // through the go-sdk's public edge, an HTTP request to its handler, so
 // that the lane never reads the go-sdk's unexported state.
-func probe(slow http.Handler) (impl *mcp.Implementation, ok bool) {
+func probe(slow http.Handler) (impl *mcp.Implementation, versions []string, ok bool) {
 	req := httptest.NewRequest(http.MethodPost, "http://localhost/mcp", strings.NewReader(probeBody))
 	req.Host = "localhost"
 	req.Header.Set("Content-Type", "application/json")
@@ -115,7 +128,7 @@ func probe(slow http.Handler) (impl *mcp.Implementation, ok bool) {
 	rec := httptest.NewRecorder()
 	slow.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {
-		return nil, false
+		return nil, nil, false
 	}
 	body := rec.Body.Bytes()
 	if ct := rec.Header().Get("Content-Type"); strings.HasPrefix(ct, "text/event-stream") {
@@ -135,19 +148,39 @@ func probe(slow http.Handler) (impl *mcp.Implementation, ok bool) {
 	}
 	if json.Unmarshal(body, &resp) != nil || resp.Result == nil ||
 		!slices.Contains(resp.Result.SupportedVersions, ext2026.Version) {
-		return nil, false
+		return nil, nil, false
 	}
 	raw, found := resp.Result.Meta[mcp.MetaKeyServerInfo]
 	if !found || json.Unmarshal(raw, &impl) != nil || impl == nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return impl, true
+	return impl, resp.Result.SupportedVersions, true
+}
+
+// doProbe probes the go-sdk (see probe), once, before the lane answers
+// anything: the 2025-11-25 part needs the server to support that
+// revision (the go-sdk refuses a request whose Mcp-Protocol-Version it
+// does not support).
+func (f *fastLane) doProbe() {
+	var versions []string
+	f.serverInfo, versions, f.on = probe(f.slow)
+	f.on25 = f.on && slices.Contains(versions, v1.Version)
+}
+
+// rebindingOK reports whether the go-sdk's DNS rebinding protection, when
+// on, lets r through.
+func (f *fastLane) rebindingOK(r *http.Request) bool {
+	if !f.localhostProtection {
+		return true
+	}
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return !ok || la == nil || !isLoopback(la.String()) || isLoopback(r.Host)
 }
 
 // serve answers r if it is a fast-lane request and reports whether it did;
 // when it did not, r (its body included) is as it came.
 func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
-	f.probeOnce.Do(func() { f.serverInfo, f.on = probe(f.slow) })
+	f.probeOnce.Do(f.doProbe)
 	if !f.on {
 		return false
 	}
@@ -160,12 +193,9 @@ func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
 		!acceptsBoth(h.Values("Accept")) {
 		return false
 	}
-	if f.localhostProtection {
+	if !f.rebindingOK(r) {
 		// The go-sdk's DNS rebinding protection would refuse it.
-		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil &&
-			isLoopback(la.String()) && !isLoopback(r.Host) {
-			return false
-		}
+		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, f.maxBody+1))
 	if err != nil || int64(len(body)) > f.maxBody {
@@ -209,7 +239,7 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	res, err := s.limitedTasksRequest(ctx, method, req, func(ctx context.Context) (mcp.Result, error) {
 		return s.runTasksHandler(ctx, h, &adapter.Request{Method: method, Req: req, Params: p}, p)
 	})
-	f.write(w, jreq.ID, res, err)
+	f.writeAnswer(w, jreq.ID, res, err, true)
 	s.fastServed.Add(1)
 	return true
 }
@@ -271,11 +301,14 @@ func laneParams[T any, P interface {
 	return p, &mcp.ServerRequest[P]{Params: p, Extra: extra}, true
 }
 
-// write writes the answer to the request id (res, or the error err) as
-// the go-sdk's stateless handler does.
-func (f *fastLane) write(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error) {
+// writeAnswer writes the answer to the request id (res, or the error
+// err) as the go-sdk does: its stateless handler for a 2026-07-28 request
+// (v2026), else its stateful one for a 2025-11-25 request of a session.
+func (f *fastLane) writeAnswer(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, err error, v2026 bool) {
 	resp := &jsonrpc.Response{ID: id}
-	if err == nil {
+	if err == nil && !v2026 {
+		resp.Result, err = marshalNoEscape(res)
+	} else if err == nil {
 		// The go-sdk's serverInfo in the result's _meta (SEP-2575).
 		m := res.GetMeta()
 		if m == nil {
@@ -303,7 +336,7 @@ func (f *fastLane) write(w http.ResponseWriter, id jsonrpc.ID, res mcp.Result, e
 		hdr.Set("Content-Type", "text/event-stream")
 		hdr.Set("Connection", "keep-alive")
 	}
-	if status := errorStatus(resp.Error); status != 0 {
+	if status := errorStatus(resp.Error); v2026 && status != 0 {
 		// SEP-2575: a protocol-level error is a plain JSON body with its
 		// HTTP status.
 		hdr.Set("Content-Type", "application/json")

@@ -32,15 +32,24 @@ import (
 type lanePair struct {
 	fast, slow, setup  string // URLs
 	fastTasks, slowTas *mcptask.Server
+	fastHandler        http.Handler // the fast server's Server.Handler
 }
 
 // startLanePair starts a lanePair on a new SQLite file. With authn, the
 // handlers require a bearer token: "Bearer alice" and "Bearer bob" are
 // two users.
 func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.StreamableHTTPOptions, authn bool) *lanePair {
+	return startLanePairSessions(t, g, opts, ho, authn, "")
+}
+
+// startLanePairSessions is startLanePair whose servers give every
+// 2025-11-25 session the ID sid (when not ""): a session opened on each
+// has the same ID, so the same anonymous owner, and the same answers.
+func startLanePairSessions(t *testing.T, g *gates, opts mcptask.Options, ho mcp.StreamableHTTPOptions, authn bool, sid string) *lanePair {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "tasks.db")
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var fastHandler http.Handler
 	start := func(disable bool, opts mcptask.Options) (string, *mcptask.Server) {
 		st, err := sqlite.Open(db, nil)
 		if err != nil {
@@ -50,7 +59,11 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ServerOptions{Logger: logger})
+		so := &mcp.ServerOptions{Logger: logger}
+		if sid != "" {
+			so.GetSessionID = func() string { return sid }
+		}
+		srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, so)
 		o := opts
 		o.Logger = logger
 		o.FastLane = !disable
@@ -68,6 +81,9 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 			t.Fatal(err)
 		}
 		h := ts.Handler(&ho)
+		if !disable {
+			fastHandler = h
+		}
 		if authn {
 			verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 				switch token {
@@ -93,6 +109,7 @@ func startLanePair(t *testing.T, g *gates, opts mcptask.Options, ho mcp.Streamab
 	p.setup, _ = start(true, mcptask.Options{})
 	p.fast, p.fastTasks = start(false, opts)
 	p.slow, p.slowTas = start(true, opts)
+	p.fastHandler = fastHandler
 	return p
 }
 
@@ -102,6 +119,9 @@ type laneRequest struct {
 	body   string
 	header map[string]string // "" deletes a default header
 	host   string
+	// session, when not "", makes it a request of that 2025-11-25
+	// session (the default headers are then that wire's).
+	session string
 }
 
 // send sends r to url and returns the parts of the answer compared:
@@ -115,8 +135,13 @@ func (r laneRequest) send(t *testing.T, url string) string {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
-	req.Header.Set("Mcp-Method", "tasks/get")
+	if r.session != "" {
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", r.session)
+	} else {
+		req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
+		req.Header.Set("Mcp-Method", "tasks/get")
+	}
 	for k, v := range r.header {
 		if v == "" {
 			req.Header.Del(k)

@@ -2,6 +2,7 @@ package mcptask
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -25,9 +26,10 @@ import (
 //     version is stateless;
 //   - everything else, notably initialize, is stateful.
 //
-// The 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete are
-// answered on the fast lane, without the go-sdk's per-request machinery,
-// with Options.FastLane (see fastlane.go).
+// With Options.FastLane, the 2026-07-28 tasks/get, tasks/update,
+// tasks/cancel and tasks/delete, and the 2025-11-25 tasks/get and
+// tasks/result of a finished task, are answered on the fast lane, without
+// the go-sdk's per-request machinery (see fastlane.go, fastlane2025.go).
 //
 // opts configures both go-sdk handlers (nil means defaults); Stateless is
 // set per handler. The stateless handler also gets the routing check of the
@@ -77,11 +79,28 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rt.stateless.ServeHTTP(w, r)
 		return
 	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	var sessions *laneSessions
+	if rt.fast != nil {
+		sessions = rt.fast.sessions
+	}
 	switch r.Method {
 	case http.MethodPost:
+		if sid == "" && sessions != nil {
+			// It may create a session: the session's handlers find the
+			// fast lane's record in its context (registerSession).
+			r = r.WithContext(context.WithValue(r.Context(), laneSessionsKey{}, sessions))
+		}
 		if r.Body != nil {
-			body := liftTaskParam(w, r)
-			if id, ok := v1.ResultRequest(body); ok && r.Header.Get("Mcp-Session-Id") != "" {
+			body := readBody(w, r)
+			if sessions != nil && sid != "" && body != nil && rt.fast.serve25(w, r, sid, body) {
+				return
+			}
+			body = liftTaskParam(r, body)
+			if sid != "" && sessions != nil {
+				defer sessions.slowPOST(sid, body)()
+			}
+			if id, ok := v1.ResultRequest(body); ok && sid != "" {
 				// Its task's status notifications go on its stream.
 				rt.s.w25.ServeResultStream(w, r, rt.stateful, id)
 				return
@@ -92,23 +111,44 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// notifications.
 		rt.s.w25.ServeStream(w, r, rt.stateful)
 		return
+	case http.MethodDelete:
+		if sid != "" && sessions != nil {
+			// The lane answers the session no more, whatever the go-sdk
+			// answers.
+			sessions.forget(sid)
+		}
 	}
 	rt.stateful.ServeHTTP(w, r)
 }
 
-// liftTaskParam carries the 2025-11-25 `task` parameter of a tools/call
-// across the go-sdk (see v20251125.LiftTaskMessage).
-// It returns the body as handed on (nil if it could not be read whole).
-func liftTaskParam(w http.ResponseWriter, r *http.Request) []byte {
+// readBody reads r's body whole, and leaves in its place what it read
+// (and the rest, if it could not read it whole: the go-sdk then refuses
+// it). It returns the body, nil if it could not be read whole.
+func readBody(w http.ResponseWriter, r *http.Request) []byte {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 	if err != nil {
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 		return nil
 	}
-	body, _ = v1.LiftTaskMessage(body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	return body
+}
+
+// liftTaskParam carries the 2025-11-25 `task` parameter of a tools/call
+// across the go-sdk (see v20251125.LiftTaskMessage): r's body, read
+// whole as body (nil if it could not be), is replaced by the lifted one,
+// which it returns.
+func liftTaskParam(r *http.Request, body []byte) []byte {
+	if body == nil {
+		return nil
+	}
+	lifted, ok := v1.LiftTaskMessage(body)
+	if ok {
+		r.Body = io.NopCloser(bytes.NewReader(lifted))
+		r.ContentLength = int64(len(lifted))
+	}
+	return lifted
 }
 
 func isStateless(w http.ResponseWriter, r *http.Request) bool {

@@ -123,16 +123,19 @@ type Options struct {
 	// store spans (the store is then called directly).
 	TracerProvider trace.TracerProvider
 	// FastLane turns on the fast lane of [Server.Handler]: the
-	// 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete
-	// are answered without the go-sdk's per-request machinery (a get in
-	// a fifth to two fifths of the time, a tenth of the memory; see
-	// docs/perf). The answers are the same byte for byte (the lane only
-	// takes the requests it answers exactly as the go-sdk would), but
+	// 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete,
+	// and the 2025-11-25 tasks/get and tasks/result of a finished task on
+	// a session, are answered without the go-sdk's per-request machinery
+	// (a get in a fifth to two fifths of the time, a tenth of the memory;
+	// see docs/perf). The answers are the same byte for byte (the lane
+	// only takes the requests it answers exactly as the go-sdk would), but
 	// receiving middleware the program added to the go-sdk server does
 	// not see those requests (mcptask's own handling, limits, audit and
 	// metrics all run): turn it on when the server has none, as mcptaskd
 	// does. A server with an Owner function has no fast lane: Owner may
-	// look at the request's session, which the lane does not make.
+	// look at anything in the request, which the lane does not build
+	// as the go-sdk does. The 2025-11-25 part needs no EventStore in the
+	// handler's options (the go-sdk's event IDs cannot be reproduced).
 	FastLane bool
 }
 

@@ -34,6 +34,11 @@ func (s *Server) wireOf(method string, req mcp.Request) adapter.Wire {
 // handler of its wire's table; anything else passes through.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if ls, ok := ctx.Value(laneSessionsKey{}).(*laneSessions); ok {
+			// A session of a Handler with the fast lane: recorded there
+			// (fastlane2025.go).
+			ls.register(req)
+		}
 		if method == wire.MethodToolsCall {
 			// An in-process re-run of a recovered task is on no wire.
 			if res, err, ok := s.core.RunAttached(ctx, next, method, req); ok {
