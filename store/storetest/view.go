@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -21,6 +22,7 @@ func (s *suite) runView(t *testing.T) {
 		{"LatestOperation", s.viewLatestOperation},
 		{"LogDropped", s.viewLogDropped},
 		{"Payloads", s.viewPayloads},
+		{"ToolError", s.viewToolError},
 		{"Unknown", s.viewUnknown},
 		{"Deleted", s.viewDeleted},
 	})
@@ -169,6 +171,7 @@ func (s *suite) viewPayloads(t *testing.T) {
 		{},
 		{Request: true},
 		{Result: true},
+		{ToolError: true}, // the task is not completed: no result
 		{Error: true},
 		{InputRequests: true},
 		{InputResponses: true},
@@ -237,5 +240,44 @@ func (s *suite) viewDeleted(t *testing.T) {
 	}
 	if got, err := v.View(context.Background(), tk.ID, store.ViewOptions{}); !errors.Is(err, store.ErrNotFound) || got != nil {
 		t.Errorf("View of a deleted task = %+v, %v; want store.ErrNotFound", got, err)
+	}
+}
+
+// viewToolError checks ViewOptions.ToolError: the result of a completed
+// task is loaded when it holds the literal true (and may be a tool
+// error), never otherwise; Result loads it whatever it holds.
+func (s *suite) viewToolError(t *testing.T) {
+	st, v := s.viewer(t)
+	for _, c := range []struct {
+		name, result string
+		complete     bool
+		loaded       bool
+	}{
+		{"tool error", `{"content":[],"isError":true}`, true, true},
+		{"true elsewhere", `{"content":[{"type":"text","text":"true"}],"isError":false}`, true, true},
+		{"no true", `{"content":[{"type":"text","text":"TRUE, \u0074rue"}],"isError":false}`, true, false},
+		{"no isError", `{"content":[]}`, true, false},
+		{"not completed", `{"content":[],"isError":true}`, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk := newTask("alice", base)
+			tk.Result = json.RawMessage(c.result)
+			if c.complete {
+				if err := tk.Complete(json.RawMessage(c.result), base); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustCreate(t, st, tk)
+			got := mustView(t, v, tk.ID, store.ViewOptions{ToolError: true})
+			if c.loaded != (got.Task.Result != nil) || c.loaded && !sameJSON(got.Task.Result, tk.Result) {
+				t.Errorf("View(ToolError) of %s: result %s, want it loaded: %v", c.result, got.Task.Result, c.loaded)
+			}
+			if got.Task.Request != nil {
+				t.Errorf("View(ToolError) loaded the request")
+			}
+			if all := mustView(t, v, tk.ID, store.ViewOptions{Result: true, ToolError: true}); !sameJSON(all.Task.Result, tk.Result) {
+				t.Errorf("View(Result, ToolError): result %s, want %s", all.Task.Result, tk.Result)
+			}
+		})
 	}
 }

@@ -201,10 +201,12 @@ func taskID(r *adapter.Request) (task.ID, error) {
 	return adapter.ParseID(p.TaskID)
 }
 
-// getView is what tasks/get reads of a task's payloads: the result, whose
-// top-level isError v1.FromTask reads, and the input requests, whose keys
-// the follow of a session compares (push.Follow's signature).
-var getView = store.ViewOptions{Result: true, InputRequests: true}
+// getView is what tasks/get reads of a task's payloads: the result only
+// as far as v1.FromTask needs it (a completed task's whose top-level
+// isError may be true: see store.ViewOptions.ToolError), and the input
+// requests, whose keys the follow of a session compares (push.Follow's
+// signature).
+var getView = store.ViewOptions{ToolError: true, InputRequests: true}
 
 func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
 	id, err := taskID(r)
@@ -214,8 +216,8 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	owner := w.c.Requester(ctx, r.Req)
 	// One read: the task with its latest operation and log position.
 	// This wire's answer shows neither the request nor the result: the
-	// result is read for its isError only (a tool error is shown failed),
-	// the input requests for the status notifications' follow.
+	// result is read only when it may be a tool error (shown failed), the
+	// input requests for the status notifications' follow.
 	v, err := w.c.Engine().View(ctx, owner, id, getView)
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
