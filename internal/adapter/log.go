@@ -71,12 +71,15 @@ func WithView(v *store.View, meta mcp.Meta) mcp.Meta {
 // WithEvidence returns meta with the latest operation and the log link of
 // t, a task owner may see that was read already (e.g. by a change feed),
 // read in one round trip (engine.Engine.View, with no payload): meta
-// itself, the failure logged, when they cannot be read (the task's own
-// answer must not fail for its evidence).
+// itself when they cannot be read (the task's own answer must not fail
+// for its evidence), the failure logged unless the task is gone
+// meanwhile (deleted, expired).
 func (c *Core) WithEvidence(ctx context.Context, owner task.Owner, t *task.Task, meta mcp.Meta) mcp.Meta {
 	v, err := c.eng.View(ctx, owner, t.ID, store.ViewOptions{})
 	if err != nil {
-		c.Log().Warn("reading the task's latest operation and log position", "task", t.ID, "err", err)
+		if !errors.Is(err, engine.ErrNotFound) {
+			c.Log().Warn("reading the task's latest operation and log position", "task", t.ID, "err", err)
+		}
 		return meta
 	}
 	return WithView(v, meta)
