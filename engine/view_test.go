@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,41 @@ type readsOnly struct {
 	store.Ledger
 	store.TaskLogs
 }
+
+// storeCalls is an Observer that counts the store calls by op.
+type storeCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *storeCalls) StoreCall(op string, _ time.Duration, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[op]++
+}
+
+// take returns the counts since the last take.
+func (o *storeCalls) take() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.n
+	o.n = nil
+	return n
+}
+
+func (*storeCalls) TaskCreated(string)                              {}
+func (*storeCalls) TaskFinished(string, task.Status, time.Duration) {}
+func (*storeCalls) QueueWaited(string, time.Duration)               {}
+func (*storeCalls) Request(string, string)                          {}
+func (*storeCalls) Denied(string)                                   {}
+func (*storeCalls) Limited(string)                                  {}
+func (*storeCalls) TaskRefused(string, string)                      {}
+func (*storeCalls) PollRaised()                                     {}
+func (*storeCalls) FeedReconnect()                                  {}
+func (*storeCalls) TaskTakenOver(string, string)                    {}
 
 // TestView: Engine.View answers what Get, LatestOperation and
 // LogPosition answer, in one read on a store.Viewer and in three on
@@ -48,8 +84,9 @@ func TestView(t *testing.T) {
 			if _, ok := st.(store.Viewer); ok != viewer {
 				t.Fatalf("the store is a Viewer: %v, want %v", ok, viewer)
 			}
+			calls := &storeCalls{}
 			e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), SweepInterval: -1,
-				Now: clk.Now, Policy: task.Policy{DefaultTTL: time.Minute}})
+				Now: clk.Now, Policy: task.Policy{DefaultTTL: time.Minute}, Observer: calls})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,9 +113,25 @@ func TestView(t *testing.T) {
 				return err == nil && got.Status.Terminal()
 			})
 
+			calls.take()
 			got, err := e.View(ctx, "alice", tk.ID, store.ViewOptions{Result: true})
 			if err != nil {
 				t.Fatal(err)
+			}
+			// One store call on a Viewer (the ledger's and the logs' reads
+			// are not observed: the fallback's Get is the one seen).
+			want := map[string]int{"view": 1}
+			if !viewer {
+				want = map[string]int{"get": 1}
+			}
+			n := calls.take()
+			for op := range n {
+				if op != "get" && op != "view" {
+					delete(n, op) // the engine's background calls, if any
+				}
+			}
+			if !reflect.DeepEqual(n, want) {
+				t.Errorf("store calls of View: %v, want %v", n, want)
 			}
 			whole, err := e.Get(ctx, "alice", tk.ID)
 			if err != nil {
