@@ -374,8 +374,9 @@ func TestTraceStoreSpans(t *testing.T) {
 		}
 	}
 
-	// A tasks/get joins the trace of its _meta: its store get is a child
-	// of the host's span; without a trace context it makes no span.
+	// A tasks/get joins the trace of its _meta: its store read (one view:
+	// the task, its latest operation and log position) is a child of the
+	// host's span; without a trace context it makes no span.
 	rec.Reset()
 	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": c.Meta()}, nil); err != nil {
 		t.Fatal(err)
@@ -385,9 +386,12 @@ func TestTraceStoreSpans(t *testing.T) {
 	if err := c.Result(ctxT(t), "tasks/get", map[string]any{"taskId": id, "_meta": meta}, nil); err != nil {
 		t.Fatal(err)
 	}
-	gets := named(rec.Ended(), "mcptask.store.get")
+	if gets := named(rec.Ended(), "mcptask.store.get"); len(gets) != 0 {
+		t.Errorf("%d store get spans for tasks/get, want none (one view)", len(gets))
+	}
+	gets := named(rec.Ended(), "mcptask.store.view")
 	if len(gets) != 1 {
-		t.Fatalf("%d store get spans for a traced and an untraced tasks/get, want 1", len(gets))
+		t.Fatalf("%d store view spans for a traced and an untraced tasks/get, want 1", len(gets))
 	}
 	if gets[0].Parent().SpanID().String() != hostSpanID || gets[0].SpanContext().TraceID().String() != hostTraceID {
 		t.Errorf("tasks/get's store span: parent %s in trace %s, want the host's span", gets[0].Parent().SpanID(), gets[0].SpanContext().TraceID())

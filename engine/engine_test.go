@@ -157,7 +157,11 @@ func TestNotFoundReasons(t *testing.T) {
 	})
 	answer := map[string]json.RawMessage{"k": json.RawMessage(`{}`)}
 	ops := map[string]func(owner task.Owner, id task.ID) error{
-		"Get":     func(o task.Owner, id task.ID) error { _, err := e.Get(ctx, o, id); return err },
+		"Get": func(o task.Owner, id task.ID) error { _, err := e.Get(ctx, o, id); return err },
+		"View": func(o task.Owner, id task.ID) error {
+			_, err := e.View(ctx, o, id, store.ViewOptions{Result: true})
+			return err
+		},
 		"Cancel":  func(o task.Owner, id task.ID) error { _, err := e.Cancel(ctx, o, id); return err },
 		"Respond": func(o task.Owner, id task.ID) error { _, _, err := e.Respond(ctx, o, id, answer, nil); return err },
 		"Delete":  func(o task.Owner, id task.ID) error { _, err := e.Delete(ctx, o, id); return err },

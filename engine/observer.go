@@ -92,10 +92,10 @@ func (e *Engine) observeChange(t *task.Task, from task.Status) {
 // StoreObserver is told of the engine's use of its store.
 type StoreObserver interface {
 	// StoreCall: the store call op ("create", "get", "update", "list",
-	// "claim", "heartbeat", "delete_expired", "start_queued") took d and
-	// failed with err, or succeeded (nil). Answers that are the caller's
-	// concern (not found, a duplicate, a quota, an update function's own
-	// error, a cancelled context) count as successes.
+	// "claim", "heartbeat", "delete_expired", "start_queued", "view")
+	// took d and failed with err, or succeeded (nil). Answers that are
+	// the caller's concern (not found, a duplicate, a quota, an update
+	// function's own error, a cancelled context) count as successes.
 	StoreCall(op string, d time.Duration, err error)
 	// FeedReconnect: the store's change feed had failed and the engine
 	// follows it again.

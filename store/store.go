@@ -1,8 +1,8 @@
 // Package store defines the persistence contract of mcptask: [Store], what
 // the engine needs of a backend, and the optional interfaces beside it
 // ([ChangeFeed], [Pinger], [ErrorClassifier], [Queuer], [Ledger],
-// [Deleter], [TaskLogs], [Counter], [Browser], [Historian]) that a backend
-// may implement. Each backend
+// [Deleter], [TaskLogs], [Counter], [Browser], [Historian], [Viewer])
+// that a backend may implement. Each backend
 // (store/sqlite, store/postgres) lives in its own package and must pass the
 // shared suite in store/storetest.
 package store

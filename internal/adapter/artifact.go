@@ -30,21 +30,22 @@ func ResultTemplate() *mcp.ResourceTemplate {
 // t completed with a result larger than Config.ResultLinkBytes, a copy
 // whose result is a link to its result resource (wire.ResultURI): one
 // resource_link content, the original isError, and _meta
-// wire.MetaResultLink. The stored result is unchanged.
+// wire.MetaResultLink. The stored result is unchanged. The original
+// isError is the result's top-level member, as wire.ToolError reads it
+// (the 2025-11-25 wire's status too).
 func (c *Core) Presented(t *task.Task) *task.Task {
 	if c.resultLink <= 0 || t.Status != task.Completed || len(t.Result) <= c.resultLink {
 		return t
 	}
-	var orig struct {
-		IsError bool `json:"isError"`
-	}
-	_ = json.Unmarshal(t.Result, &orig)
+	// Only the top-level isError is read: the result, above the link
+	// threshold, is not decoded.
+	isError := wire.ToolError(t.Result)
 	uri := wire.ResultURI(string(t.ID))
 	size := int64(len(t.Result))
 	link := &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.ResourceLink{URI: uri, Name: "result", MIMEType: "application/json", Size: &size,
 			Description: fmt.Sprintf("The task's result, %d bytes: read it with resources/read.", size)}},
-		IsError: orig.IsError,
+		IsError: isError,
 	}
 	link.Meta = mcp.Meta{wire.MetaResultLink: wire.ResultLink{URI: uri, Size: len(t.Result)}}
 	b, err := json.Marshal(link)

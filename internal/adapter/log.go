@@ -43,14 +43,46 @@ func (c *Core) WithLog(ctx context.Context, t *task.Task, meta mcp.Meta) mcp.Met
 		c.Log().Warn("reading the task's log position for tasks/get", "task", t.ID, "err", err)
 		return meta
 	}
+	return WithLogOf(t.ID, p, meta)
+}
+
+// WithLogOf returns meta with the link to the log of the task id, whose
+// position p was already read (e.g. by engine.Engine.View), under
+// wire.MetaLog, as [Core.WithLog] does: meta itself when p is nil or the
+// task logged no line.
+func WithLogOf(id task.ID, p *store.LogPage, meta mcp.Meta) mcp.Meta {
 	if p == nil || p.Last == 0 {
 		return meta
 	}
 	if meta == nil {
 		meta = mcp.Meta{}
 	}
-	meta[wire.MetaLog] = wire.LogLink{URI: wire.LogURI(string(t.ID)), Last: p.Last, Dropped: p.Dropped}
+	meta[wire.MetaLog] = wire.LogLink{URI: wire.LogURI(string(id)), Last: p.Last, Dropped: p.Dropped}
 	return meta
+}
+
+// WithView returns meta with what v, a task's view read by
+// engine.Engine.View, holds beside the task: its latest operation (see
+// [WithOperationOf]) and the link to its log (see [WithLogOf]).
+func WithView(v *store.View, meta mcp.Meta) mcp.Meta {
+	return WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))
+}
+
+// WithEvidence returns meta with the latest operation and the log link of
+// t, a task owner may see that was read already (e.g. by a change feed),
+// read in one round trip (engine.Engine.View, with no payload): meta
+// itself when they cannot be read (the task's own answer must not fail
+// for its evidence), the failure logged unless the task is gone
+// meanwhile (deleted, expired).
+func (c *Core) WithEvidence(ctx context.Context, owner task.Owner, t *task.Task, meta mcp.Meta) mcp.Meta {
+	v, err := c.eng.View(ctx, owner, t.ID, store.ViewOptions{})
+	if err != nil {
+		if !errors.Is(err, engine.ErrNotFound) {
+			c.Log().Warn("reading the task's latest operation and log position", "task", t.ID, "err", err)
+		}
+		return meta
+	}
+	return WithView(v, meta)
 }
 
 // parseLogURI reads a task log's URI: the task ID and the query.

@@ -24,6 +24,13 @@ func (c *Core) WithOperation(ctx context.Context, t *task.Task, meta mcp.Meta) m
 		c.Log().Warn("reading the task's latest operation for tasks/get", "task", t.ID, "err", err)
 		return meta
 	}
+	return WithOperationOf(op, meta)
+}
+
+// WithOperationOf returns meta with op, a task's latest operation already
+// read (e.g. by engine.Engine.View), under wire.MetaOperation, as
+// [Core.WithOperation] does: meta itself when op is nil.
+func WithOperationOf(op *task.Operation, meta mcp.Meta) mcp.Meta {
 	if op == nil {
 		return meta
 	}

@@ -33,7 +33,7 @@ const (
 	SpanJob = "mcptask.job.http"
 	// SpanStore prefixes the spans of the engine's store operations:
 	// mcptask.store.create, .get, .update, .list, .claim, .heartbeat,
-	// .delete_expired, .start_queued and .delete.
+	// .delete_expired, .start_queued, .delete and .view.
 	SpanStore = "mcptask.store."
 )
 

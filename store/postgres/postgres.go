@@ -100,6 +100,7 @@ type Store struct {
 
 	// SQL texts with the schema filled in.
 	getSQL, listFirstSQL, listNextSQL, listActiveSQL, byKeySQL, countActiveSQL string
+	viewSQL                                                                    string // see view.go
 	insertSQL, lockSQL, updateSQL, deleteSQL, deleteExpiredSQL                 string
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
@@ -236,6 +237,7 @@ func (s *Store) open(ctx context.Context, quoted string) error {
 	q := func(sql string) string { return fmt.Sprintf(sql, quoted) }
 	s.quoted = quoted
 	s.getSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1`)
+	s.viewSQL = q(viewSQL)
 	s.byKeySQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE key_owner = $1 AND idempotency_key = $2`)
 	s.lockSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE id = $1 FOR UPDATE`)
 	s.listFirstSQL = q(`SELECT ` + taskColumns + ` FROM %[1]s.tasks WHERE owner = $1

@@ -962,6 +962,7 @@ func benchStore(b *testing.B) *Store {
 func BenchmarkCreate(b *testing.B)         { storetest.BenchCreate(b, benchStore(b)) }
 func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, benchStore(b)) }
 func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
+func BenchmarkView(b *testing.B)           { storetest.BenchView(b, benchStore(b)) }
 func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
 
 // TestQuotaAcrossInstances races Creates with a quota of one owner on

@@ -593,6 +593,7 @@ func benchStore(b *testing.B) *Store {
 func BenchmarkCreate(b *testing.B)         { storetest.BenchCreate(b, benchStore(b)) }
 func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, benchStore(b)) }
 func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
+func BenchmarkView(b *testing.B)           { storetest.BenchView(b, benchStore(b)) }
 func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
 
 func TestSynchronousOption(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +167,74 @@ func BenchBrowse100k(b *testing.B, st store.Store, load func(tasks []*task.Task)
 		page(b, store.BrowseQuery{Statuses: []task.Status{task.InputRequired}, Limit: 50}, false)
 	})
 	b.Run("DeepPage", func(b *testing.B) { page(b, store.BrowseQuery{Cursor: deep, Limit: 50}, false) })
+}
+
+// BenchView measures what a tasks/get reads of a completed task (among
+// 1000, each with a request of about 1 KiB, a small result, two
+// operations on the ledger and a few log lines): the three reads of a
+// store that is no [store.Viewer] (Get, the ledger's newest operation,
+// the log's position) against one View with the payloads the 2026-07-28
+// tasks/get shows. The store must be a Ledger and TaskLogs, and the
+// View sub-benchmark needs a Viewer.
+func BenchView(b *testing.B, st store.Store) {
+	ctx := context.Background()
+	l, okL := st.(store.Ledger)
+	logs, okT := st.(store.TaskLogs)
+	if !okL || !okT {
+		b.Skip("storetest: the store is not a store.Ledger and a store.TaskLogs")
+	}
+	ids := make([]task.ID, 1000)
+	args := strings.Repeat("x", 1000)
+	for i := range ids {
+		tk := newTask("alice", base)
+		tk.Request = json.RawMessage(`{"name":"echo","arguments":{"text":"` + args + `"}}`)
+		if err := tk.Complete(json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`), base); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 2 {
+			if _, err := l.RecordOperation(ctx, newOp(fmt.Sprintf("%s-%d", tk.ID, j), tk.ID, "alice", base.Add(time.Duration(j)*time.Second))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := logs.AppendLog(ctx, tk.ID, store.LogBatch{Lines: textLines("one", "two", "three")}); err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = tk.ID
+	}
+	b.Run("ThreeReads", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			id := ids[i%len(ids)]
+			if _, err := st.Get(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if ops, _, err := l.Operations(ctx, store.OperationQuery{TaskID: id, Limit: 1}); err != nil || len(ops) != 1 {
+				b.Fatal(len(ops), err)
+			}
+			if p, err := logs.ReadLog(ctx, id, 0, 0); err != nil || p.Last != 3 {
+				b.Fatal(p, err)
+			}
+			i++
+		}
+	})
+	b.Run("View", func(b *testing.B) {
+		v, ok := st.(store.Viewer)
+		if !ok {
+			b.Skip("storetest: the store is not a store.Viewer")
+		}
+		b.ReportAllocs()
+		opts := store.ViewOptions{Result: true, Error: true, InputRequests: true}
+		i := 0
+		for b.Loop() {
+			got, err := v.View(ctx, ids[i%len(ids)], opts)
+			if err != nil || got.Operation == nil || got.Log.Last != 3 {
+				b.Fatal(got, err)
+			}
+			i++
+		}
+	})
 }

@@ -23,7 +23,7 @@
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
 // Ledger ([store.Ledger]), Log ([store.TaskLogs]), Count
 // ([store.Counter]), Browse ([store.Browser]), History
-// ([store.Historian]), and
+// ([store.Historian]), View ([store.Viewer]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -86,6 +86,7 @@ func Run(t *testing.T, b Backend) {
 		{"Count", s.runCount},
 		{"Browse", s.runBrowse},
 		{"History", s.runHistory},
+		{"View", s.runView},
 	} {
 		t.Run(area.name, area.run)
 	}

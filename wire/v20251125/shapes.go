@@ -54,12 +54,9 @@ func FromTask(t *task.Task) Task {
 	}
 }
 
-func isToolError(result json.RawMessage) bool {
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	return json.Unmarshal(result, &r) == nil && r.IsError
-}
+// isToolError reports whether the result says isError: true at its top
+// level (see wire.ToolError: nothing else is decoded).
+func isToolError(result json.RawMessage) bool { return wire.ToolError(result) }
 
 // CreateTaskResult answers a task-augmented request.
 type CreateTaskResult struct {

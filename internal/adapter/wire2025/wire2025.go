@@ -17,6 +17,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/push"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -200,22 +201,33 @@ func taskID(r *adapter.Request) (task.ID, error) {
 	return adapter.ParseID(p.TaskID)
 }
 
+// getView is what tasks/get reads of a task's payloads: the result only
+// as far as v1.FromTask needs it (a completed task's whose top-level
+// isError may be true: see store.ViewOptions.ToolError), and the input
+// requests, whose keys the follow of a session compares (push.Follow's
+// signature).
+var getView = store.ViewOptions{ToolError: true, InputRequests: true}
+
 func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
 	id, err := taskID(r)
 	if err != nil {
 		return nil, err
 	}
 	owner := w.c.Requester(ctx, r.Req)
-	t, err := w.c.Engine().Get(ctx, owner, id)
+	// One read: the task with its latest operation and log position.
+	// This wire's answer shows neither the request nor the result: the
+	// result is read only when it may be a tool error (shown failed), the
+	// input requests for the status notifications' follow.
+	v, err := w.c.Engine().View(ctx, owner, id, getView)
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
+	t := v.Task
 	// A client that reads a task (again) on a session gets its status
 	// notifications there, e.g. after reconnecting.
 	w.follow(r.Req, owner, t, t)
 	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}
-	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
-	res.Meta = w.c.WithLog(ctx, t, res.Meta)
+	res.Meta = adapter.WithView(v, res.Meta)
 	return res, nil
 }
 

@@ -237,8 +237,7 @@ func (w *Wire) stream(rw http.ResponseWriter, r *http.Request, sdk http.Handler,
 func (w *Wire) notification(ctx context.Context, owner task.Owner, t *task.Task, rawID json.RawMessage) ([]byte, error) {
 	w.c.AuditOutcome(ctx, wire.MethodSubscriptionsListen, owner, t)
 	res := ext2026.Detailed(w.c.Presented(t))
-	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
-	res.Meta = w.c.WithLog(ctx, t, res.Meta)
+	res.Meta = w.c.WithEvidence(ctx, owner, t, res.Meta)
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}

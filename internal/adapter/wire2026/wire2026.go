@@ -15,6 +15,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/push"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -158,6 +159,12 @@ func (w *Wire) gate(ctx context.Context, r *adapter.Request, rawID string) (task
 	return w.c.Requester(ctx, r.Req), id, nil
 }
 
+// getView is what tasks/get reads of a task's payloads: those
+// ext2026.Detailed inlines (a completed task's result, a failed task's
+// error, the input requests of one waiting for input), never the request
+// nor the input responses.
+var getView = store.ViewOptions{Result: true, Error: true, InputRequests: true}
+
 func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
 	var p ext2026.GetTaskParams
 	if err := r.Decode(&p); err != nil {
@@ -167,14 +174,15 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	t, err := w.c.Engine().Get(ctx, owner, id)
+	// One read: the task with its latest operation and log position.
+	v, err := w.c.Engine().View(ctx, owner, id, getView)
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
+	t := v.Task
 	w.c.AuditOutcome(ctx, r.Method, owner, t)
 	res := ext2026.Detailed(w.c.Presented(w.c.PollInterval(owner, t)))
-	res.Meta = w.c.WithOperation(ctx, t, res.Meta)
-	res.Meta = w.c.WithLog(ctx, t, res.Meta)
+	res.Meta = adapter.WithView(v, res.Meta)
 	return res, nil
 }
 

@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/task"
+)
+
+var _ store.Viewer = (*Store)(nil)
+
+// viewSQL reads a task, its newest operation and its log's head in one
+// statement (%[1]s is the schema). The payload columns are read only when
+// their flag ($1 to $5) is set: a column that is not selected is neither
+// detoasted nor sent. $7 is ViewOptions.ToolError: a completed task's
+// result is returned if it holds the literal true (searched in the
+// database, not sent otherwise). The operation is the first of Operations' order for
+// the task (created_at_ms DESC, key DESC), found on the index
+// operations_task by the lateral subquery; its columns are coalesced, an
+// empty key meaning none.
+const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_message, t.created_at_ms, t.updated_at_ms,
+	t.ttl_ns, t.poll_ns,
+	CASE WHEN $1::boolean THEN t.request END,
+	CASE WHEN $2::boolean OR ($7::boolean AND t.status = 'completed' AND strpos(t.result, 'true') > 0) THEN t.result END,
+	CASE WHEN $3::boolean THEN t.error END, CASE WHEN $4::boolean THEN t.input_requests END,
+	CASE WHEN $5::boolean THEN t.input_responses END,
+	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
+	coalesce(h.last_seq, 0), coalesce(h.dropped, 0),
+	coalesce(o.key, ''), coalesce(o.task_id, ''), coalesce(o.tool, ''), coalesce(o.owner, ''), coalesce(o.object, ''),
+	coalesce(o.object_version, ''), coalesce(o.effect, ''), coalesce(o.state, ''), coalesce(o.receipt, ''),
+	coalesce(o.detail, ''), coalesce(o.created_at_ms, 0), coalesce(o.updated_at_ms, 0), coalesce(o.reconciled_at_ms, 0)
+FROM %[1]s.tasks t
+LEFT JOIN %[1]s.task_log_heads h ON h.task_id = t.id
+LEFT JOIN LATERAL (SELECT * FROM %[1]s.operations WHERE task_id = t.id
+	ORDER BY created_at_ms DESC, key DESC LIMIT 1) o ON true
+WHERE t.id = $6`
+
+// View reads the task with the given ID, its newest operation and its
+// log's position in one statement, loading only the payloads opts asks
+// for; see [store.Viewer].
+func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*store.View, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	v, err := scanView(s.pool.QueryRow(ctx, s.viewSQL, opts.Request, opts.Result, opts.Error, opts.InputRequests,
+		opts.InputResponses, string(id), opts.ToolError))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: view task %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// scanView reads the row of viewSQL.
+func scanView(sc pgx.Row) (*store.View, error) {
+	var (
+		t                                     task.Task
+		id, status                            string
+		createdMS, updatedMS, ttlNS, pollNS   int64
+		request, result, errJSON, reqs, resps []byte
+		leaseMS                               *int64
+		idemKey                               *string
+		last, dropped                         int64
+		o                                     task.Operation
+		opTask, opOwner, opState              string
+		opCreated, opUpdated, opRecon         int64
+	)
+	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&leaseMS, &idemKey, &t.Queue, &t.Queued, &t.ExternalRef,
+		&last, &dropped,
+		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
+		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon); err != nil {
+		return nil, err
+	}
+	t.ID = task.ID(id)
+	t.Status = task.Status(status)
+	t.CreatedAt = msTime(createdMS)
+	t.LastUpdatedAt = msTime(updatedMS)
+	t.TTL = time.Duration(ttlNS)
+	t.PollInterval = time.Duration(pollNS)
+	if leaseMS != nil {
+		t.LeaseExpiresAt = msTime(*leaseMS)
+	}
+	if idemKey != nil {
+		t.IdempotencyKey = *idemKey
+	}
+	if len(request) > 0 {
+		t.Request = request
+	}
+	if len(result) > 0 {
+		t.Result = result
+	}
+	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	v := &store.View{Task: &t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
+	if o.Key != "" {
+		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
+		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
+		v.Operation = &o
+	}
+	return v, nil
+}

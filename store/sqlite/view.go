@@ -1,0 +1,110 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/task"
+)
+
+var _ store.Viewer = (*Store)(nil)
+
+// viewSQL reads a task, its newest operation and its log's head in one
+// statement. The payload columns are read only when their flag (?1 to
+// ?5) is set: SQLite reads a column's bytes (overflow pages included)
+// only when the expression that needs them is evaluated. ?7 is
+// ViewOptions.ToolError: a completed task's result is returned if it
+// holds the literal true (searched in the database, not returned
+// otherwise). The operation
+// is the first of Operations' order for the task (created_at_ms DESC,
+// key DESC), found on the index operations_task; its columns are
+// coalesced, an empty key meaning none.
+const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_message, t.created_at_ms, t.updated_at_ms,
+	t.ttl_ns, t.poll_ns,
+	CASE WHEN ?1 THEN t.request END,
+	CASE WHEN ?2 OR (?7 AND t.status = 'completed' AND instr(t.result, 'true') > 0) THEN t.result END,
+	CASE WHEN ?3 THEN t.error END,
+	CASE WHEN ?4 THEN t.input_requests END, CASE WHEN ?5 THEN t.input_responses END,
+	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
+	coalesce(h.last_seq, 0), coalesce(h.dropped, 0),
+	coalesce(o.key, ''), coalesce(o.task_id, ''), coalesce(o.tool, ''), coalesce(o.owner, ''), coalesce(o.object, ''),
+	coalesce(o.object_version, ''), coalesce(o.effect, ''), coalesce(o.state, ''), coalesce(o.receipt, ''),
+	coalesce(o.detail, ''), coalesce(o.created_at_ms, 0), coalesce(o.updated_at_ms, 0), coalesce(o.reconciled_at_ms, 0)
+FROM tasks t
+LEFT JOIN task_log_heads h ON h.task_id = t.id
+LEFT JOIN operations o ON o.key = (SELECT key FROM operations WHERE task_id = t.id
+	ORDER BY created_at_ms DESC, key DESC LIMIT 1)
+WHERE t.id = ?6`
+
+// View reads the task with the given ID, its newest operation and its
+// log's position in one statement (prepared once), loading only the
+// payloads opts asks for; see [store.Viewer].
+func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*store.View, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	st, err := s.readStmt(ctx, viewSQL)
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: view task %s: %w", id, err))
+	}
+	v, err := scanView(st.QueryRowContext(ctx, opts.Request, opts.Result, opts.Error, opts.InputRequests,
+		opts.InputResponses, string(id), opts.ToolError))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: view task %s: %w", id, err))
+	}
+	return v, nil
+}
+
+// scanView reads the row of viewSQL.
+func scanView(sc scanner) (*store.View, error) {
+	var (
+		t                                     task.Task
+		id, status                            string
+		createdMS, updatedMS, ttlNS, pollNS   int64
+		request, result, errJSON, reqs, resps []byte
+		leaseMS                               int64
+		last, dropped                         int64
+		o                                     task.Operation
+		opTask, opOwner, opState              string
+		opCreated, opUpdated, opRecon         int64
+	)
+	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
+		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef,
+		&last, &dropped,
+		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
+		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon); err != nil {
+		return nil, err
+	}
+	t.LeaseExpiresAt = leaseTime(leaseMS)
+	t.ID = task.ID(id)
+	t.Status = task.Status(status)
+	t.CreatedAt = msTime(createdMS)
+	t.LastUpdatedAt = msTime(updatedMS)
+	t.TTL = time.Duration(ttlNS)
+	t.PollInterval = time.Duration(pollNS)
+	if len(request) > 0 {
+		t.Request = request
+	}
+	if len(result) > 0 {
+		t.Result = result
+	}
+	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	v := &store.View{Task: &t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
+	if o.Key != "" {
+		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
+		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
+		v.Operation = &o
+	}
+	return v, nil
+}
