@@ -348,12 +348,15 @@ func (f *fastLane) writeAnswer(w http.ResponseWriter, id jsonrpc.ID, res mcp.Res
 		_, _ = w.Write(data)
 		return
 	}
+	// The go-sdk flushes its one event, which makes the answer chunked; the
+	// answer being whole here, it is sent chunked without the flush: one
+	// write to the socket (headers, event and last chunk) instead of two.
+	hdr.Set("Transfer-Encoding", "chunked")
 	buf := make([]byte, 0, len("event: message\ndata: \n\n")+len(data))
 	buf = append(buf, "event: message\ndata: "...)
 	buf = append(buf, data...)
 	buf = append(buf, "\n\n"...)
 	_, _ = w.Write(buf)
-	_ = http.NewResponseController(w).Flush()
 }
 
 // errorStatus is the HTTP status of a 2026-07-28 answer with error err, 0
