@@ -13,16 +13,10 @@ func FastLaneServed(s *Server) uint64 { return s.fastServed.Load() }
 // of h (a Server.Handler) for the 2025-11-25 session sid, as while the
 // lane answers it; the returned function ends it.
 func MarkFastLaneCall(h http.Handler, sid string, id int64) (end func()) {
-	rec := h.(*wireRouter).fast.sessions.session(sid)
+	ls := h.(*wireRouter).fast.sessions
 	key := []string{idKey(mustID(id))}
-	rec.mu.Lock()
-	rec.begin(key, true)
-	rec.mu.Unlock()
-	return func() {
-		rec.mu.Lock()
-		rec.end(key, true)
-		rec.mu.Unlock()
-	}
+	ls.count(sid, key, true, 1)
+	return func() { ls.count(sid, key, true, -1) }
 }
 
 func mustID(v int64) jsonrpc.ID {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -39,23 +40,38 @@ import (
 //     context, which the go-sdk keeps for the session's handlers; a session
 //     of another handler is never answered.
 //   - It leaves the record when the session closes (ServerSession.Wait
-//     returns), and before the go-sdk sees a DELETE of it.
-//   - The go-sdk's idle timer restarts at the end of each POST it serves.
-//     The lane answers a session only within half the timeout of the last
-//     POST that went to the go-sdk; past that, the request goes to the
-//     go-sdk, which restarts the timer (or answers 404 if the session is
-//     gone). A session polled by tasks/get alone thus stays open.
+//     returns), and before the go-sdk sees a DELETE of it (a DELETE the
+//     go-sdk refuses only sends the session's next request to the go-sdk,
+//     which records it again).
+//   - The go-sdk's idle timer restarts at the end of each POST it serves
+//     past its checks of the session. The middleware sees a message only of
+//     such a POST, and notes when (a POST the go-sdk refused, e.g. of
+//     another user or with a bad header, restarts nothing and is not
+//     counted). The lane answers a session only within half the timeout of
+//     that; past it, the request goes to the go-sdk, which restarts the
+//     timer (or answers 404 if the session is gone). A session polled by
+//     tasks/get alone thus stays open.
 //   - Only a request whose token has the user recorded is answered.
-//   - A call whose ID is in flight on the lane is refused as the go-sdk
-//     refuses a duplicate; one whose ID is in flight on the slow lane goes
-//     to the go-sdk, which refuses it. (The lane cannot see an ID the go-sdk
-//     still holds after its POST ended, e.g. when the client hung up before
-//     the answer: a client that reuses such an ID is answered.)
+//   - The IDs of the calls in flight on each session are counted, on both
+//     lanes, from before the go-sdk sees them until their answer, whether
+//     the session is recorded yet or not. A call whose ID is in flight on
+//     the lane is refused as the go-sdk refuses a duplicate; one whose ID
+//     is in flight on the slow lane goes to the go-sdk, which refuses it.
+//     What the lane cannot reproduce: a call sent to the go-sdk while a
+//     call with its ID is on the lane (for the lane's few hundred
+//     microseconds) is served by the go-sdk, which does not see the lane's,
+//     where the go-sdk alone would refuse the second; and an ID the go-sdk
+//     still holds after its POST ended (the client hung up before the
+//     answer) is answered on the lane. Both need a client that reuses the
+//     ID of a call still in flight, which JSON-RPC forbids.
 //
 // tasks/result waits for a task to finish and carries the task's status
 // notifications meanwhile (Wire.ServeResultStream): the lane answers it
-// only when the task has finished already, and leaves the others to the
-// go-sdk.
+// only when the task has finished already (it reads the task first, with
+// the requester's rights), and leaves the others to the go-sdk. A server
+// with a request rate (Limits.RequestRate) keeps tasks/result on the
+// go-sdk: the lane could not tell before charging the rate whether it
+// answers.
 
 // laneSessionsKey is the context key under which Handler's router puts its
 // session record on the requests that may create a session (see
@@ -68,7 +84,17 @@ type laneSessions struct {
 	// timeout is the go-sdk handler's SessionTimeout (0: none).
 	timeout time.Duration
 	m       sync.Map // session ID → *laneSession
+	// watched holds the sessions (*mcp.ServerSession) a goroutine waits
+	// on, to remove them from m when they close.
+	watched sync.Map
+
+	callsMu sync.Mutex
+	// calls counts the calls in flight by session ID, then by ID.
+	calls map[string]map[string]*inFlight
 }
+
+// inFlight counts the calls with one ID in flight on one session.
+type inFlight struct{ slow, fast int }
 
 // laneSession is what the lane knows of one session.
 type laneSession struct {
@@ -76,14 +102,14 @@ type laneSession struct {
 	userID string // of the token that may use it on the lane
 
 	mu sync.Mutex
-	// lastSDK is when a POST of the session last reached or left the go-sdk.
-	lastSDK time.Time
-	// calls counts the IDs of calls in flight, by lane (true: fast).
-	calls map[string]map[bool]int
+	// seen is when the middleware last saw a message of the session: a
+	// POST the go-sdk served, which restarts its idle timer.
+	seen time.Time
 }
 
 // register records ss, seen by the middleware on a request req of the
-// session after its initialize, if it has an ID and is not recorded yet.
+// session after its initialize, if it has an ID; it notes the time of a
+// session recorded already.
 func (ls *laneSessions) register(req mcp.Request) {
 	ss, ok := req.GetSession().(*mcp.ServerSession)
 	if !ok || ss == nil {
@@ -93,20 +119,27 @@ func (ls *laneSessions) register(req mcp.Request) {
 	if id == "" || ss.InitializeParams() == nil {
 		return
 	}
-	if _, known := ls.m.Load(id); known {
+	now := time.Now()
+	if rec := ls.session(id); rec != nil && rec.ss == ss {
+		rec.mu.Lock()
+		rec.seen = now
+		rec.mu.Unlock()
 		return
 	}
 	var user string
 	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
 		user = extra.TokenInfo.UserID
 	}
-	rec := &laneSession{ss: ss, userID: user, lastSDK: time.Now(), calls: map[string]map[bool]int{}}
-	if _, loaded := ls.m.LoadOrStore(id, rec); loaded {
+	ls.m.Store(id, &laneSession{ss: ss, userID: user, seen: now})
+	if _, waiting := ls.watched.LoadOrStore(ss, struct{}{}); waiting {
 		return
 	}
 	go func() {
 		_ = ss.Wait()
-		ls.m.CompareAndDelete(id, rec)
+		if v, ok := ls.m.Load(id); ok && v.(*laneSession).ss == ss {
+			ls.m.CompareAndDelete(id, v)
+		}
+		ls.watched.Delete(ss)
 	}()
 }
 
@@ -121,53 +154,66 @@ func (ls *laneSessions) session(id string) *laneSession {
 // forget removes the session id from the record (before a DELETE).
 func (ls *laneSessions) forget(id string) { ls.m.Delete(id) }
 
-// slowPOST notes a POST of the session sid, with body, on its way to the
-// go-sdk; the returned function notes its end.
+// slowPOST counts the calls of body, a POST of the session sid on its way
+// to the go-sdk, as in flight; the returned function ends them.
 func (ls *laneSessions) slowPOST(sid string, body []byte) (end func()) {
-	rec := ls.session(sid)
-	if rec == nil {
+	ids := callIDs(body)
+	if len(ids) == 0 {
 		return func() {}
 	}
-	ids := callIDs(body)
-	rec.mu.Lock()
-	rec.lastSDK = time.Now()
-	rec.begin(ids, false)
-	rec.mu.Unlock()
-	return func() {
-		rec.mu.Lock()
-		rec.lastSDK = time.Now()
-		rec.end(ids, false)
-		rec.mu.Unlock()
-	}
+	ls.count(sid, ids, false, 1)
+	return func() { ls.count(sid, ids, false, -1) }
 }
 
-// begin and end count the calls ids in flight on the lane fast; rec.mu
-// is held.
-func (rec *laneSession) begin(ids []string, fast bool) {
+// count adds n to the calls ids of the session sid on a lane (fast or
+// not).
+func (ls *laneSessions) count(sid string, ids []string, fast bool, n int) {
+	ls.callsMu.Lock()
+	defer ls.callsMu.Unlock()
+	if ls.calls == nil {
+		ls.calls = map[string]map[string]*inFlight{}
+	}
+	m := ls.calls[sid]
+	if m == nil {
+		m = map[string]*inFlight{}
+		ls.calls[sid] = m
+	}
 	for _, id := range ids {
-		m := rec.calls[id]
-		if m == nil {
-			m = map[bool]int{}
-			rec.calls[id] = m
+		c := m[id]
+		if c == nil {
+			c = &inFlight{}
+			m[id] = c
 		}
-		m[fast]++
+		if fast {
+			c.fast += n
+		} else {
+			c.slow += n
+		}
+		if c.fast <= 0 && c.slow <= 0 {
+			delete(m, id)
+		}
+	}
+	if len(m) == 0 {
+		delete(ls.calls, sid)
 	}
 }
 
-func (rec *laneSession) end(ids []string, fast bool) {
-	for _, id := range ids {
-		m := rec.calls[id]
-		if m[fast]--; m[fast] <= 0 {
-			delete(m, fast)
-		}
-		if len(m) == 0 {
-			delete(rec.calls, id)
-		}
+// beginFast counts the call id of the session sid in flight on the lane,
+// unless a call with that ID is in flight already: then it returns which
+// lane has it.
+func (ls *laneSessions) beginFast(sid, id string) (busy, onLane bool) {
+	ls.callsMu.Lock()
+	c := ls.calls[sid][id]
+	ls.callsMu.Unlock()
+	if c != nil {
+		return true, c.fast > 0
 	}
+	ls.count(sid, []string{id}, true, 1)
+	return false, false
 }
 
-// idKey is the key of a call's ID in laneSession.calls: equal IDs, as the
-// go-sdk compares them, have equal keys.
+// idKey is the key of a call's ID in laneSessions.calls: equal IDs, as
+// the go-sdk compares them, have equal keys.
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
 
 // callIDs returns the keys of the IDs of the calls in body (one message
@@ -253,31 +299,28 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		// The go-sdk checks a per-request protocol version itself.
 		return false
 	}
-	req := laneRequest25(rec.ss, p, extra)
-	key := idKey(jreq.ID)
-	rec.mu.Lock()
-	if f.sessions.timeout > 0 && time.Since(rec.lastSDK) >= f.sessions.timeout/2 {
-		// The go-sdk's idle timer is to be restarted: this one goes there.
-		rec.mu.Unlock()
+	s := f.s
+	if jreq.Method == wire.MethodTasksResult && s.core.RequestLimited() {
 		return false
 	}
-	if n := rec.calls[key]; n[false] > 0 {
-		// In flight on the slow lane: the go-sdk refuses it.
-		rec.mu.Unlock()
+	req := laneRequest25(rec.ss, p, extra)
+	rec.mu.Lock()
+	stale := f.sessions.timeout > 0 && time.Since(rec.seen) >= f.sessions.timeout/2
+	rec.mu.Unlock()
+	if stale {
+		// The go-sdk's idle timer is to be restarted: this one goes there.
 		return false
-	} else if n[true] > 0 {
-		rec.mu.Unlock()
+	}
+	key := idKey(jreq.ID)
+	if busy, onLane := f.sessions.beginFast(sid, key); busy {
+		if !onLane {
+			// In flight on the slow lane: the go-sdk refuses it.
+			return false
+		}
 		f.duplicate(w, jreq.ID)
 		return true
 	}
-	rec.begin([]string{key}, true)
-	rec.mu.Unlock()
-	defer func() {
-		rec.mu.Lock()
-		rec.end([]string{key}, true)
-		rec.mu.Unlock()
-	}()
-	s := f.s
+	defer f.sessions.count(sid, []string{key}, true, -1)
 	ctx := r.Context()
 	if jreq.Method == wire.MethodTasksResult && !s.finished(ctx, req, p) {
 		// It waits for the task, with the task's notifications on its
@@ -317,6 +360,10 @@ func (s *Server) finished(ctx context.Context, req mcp.Request, p mcp.Params) bo
 	id, err := task.ParseID(tp.TaskID)
 	if err != nil {
 		return true
+	}
+	if s.traceStore {
+		// Its store span joins the request's trace, as the handler's.
+		ctx = tracing.FromMeta(ctx, p.GetMeta())
 	}
 	t, err := s.eng.Get(ctx, s.core.Requester(ctx, req), id)
 	return err != nil || t.Status.Terminal()

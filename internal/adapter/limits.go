@@ -51,6 +51,10 @@ func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 	return &jsonrpc.Error{Code: wire.CodeLimitExceeded, Message: msg, Data: b}
 }
 
+// RequestLimited reports whether the server limits the tasks/* request
+// rate (Limits.RequestRate).
+func (c *Core) RequestLimited() bool { return c.limits.requests != nil }
+
 // AllowRequest applies the tasks/* request rate to the requester of req.
 func (c *Core) AllowRequest(ctx context.Context, method string, req mcp.Request) error {
 	owner := c.Requester(ctx, req)

@@ -12,14 +12,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestReview25DuplicateOfFirstCall: the first call of a session after
+// TestFastLane2025DuplicateOfFirstCall: the first call of a session after
 // its initialize (here a tasks/result waiting for its task, sent before
 // notifications/initialized, which the go-sdk allows) is on its way to
-// the go-sdk before the lane has a record of the session (slowPOST finds
-// none and counts nothing; the middleware registers the session during
-// the call). A tasks/get with the same ID is then answered by the lane,
-// where the go-sdk refuses it as a duplicate in-flight ID.
-func TestReview25DuplicateOfFirstCall(t *testing.T) {
+// the go-sdk before the lane has a record of the session (the middleware
+// records the session during the call). A tasks/get with the same ID is
+// refused as a duplicate in-flight ID, as the go-sdk refuses it: calls are
+// counted by session ID, recorded or not.
+func TestFastLane2025DuplicateOfFirstCall(t *testing.T) {
 	g := &gates{}
 	p := startLanePairSessions(t, g, mcptask.Options{}, mcp.StreamableHTTPOptions{}, false, laneSessionID)
 	ctx := ctxT(t)

@@ -16,10 +16,10 @@ import (
 
 var dateHdr = regexp.MustCompile(`(?m)^Date: .*\r\n`)
 
-// TestReview25HTTP10: the same 2025-11-25 tasks/get (and a finished
+// TestFastLane2025HTTP10: the same 2025-11-25 tasks/get (and a finished
 // tasks/result) over HTTP/1.0 (and 1.1 with Connection: close), raw
 // bytes compared, Date left out.
-func TestReview25HTTP10(t *testing.T) {
+func TestFastLane2025HTTP10(t *testing.T) {
 	for _, json := range []bool{false, true} {
 		g := &gates{}
 		p := startLanePairSessions(t, g, mcptask.Options{}, mcp.StreamableHTTPOptions{JSONResponse: json}, false, laneSessionID)

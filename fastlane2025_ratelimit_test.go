@@ -30,12 +30,12 @@ func (s *countingStore) Get(ctx context.Context, id task.ID) (*task.Task, error)
 	return s.Store.Get(ctx, id)
 }
 
-// TestReview25ResultPrecheckBeforeRateLimit: on the fast lane, every
-// 2025-11-25 tasks/result reads the store (Server.finished) before the
-// requester's request rate is checked: a requester past its rate limit,
-// whose tasks/result the go-sdk path refuses without touching the
-// store, still costs a store read per request on the lane.
-func TestReview25ResultPrecheckBeforeRateLimit(t *testing.T) {
+// TestFastLane2025ResultUnderRateLimit: a requester past its request
+// rate costs no store read with its 2025-11-25 tasks/result, on the lane
+// as on the go-sdk path (the lane would have to read the task to know
+// whether it answers it: with a request rate, tasks/result stays on the
+// go-sdk).
+func TestFastLane2025ResultUnderRateLimit(t *testing.T) {
 	reads := map[bool]int64{}
 	for _, fast := range []bool{true, false} {
 		g := &gates{}

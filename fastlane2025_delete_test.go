@@ -12,13 +12,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestReview25RefusedDELETELeaksGoroutines: the router forgets a session
-// on any DELETE, before the go-sdk refuses it (here 400, an unsupported
-// protocol version; with authn, another user's 403); the session's next
-// message registers it again, with one more goroutine parked on
-// ServerSession.Wait. Each refused DELETE thus leaks a goroutine for the
-// session's lifetime.
-func TestReview25RefusedDELETELeaksGoroutines(t *testing.T) {
+// TestFastLane2025RefusedDELETE: the router forgets a session on any
+// DELETE, before the go-sdk answers it; when the go-sdk refuses it (here
+// 400, an unsupported protocol version; with authn, another user's 403),
+// the session's next message records it again. That must not add a
+// goroutine waiting on ServerSession.Wait each time (one per session).
+func TestFastLane2025RefusedDELETE(t *testing.T) {
 	g := &gates{}
 	p := startLanePair(t, g, mcptask.Options{}, mcp.StreamableHTTPOptions{}, false)
 	ctx := ctxT(t)
