@@ -9,6 +9,9 @@ import (
 	"syscall"
 )
 
+// dbLockHeld says whether lockDB holds a lock: yes.
+const dbLockHeld = true
+
 // lockDB takes an exclusive lock on db+".lock" for the life of the
 // process, so that two servers never share one task database: at start-up
 // a server resolves every unfinished task in it as left behind by a dead

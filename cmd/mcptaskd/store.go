@@ -30,7 +30,10 @@ func openStore(cfg Config, logger *slog.Logger) (st store.Store, unlock func(), 
 	if err != nil {
 		return nil, nil, false, err
 	}
-	lite, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger, Synchronous: sqlite.Sync(cfg.SQLiteSync)})
+	lite, err := sqlite.Open(cfg.DB, &sqlite.Options{Logger: logger, Synchronous: sqlite.Sync(cfg.SQLiteSync),
+		// The view cache is right only when no other process writes the
+		// file: lockDB makes sure of it where it can.
+		ViewCache: dbLockHeld && cfg.SQLiteViewCache > 0, ViewCacheEntries: cfg.SQLiteViewCache})
 	if err != nil {
 		unlock()
 		return nil, nil, false, fmt.Errorf("opening the task store %s: %w", cfg.DB, err)

@@ -310,7 +310,7 @@ func (s *Store) LoadTasks(ctx context.Context, tasks []*task.Task) error {
 		}
 		rows[i] = r
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeNew(ctx, func(tx *sql.Tx) error {
 		ins := tx.Stmt(s.insertStmt)
 		for _, r := range rows {
 			if _, err := ins.Exec(r.insertArgs()...); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mcptask/mcptask/task"
 )
@@ -27,6 +28,19 @@ type hub struct {
 
 	mu   sync.Mutex
 	subs map[*listener]struct{}
+
+	// cache is the file's view cache (viewcache.go), nil until a Store
+	// with Options.ViewCache opens the file.
+	cache atomic.Pointer[viewCache]
+}
+
+// views returns the file's view cache, nil if it has none.
+func (h *hub) views() *viewCache { return h.cache.Load() }
+
+// enableViews gives the file a view cache of max entries, if it has none.
+func (h *hub) enableViews(max int) *viewCache {
+	h.cache.CompareAndSwap(nil, newViewCache(max))
+	return h.cache.Load()
 }
 
 // A listener is one running Changes call.

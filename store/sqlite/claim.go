@@ -114,22 +114,22 @@ func (s *Store) Heartbeat(ctx context.Context, runner string, ids []task.ID, unt
 	}
 	untilMS := leaseMS(until)
 	var lost []task.ID
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		hb := tx.Stmt(s.heartbeatStmt)
 		for _, id := range ids {
 			res, err := hb.Exec(untilMS, string(id), runner)
 			if err != nil {
-				return fmt.Errorf("sqlite store: heartbeat of task %s: %w", id, err)
+				return nil, fmt.Errorf("sqlite store: heartbeat of task %s: %w", id, err)
 			}
 			n, err := res.RowsAffected()
 			if err != nil {
-				return fmt.Errorf("sqlite store: heartbeat of task %s: %w", id, err)
+				return nil, fmt.Errorf("sqlite store: heartbeat of task %s: %w", id, err)
 			}
 			if n == 0 {
 				lost = append(lost, id)
 			}
 		}
-		return nil
+		return ids, nil
 	})
 	if err != nil {
 		return nil, err

@@ -74,18 +74,18 @@ func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.
 		o.UpdatedAt = o.CreatedAt
 	}
 	var out *task.Operation
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		if _, err := tx.Exec(opInsertSQL, o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
 			o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt)); err != nil {
-			return fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+			return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
 		}
 		got, err := scanOp(tx.QueryRow(opGetSQL, o.Key))
 		if err != nil {
-			return fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+			return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
 		}
 		out = got
-		return nil
+		return []task.ID{o.TaskID, got.TaskID}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -99,32 +99,33 @@ func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.
 // call the Store's write methods.
 func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *task.Operation) error) (*task.Operation, error) {
 	var out *task.Operation
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		o, err := scanOp(tx.QueryRow(opGetSQL, key))
 		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNoOperation
+			return nil, store.ErrNoOperation
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite store: read operation %q: %w", key, err)
+			return nil, fmt.Errorf("sqlite store: read operation %q: %w", key, err)
 		}
+		before := o.TaskID
 		if err := callOpFn(fn, o); err != nil {
-			return err
+			return nil, err
 		}
 		if o.Key != key {
-			return fmt.Errorf("sqlite store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
+			return nil, fmt.Errorf("sqlite store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
 		}
 		if err := o.Normalize(); err != nil {
-			return fmt.Errorf("sqlite store: update operation: %w", err)
+			return nil, fmt.Errorf("sqlite store: update operation: %w", err)
 		}
 		if _, err := tx.Exec(opUpdateSQL, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
 			opMS(o.ReconciledAt), key); err != nil {
-			return fmt.Errorf("sqlite store: update operation %q: %w", key, err)
+			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
 		}
 		o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())
 		o.ReconciledAt = opTime(opMS(o.ReconciledAt))
 		out = o
-		return nil
+		return []task.ID{before, o.TaskID}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -39,14 +39,14 @@ type logHead struct {
 func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) error {
 	lim := b.Limits.WithDefaults()
 	now := time.Now()
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		var h logHead
 		err := tx.QueryRow(logHeadSQL, string(id)).Scan(&h.last, &h.lines, &h.bytes, &h.dropped)
 		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
+			return nil, store.ErrNotFound
 		}
 		if err != nil {
-			return fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
 		}
 		lines, dropped := store.PlanAppend(b, h.last, now)
 		h.last += max(b.Skipped, 0) + int64(len(b.Lines))
@@ -55,7 +55,7 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 			// One statement for the whole batch: the lines as a JSON
 			// array of [seq, at_ms, stream, text].
 			if _, err := tx.Exec(logInsertSQL, string(id), linesJSON(lines)); err != nil {
-				return fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
+				return nil, fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
 			}
 			for _, l := range lines {
 				h.lines++
@@ -64,13 +64,13 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 		}
 		if h.lines > int64(lim.MaxLines) || h.bytes > int64(lim.MaxBytes) {
 			if err := trimLog(tx, id, &h, lim); err != nil {
-				return fmt.Errorf("sqlite store: trim the log of %s: %w", id, err)
+				return nil, fmt.Errorf("sqlite store: trim the log of %s: %w", id, err)
 			}
 		}
 		if _, err := tx.Exec(logUpsertSQL, string(id), h.last, h.lines, h.bytes, h.dropped); err != nil {
-			return fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
+			return nil, fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
 		}
-		return nil
+		return []task.ID{id}, nil
 	})
 }
 

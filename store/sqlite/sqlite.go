@@ -72,6 +72,17 @@ type Options struct {
 	// last ones may be lost on power loss, in exchange for faster
 	// single-client writes.
 	Synchronous Sync
+
+	// ViewCache keeps the Views (store.Viewer) of finished tasks in
+	// memory, up to ViewCacheEntries of them (zero means
+	// DefaultViewCacheEntries), shared by the Stores of the process on
+	// the file: a tasks/get of a finished task then reads no database.
+	// Every write through a Store of the process drops the tasks it
+	// touches before it returns. Turn it on only when no other process
+	// writes the file (mcptaskd holds a lock on it): their writes would
+	// not drop anything.
+	ViewCache        bool
+	ViewCacheEntries int
 }
 
 // Sync is a value of SQLite's synchronous setting in WAL mode.
@@ -150,7 +161,9 @@ type Store struct {
 	closing    chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer goroutine has returned
 
-	hub    *hub           // relays the announcements of Update and Claim
+	hub    *hub // relays the announcements of Update and Claim
+	// views is the file's view cache when Options.ViewCache is on (reads use it).
+	views *viewCache
 	feedMu sync.Mutex     // orders feeds.Add before Close's wait
 	feeds  sync.WaitGroup // running Changes calls
 
@@ -222,6 +235,9 @@ func Open(path string, opts *Options) (*Store, error) {
 	}
 	s.file = fi
 	s.hub = acquireHub(hubKey(abs))
+	if o.ViewCache {
+		s.views = s.hub.enableViews(o.ViewCacheEntries)
+	}
 	go s.writeLoop()
 	return s, nil
 }
@@ -577,7 +593,7 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	}
 	var queued *row // what the insert wrote, when the task waits
 	instance := store.InstanceOf(ctx)
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.writeNew(ctx, func(tx *sql.Tx) error {
 		queued = nil
 		if r.idempotencyKey != "" {
 			// The write transaction holds the database's write lock, so

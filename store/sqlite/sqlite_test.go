@@ -48,6 +48,27 @@ func TestStore(t *testing.T) {
 	})
 }
 
+// TestStoreViewCache runs the suite with the view cache on: every
+// write path must drop what it changes from it.
+func TestStoreViewCache(t *testing.T) {
+	open := func(t *testing.T, path string) *Store {
+		s, err := Open(path, &Options{Logger: testLogger(t), ViewCache: true})
+		if err != nil {
+			t.Fatalf("Open(%s): %v", path, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) store.Store {
+			return open(t, filepath.Join(t.TempDir(), "tasks.db"))
+		},
+		OpenShared: func(t *testing.T, st store.Store) store.Store {
+			return open(t, st.(*Store).Path())
+		},
+	})
+}
+
 var now = time.Date(2026, 7, 28, 10, 0, 0, 0, time.UTC)
 
 // newTask is the suite's task (see storetest.NewTask).

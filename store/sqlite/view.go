@@ -43,10 +43,19 @@ WHERE t.id = ?6`
 
 // View reads the task with the given ID, its newest operation and its
 // log's position in one statement (prepared once), loading only the
-// payloads opts asks for; see [store.Viewer].
+// payloads opts asks for; see [store.Viewer]. With Options.ViewCache, a
+// finished task's View is read from memory after the first time (see
+// viewcache.go).
 func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*store.View, error) {
 	if s.closed() {
 		return nil, ErrClosed
+	}
+	var gen uint64
+	if s.views != nil {
+		var v *store.View
+		if v, gen = s.views.get(viewKey{id, opts}); v != nil {
+			return v, nil
+		}
 	}
 	st, err := s.readStmt(ctx, viewSQL)
 	if err != nil {
@@ -59,6 +68,9 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 	}
 	if err != nil {
 		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: view task %s: %w", id, err))
+	}
+	if s.views != nil {
+		s.views.put(viewKey{id, opts}, v, gen)
 	}
 	return v, nil
 }

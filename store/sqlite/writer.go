@@ -25,7 +25,21 @@ type op struct {
 	done    chan struct{} // closed when err is final
 	err     error
 	changed []task.ID // what run changed, announced once committed
+	// touch says which existing tasks the op may change, for the view
+	// cache: touchAll, the default, any; touchListed, those run returned
+	// (announced only when announce is set); touchNone, none (an insert).
+	touch    touchKind
+	announce bool
 }
+
+// touchKind says which tasks a write may change (see op.touch).
+type touchKind int
+
+const (
+	touchAll touchKind = iota
+	touchListed
+	touchNone
+)
 
 // op states: a caller whose context ends first abandons its op, and the
 // writer skips it; once the writer has taken it, the caller waits for the
@@ -56,20 +70,37 @@ func callFn(fn func(*task.Task) error, t *task.Task) (err error) {
 // write hands run to the writer goroutine and waits until it is committed
 // or has failed.
 func (s *Store) write(ctx context.Context, run func(tx *sql.Tx) error) error {
-	return s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) { return nil, run(tx) })
+	return s.submit(ctx, &op{run: func(tx *sql.Tx) ([]task.ID, error) { return nil, run(tx) }, touch: touchAll})
+}
+
+// writeNew is write for a run that only inserts new tasks (and their
+// rows): it changes no task that exists.
+func (s *Store) writeNew(ctx context.Context, run func(tx *sql.Tx) error) error {
+	return s.submit(ctx, &op{run: func(tx *sql.Tx) ([]task.ID, error) { return nil, run(tx) }, touch: touchNone})
+}
+
+// writeTouching is write for a run that changes only the tasks whose IDs
+// it returns (their operations, logs or leases), without announcing them.
+func (s *Store) writeTouching(ctx context.Context, run func(tx *sql.Tx) ([]task.ID, error)) error {
+	return s.submit(ctx, &op{run: run, touch: touchListed})
 }
 
 // writeChanges is write for a run that changes tasks to announce: once
 // its batch is committed, the IDs it returned are published to the
 // process's Changes calls on this file, before writeChanges returns.
 func (s *Store) writeChanges(ctx context.Context, run func(tx *sql.Tx) ([]task.ID, error)) error {
+	return s.submit(ctx, &op{run: run, touch: touchListed, announce: true})
+}
+
+// submit hands o to the writer goroutine and waits for its outcome.
+func (s *Store) submit(ctx context.Context, o *op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.closed() {
 		return ErrClosed
 	}
-	o := &op{run: run, done: make(chan struct{})}
+	o.done = make(chan struct{})
 	select {
 	case s.ops <- o:
 	case <-s.closing:
@@ -183,6 +214,9 @@ func (s *Store) runBatch(batch []*op) {
 	}
 	if abort == nil {
 		abort = tx.Commit()
+		// Before any of the batch's writes returns: a read after it
+		// must not find the state before it in the view cache.
+		s.invalidateViews(live)
 		if abort != nil {
 			abort = fmt.Errorf("sqlite store: commit: %w", abort)
 		} else {
@@ -216,9 +250,31 @@ func (s *Store) runBatch(batch []*op) {
 func (s *Store) announce(ops []*op) {
 	var ids []task.ID
 	for _, o := range ops {
-		if o.err == nil {
+		if o.err == nil && o.announce {
 			ids = append(ids, o.changed...)
 		}
 	}
 	s.hub.publish(ids)
+}
+
+// invalidateViews drops from the file's view cache, if it has one, the
+// tasks the ops of a batch may have changed (whether they failed or not).
+func (s *Store) invalidateViews(ops []*op) {
+	c := s.hub.views()
+	if c == nil {
+		return
+	}
+	var ids []task.ID
+	for _, o := range ops {
+		switch o.touch {
+		case touchAll:
+			c.invalidate(nil, true)
+			return
+		case touchListed:
+			ids = append(ids, o.changed...)
+		}
+	}
+	if len(ids) > 0 {
+		c.invalidate(ids, false)
+	}
 }

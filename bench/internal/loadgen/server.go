@@ -64,7 +64,9 @@ type Server struct {
 // ServerOptions configures [StartServer]. The zero value is the server
 // without limits nor audit trail.
 type ServerOptions struct {
-	// SQLite configures the store; nil means sqlite.Open's defaults.
+	// SQLite configures the store; nil means mcptaskd's: sqlite.Open's
+	// defaults with the view cache on (sqlite.Options.ViewCache; the
+	// file is the server's alone).
 	SQLite *sqlite.Options
 	// Store, if set, is the task store to serve instead of a SQLite file
 	// (e.g. a PostgreSQL store; the dbPath of [StartServer] and SQLite
@@ -151,7 +153,11 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	}
 	st := opts.Store
 	if st == nil {
-		lite, err := sqlite.Open(dbPath, opts.SQLite)
+		so := opts.SQLite
+		if so == nil {
+			so = &sqlite.Options{ViewCache: true}
+		}
+		lite, err := sqlite.Open(dbPath, so)
 		if err != nil {
 			return nil, err
 		}
