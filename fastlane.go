@@ -413,7 +413,7 @@ func sdkAcceptsMeta(meta map[string]any, version string) bool {
 	}
 	if ci, present := meta[mcp.MetaKeyClientInfo]; present {
 		var impl *mcp.Implementation
-		if ci == nil || remarshal(ci, &impl) != nil {
+		if ci == nil || !decodesAs(ci, implementationStrings, nil) && remarshal(ci, &impl) != nil {
 			return false
 		}
 	}
@@ -422,7 +422,44 @@ func sdkAcceptsMeta(meta map[string]any, version string) bool {
 		return false
 	}
 	var c *sdkClientCapabilities
-	return remarshal(caps, &c) == nil
+	return decodesAs(caps, nil, capabilityObjects) || remarshal(caps, &c) == nil
+}
+
+// The fields of mcp.Implementation that are strings, and of
+// mcp.ClientCapabilities that are maps (any JSON object decodes into
+// them); see decodesAs.
+var (
+	implementationStrings = map[string]bool{"name": true, "title": true, "description": true, "version": true, "websiteUrl": true}
+	capabilityObjects     = map[string]bool{"experimental": true, "extensions": true}
+)
+
+// decodesAs reports, without encoding v again, that v (a value the JSON
+// decoder made of a request) decodes into a struct whose fields named in
+// strings are strings and in objects are maps: v is an object, and each
+// of its members is one of those fields with a value of its type (a
+// string; an object, which always decodes into a map). false means only
+// that it cannot tell (another member, a null, another type):
+// remarshal, the go-sdk's way, then decides.
+func decodesAs(v any, strings, objects map[string]bool) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, x := range m {
+		switch {
+		case strings[k]:
+			if _, ok := x.(string); !ok {
+				return false
+			}
+		case objects[k]:
+			if _, ok := x.(map[string]any); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // remarshal is the go-sdk's: from through its JSON into to.
