@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/adapter/wire2025"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
@@ -365,8 +366,10 @@ func (s *Server) finished(ctx context.Context, req mcp.Request, p mcp.Params) bo
 		// Its store span joins the request's trace, as the handler's.
 		ctx = tracing.FromMeta(ctx, p.GetMeta())
 	}
-	t, err := s.eng.Get(ctx, s.core.Requester(ctx, req), id)
-	return err != nil || t.Status.Terminal()
+	// Read as the handler reads it (from the view cache, if any, the
+	// second time).
+	v, err := s.eng.View(ctx, s.core.Requester(ctx, req), id, wire2025.ResultView)
+	return err != nil || v.Task.Status.Terminal()
 }
 
 // duplicate answers a call whose ID is in flight on the lane as the

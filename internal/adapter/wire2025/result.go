@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
@@ -42,10 +43,11 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	w.beginResultStreams(r.Session, id)
 	for {
 		changed := eng.Watch(id)
-		t, err := eng.Get(ctx, owner, id)
+		v, err := eng.View(ctx, owner, id, ResultView)
 		if err != nil {
 			return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 		}
+		t := v.Task
 		if t.Status.Terminal() {
 			w.c.AuditOutcome(ctx, r.Method, owner, t)
 			return finalResult(w.c.Presented(t))
@@ -71,6 +73,10 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		}
 	}
 }
+
+// ResultView is what tasks/result reads of its task (engine.Engine.View):
+// the outcome, and the input requests it forwards while it waits.
+var ResultView = store.ViewOptions{Result: true, Error: true, InputRequests: true}
 
 // finalResult is the tasks/result answer of a terminal task.
 func finalResult(t *task.Task) (mcp.Result, error) {
