@@ -69,10 +69,9 @@ import (
 // tasks/result waits for a task to finish and carries the task's status
 // notifications meanwhile (Wire.ServeResultStream): the lane answers it
 // only when the task has finished already (it reads the task first, with
-// the requester's rights), and leaves the others to the go-sdk. A server
-// with a request rate (Limits.RequestRate) keeps tasks/result on the
-// go-sdk: the lane could not tell before charging the rate whether it
-// answers.
+// the requester's rights, once the request rate allowed the request), and
+// leaves the others to the go-sdk, giving the rate's charge back first:
+// the go-sdk's path charges it.
 
 // laneSessionsKey is the context key under which Handler's router puts its
 // session record on the requests that may create a session (see
@@ -301,9 +300,6 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	s := f.s
-	if jreq.Method == wire.MethodTasksResult && s.core.RequestLimited() {
-		return false
-	}
 	req := laneRequest25(rec.ss, p, extra)
 	rec.mu.Lock()
 	stale := f.sessions.timeout > 0 && time.Since(rec.seen) >= f.sessions.timeout/2
@@ -323,16 +319,21 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 	}
 	defer f.sessions.count(sid, []string{key}, true, -1)
 	ctx := r.Context()
-	if jreq.Method == wire.MethodTasksResult && !s.finished(ctx, req, p) {
-		// It waits for the task, with the task's notifications on its
-		// stream: the go-sdk and ServeResultStream serve it.
-		return false
-	}
 	method := jreq.Method
+	var take func(context.Context) bool
+	if method == wire.MethodTasksResult {
+		// A tasks/result of a task still running waits for it, with the
+		// task's notifications on its stream: the go-sdk and
+		// ServeResultStream serve it.
+		take = func(ctx context.Context) bool { return s.finished(ctx, req, p) }
+	}
 	hd := s.w25.Table()[method]
-	res, err := s.limitedTasksRequest(ctx, method, req, func(ctx context.Context) (mcp.Result, error) {
+	res, err, served := s.limitedTasksRequestIf(ctx, method, req, take, func(ctx context.Context) (mcp.Result, error) {
 		return s.runTasksHandler(ctx, hd, &adapter.Request{Method: method, Req: req, Params: p, Session: rec.ss}, p)
 	})
+	if !served {
+		return false
+	}
 	f.writeAnswer(w, jreq.ID, res, err, false)
 	s.fastServed.Add(1)
 	return true

@@ -65,18 +65,34 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // is answered at once), then run, the rest of its handling, and the
 // request metrics of the outcome.
 func (s *Server) limitedTasksRequest(ctx context.Context, method string, req mcp.Request, run func(context.Context) (mcp.Result, error)) (mcp.Result, error) {
+	res, err, _ := s.limitedTasksRequestIf(ctx, method, req, nil, run)
+	return res, err
+}
+
+// limitedTasksRequestIf is limitedTasksRequest for a request that the fast
+// lane answers only if take (when not nil), asked once the request rate
+// allowed it, says so. When take says no, the rate's charge is undone and
+// nothing else happens (served is false): the request goes to the go-sdk,
+// which charges it there.
+func (s *Server) limitedTasksRequestIf(ctx context.Context, method string, req mcp.Request, take func(context.Context) bool,
+	run func(context.Context) (mcp.Result, error)) (res mcp.Result, err error, served bool) {
 	obs := s.eng.Observer()
-	if err := s.core.AllowRequest(ctx, method, req); err != nil {
+	undo, err := s.core.ReserveRequest(ctx, method, req)
+	if err != nil {
 		obs.Request(method, "limited")
-		return nil, err
+		return nil, err, true
 	}
-	res, err := run(ctx)
+	if take != nil && !take(ctx) {
+		undo()
+		return nil, nil, false
+	}
+	res, err = run(ctx)
 	if err != nil {
 		obs.Request(method, "error")
 	} else {
 		obs.Request(method, "ok")
 	}
-	return res, err
+	return res, err, true
 }
 
 type dispatchKey struct{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/store/sqlite"
 )
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -17,7 +18,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
+		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", SQLiteViewCache: sqlite.DefaultViewCacheEntries, PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second, FinishWithin: 5 * time.Millisecond,
 		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
 		AdminScope: "mcptask:admin", Metrics: true, Dashboard: true,

@@ -51,21 +51,25 @@ func limitError(reason, limit, msg string, retryAfter time.Duration) error {
 	return &jsonrpc.Error{Code: wire.CodeLimitExceeded, Message: msg, Data: b}
 }
 
-// RequestLimited reports whether the server limits the tasks/* request
-// rate (Limits.RequestRate).
-func (c *Core) RequestLimited() bool { return c.limits.requests != nil }
-
 // AllowRequest applies the tasks/* request rate to the requester of req.
 func (c *Core) AllowRequest(ctx context.Context, method string, req mcp.Request) error {
+	_, err := c.ReserveRequest(ctx, method, req)
+	return err
+}
+
+// ReserveRequest is AllowRequest whose charge can be undone: the fast
+// lane calls undo when it leaves the request, allowed, to the go-sdk's
+// path, which charges it there.
+func (c *Core) ReserveRequest(ctx context.Context, method string, req mcp.Request) (undo func(), err error) {
 	owner := c.Requester(ctx, req)
-	ok, retry := c.limits.requests.Allow(string(owner.RateKey()), time.Now())
+	ok, retry, undo := c.limits.requests.Reserve(string(owner.RateKey()), time.Now())
 	if ok {
-		return nil
+		return undo, nil
 	}
 	l := c.limits.cfg
 	c.eng.Audit().Limited(ctx, owner, method, "", "request_rate")
 	c.eng.Observer().Limited("request_rate")
-	return limitError(wire.ReasonRateLimited, "request_rate", fmt.Sprintf(
+	return nil, limitError(wire.ReasonRateLimited, "request_rate", fmt.Sprintf(
 		"rate limit exceeded: at most %g tasks/* requests per second per requester (bursts of %d); retry in %d ms, and poll no faster than pollIntervalMs",
 		l.RequestRate, max(l.RequestBurst, 1), quota.Millis(retry)), retry)
 }

@@ -75,6 +75,32 @@ func (l *Limiters) Allow(key string, now time.Time) (ok bool, retryAfter time.Du
 	return true, 0
 }
 
+// Reserve is Allow whose token can be given back: undo (called once, when
+// the event did not happen after all) returns it to the bucket, as far as
+// the tokens taken since allow.
+func (l *Limiters) Reserve(key string, now time.Time) (ok bool, retryAfter time.Duration, undo func()) {
+	if l == nil {
+		return true, 0, func() {}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst), lastUsed: now}
+		l.buckets[key] = b
+		if l.inserts++; l.inserts >= evictEvery {
+			l.evict(now)
+		}
+	}
+	b.lastUsed = now
+	r := b.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d, func() {}
+	}
+	return true, 0, func() { r.CancelAt(now) }
+}
+
 // evict forgets the buckets unused for long enough to be full again: a
 // new bucket would behave the same.
 func (l *Limiters) evict(now time.Time) {

@@ -32,6 +32,28 @@ func TestLimitersBurstThenRate(t *testing.T) {
 	}
 }
 
+// TestLimitersReserveUndo: an undone reservation gives its token back;
+// one kept does not.
+func TestLimitersReserveUndo(t *testing.T) {
+	l := NewLimiters(1, 1)
+	ok, _, undo := l.Reserve("alice", t0)
+	if !ok {
+		t.Fatal("first reservation refused")
+	}
+	undo()
+	ok, _, _ = l.Reserve("alice", t0)
+	if !ok {
+		t.Fatal("the token undone was not given back")
+	}
+	if ok, retry, _ := l.Reserve("alice", t0); ok || retry != time.Second {
+		t.Fatalf("past the burst: ok=%v retry=%v", ok, retry)
+	}
+	var none *Limiters
+	if ok, _, undo := none.Reserve("x", t0); !ok || undo == nil {
+		t.Fatal("nil limiters refuse")
+	}
+}
+
 func TestLimitersFloodKeepsRate(t *testing.T) {
 	l := NewLimiters(50, 10)
 	allowed := 0
