@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
+	"github.com/mcptask/mcptask/store/sqlite"
 )
 
 // parallelism is the number of concurrent clients per GOMAXPROCS of the
@@ -223,6 +224,15 @@ func BenchmarkTasksGetSlowLane(b *testing.B) {
 	sequential(b, get)
 }
 
+// BenchmarkTasksGetNoViewCache is BenchmarkTasksGet with the SQLite
+// view cache off (sqlite.Options.ViewCache): every get reads the file.
+func BenchmarkTasksGetNoViewCache(b *testing.B) {
+	_, c := setupWith(b, 1, &loadgen.ServerOptions{SQLite: &sqlite.Options{}})
+	get := getOp(b, c)
+	warm(b, 50, get)
+	sequential(b, get)
+}
+
 func BenchmarkTasksGetLimited(b *testing.B) {
 	_, c := setupLimited(b, 1)
 	get := getOp(b, c)
@@ -261,6 +271,15 @@ func BenchmarkTasksGetParallel(b *testing.B) {
 // fast lane off.
 func BenchmarkTasksGetSlowLaneParallel(b *testing.B) {
 	_, c := setupWith(b, conns(), &loadgen.ServerOptions{DisableFastLane: true})
+	get := getOp(b, c)
+	warm(b, 50, get)
+	parallel(b, get)
+}
+
+// BenchmarkTasksGetNoViewCacheParallel is BenchmarkTasksGetParallel
+// with the SQLite view cache off.
+func BenchmarkTasksGetNoViewCacheParallel(b *testing.B) {
+	_, c := setupWith(b, conns(), &loadgen.ServerOptions{SQLite: &sqlite.Options{}})
 	get := getOp(b, c)
 	warm(b, 50, get)
 	parallel(b, get)
@@ -376,22 +395,27 @@ func printRatios() {
 			fmt.Printf("  %-46s %s  (target ≤%.1f×)\n", o.name+suffix+" ÷ plain", ratios(f, plain), o.target)
 		}
 	}
-	printed = false
-	for _, suffix := range []string{"", "Parallel"} {
-		fast, ok := med("BenchmarkTasksGet" + suffix)
-		if !ok {
-			continue
+	for _, off := range []struct{ name, what string }{
+		{"SlowLane", "fast lane"},
+		{"NoViewCache", "SQLite view cache"},
+	} {
+		printed = false
+		for _, suffix := range []string{"", "Parallel"} {
+			on, ok := med("BenchmarkTasksGet" + suffix)
+			if !ok {
+				continue
+			}
+			without, ok := med("BenchmarkTasksGet" + off.name + suffix)
+			if !ok {
+				continue
+			}
+			if !printed {
+				fmt.Printf("tasks/get, %s on ÷ off, in this run (below 1.00× = faster with it):\n", off.what)
+				printed = true
+			}
+			fmt.Printf("  %-46s %s  allocs/op %.0f vs %.0f\n", "BenchmarkTasksGet"+suffix+" ÷ "+off.name,
+				ratios(on, without), on.allocsPerOp, without.allocsPerOp)
 		}
-		slow, ok := med("BenchmarkTasksGetSlowLane" + suffix)
-		if !ok {
-			continue
-		}
-		if !printed {
-			fmt.Println("tasks/get, fast lane on ÷ off, in this run (below 1.00× = the fast lane is faster):")
-			printed = true
-		}
-		fmt.Printf("  %-46s %s  allocs/op %.0f vs %.0f\n", "BenchmarkTasksGet"+suffix+" ÷ SlowLane",
-			ratios(fast, slow), fast.allocsPerOp, slow.allocsPerOp)
 	}
 	printed = false
 	for _, suffix := range []string{"", "Parallel"} {
