@@ -161,9 +161,9 @@ type Store struct {
 	closing    chan struct{} // closed by Close
 	writerDone chan struct{} // closed when the writer goroutine has returned
 
-	hub    *hub // relays the announcements of Update and Claim
+	hub *hub // relays the announcements of Update and Claim
 	// views is the file's view cache when Options.ViewCache is on (reads use it).
-	views *viewCache
+	views  *viewCache
 	feedMu sync.Mutex     // orders feeds.Add before Close's wait
 	feeds  sync.WaitGroup // running Changes calls
 
