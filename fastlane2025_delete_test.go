@@ -1,7 +1,6 @@
 package mcptask_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"runtime"
 	"testing"
@@ -25,18 +24,7 @@ func TestFastLane2025RefusedDELETE(t *testing.T) {
 	if _, err := s.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "t"}, "task": map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	taskID := startTask25(t, ctx, s, "work", map[string]any{"label": "t"})
 	cycle := func() {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, p.fast, nil)
 		req.Header.Set("Mcp-Session-Id", s.ID)
@@ -49,7 +37,7 @@ func TestFastLane2025RefusedDELETE(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
 		}
-		if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID}); err != nil {
+		if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": taskID}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,10 +2,7 @@ package mcptask_test
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/internal/wiretest"
@@ -27,28 +24,8 @@ func TestFastLane2025DuplicateOfFirstCall(t *testing.T) {
 	if _, err := setup.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := setup.Call(ctx, "tools/call", map[string]any{"name": "ask", "task": map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		raw, err := setup.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(raw), `"input_required"`) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	taskID := startTask25(t, ctx, setup, "ask", nil)
+	waitAnswer25(t, ctx, setup, taskID, `"input_required"`)
 	answers := map[string]string{}
 	for _, url := range []string{p.fast, p.slow} {
 		s := &wiretest.Session{URL: url}
@@ -61,7 +38,7 @@ func TestFastLane2025DuplicateOfFirstCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		msgs, err := s.CallStream(rctx, "tasks/result", map[string]any{"taskId": res.Task.TaskID}) // ID 2
+		msgs, err := s.CallStream(rctx, "tasks/result", map[string]any{"taskId": taskID}) // ID 2
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +46,7 @@ func TestFastLane2025DuplicateOfFirstCall(t *testing.T) {
 			t.Fatalf("tasks/result: %+v, want the question", m)
 		}
 		dup := laneRequest{name: "duplicate", session: laneSessionID,
-			body: `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + res.Task.TaskID + `"}}`}
+			body: `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + taskID + `"}}`}
 		answers[url] = dup.send(t, url)
 		cancel()
 		for range msgs {

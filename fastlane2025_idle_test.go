@@ -1,7 +1,6 @@
 package mcptask_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -35,18 +34,7 @@ func TestFastLane2025IdleTimeoutRefusedPOST(t *testing.T) {
 				if _, err := s.Initialize(ctx); err != nil {
 					t.Fatal(err)
 				}
-				raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "t"}, "task": map[string]any{}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var res struct {
-					Task struct {
-						TaskID string `json:"taskId"`
-					} `json:"task"`
-				}
-				if err := json.Unmarshal(raw, &res); err != nil {
-					t.Fatal(err)
-				}
+				taskID := startTask25(t, ctx, s, "work", map[string]any{"label": "t"})
 				// The refused POST: a wrong Content-Type (415) without
 				// authn, bob's token on alice's session (403) with it.
 				bad := laneRequest{name: "refused", session: s.ID,
@@ -59,7 +47,7 @@ func TestFastLane2025IdleTimeoutRefusedPOST(t *testing.T) {
 				gets := 0
 				last := time.Now()
 				for end := time.Now().Add(3 * timeout); time.Now().Before(end); gets++ {
-					if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID}); err != nil {
+					if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": taskID}); err != nil {
 						failed = err
 						break
 					}

@@ -2,7 +2,6 @@ package mcptask_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -73,22 +72,11 @@ func TestFastLane2025ResultUnderRateLimit(t *testing.T) {
 		if _, err := s.Initialize(ctx); err != nil {
 			t.Fatal(err)
 		}
-		raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "t"}, "task": map[string]any{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res struct {
-			Task struct {
-				TaskID string `json:"taskId"`
-			} `json:"task"`
-		}
-		if err := json.Unmarshal(raw, &res); err != nil {
-			t.Fatal(err)
-		}
+		taskID := startTask25(t, ctx, s, "work", map[string]any{"label": "t"})
 		time.Sleep(300 * time.Millisecond) // the task finishes
 		limited := 0
 		for range 2 + 20 {
-			if _, err := s.Call(ctx, "tasks/result", map[string]any{"taskId": res.Task.TaskID}); err != nil {
+			if _, err := s.Call(ctx, "tasks/result", map[string]any{"taskId": taskID}); err != nil {
 				if !strings.Contains(err.Error(), "rate") {
 					t.Fatalf("fast=%v: %v", fast, err)
 				}

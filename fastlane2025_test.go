@@ -19,6 +19,48 @@ import (
 // its sessions.
 const laneSessionID = "lane-session-0123456789"
 
+// startTask25 calls tool with args as a task on the 2025-11-25 session s
+// and returns the task's ID.
+func startTask25(t *testing.T, ctx context.Context, s *wiretest.Session, tool string, args map[string]any) string {
+	t.Helper()
+	params := map[string]any{"name": tool, "task": map[string]any{}}
+	if args != nil {
+		params["arguments"] = args
+	}
+	raw, err := s.Call(ctx, "tools/call", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Task struct {
+			TaskID string `json:"taskId"`
+		} `json:"task"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || res.Task.TaskID == "" {
+		t.Fatalf("%s: no task in %s (%v)", tool, raw, err)
+	}
+	return res.Task.TaskID
+}
+
+// waitAnswer25 reads the task id on s until its tasks/get answer holds
+// want.
+func waitAnswer25(t *testing.T, ctx context.Context, s *wiretest.Session, id, want string) {
+	t.Helper()
+	for {
+		raw, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), want) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("task %s: never %s", id, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // laneTasks25 creates, on the 2025-11-25 session s, a task of each kind
 // the corpus reads, and returns their IDs by kind.
 func laneTasks25(t *testing.T, s *wiretest.Session, g *gates) map[string]string {
@@ -26,19 +68,7 @@ func laneTasks25(t *testing.T, s *wiretest.Session, g *gates) map[string]string 
 	ctx := ctxT(t)
 	ids := map[string]string{}
 	start := func(kind, tool string, args map[string]any) {
-		raw, err := s.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{}})
-		if err != nil {
-			t.Fatalf("%s: %v", kind, err)
-		}
-		var res struct {
-			Task struct {
-				TaskID string `json:"taskId"`
-			} `json:"task"`
-		}
-		if err := json.Unmarshal(raw, &res); err != nil || res.Task.TaskID == "" {
-			t.Fatalf("%s: no task in %s (%v)", kind, raw, err)
-		}
-		ids[kind] = res.Task.TaskID
+		ids[kind] = startTask25(t, ctx, s, tool, args)
 	}
 	get := func(id string) (status, message string, raw json.RawMessage) {
 		raw, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": id})
@@ -314,23 +344,12 @@ func TestFastLane2025SessionTimeout(t *testing.T) {
 	if _, err := s.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := s.Call(ctx, "tools/call", map[string]any{"name": "work", "arguments": map[string]any{"label": "t"}, "task": map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	taskID := startTask25(t, ctx, s, "work", map[string]any{"label": "t"})
 	// Polled for 2.5 timeouts.
 	before := mcptask.FastLaneServed(p.fastTasks)
 	gets := 0
 	for end := time.Now().Add(5 * timeout / 2); time.Now().Before(end); gets++ {
-		if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID}); err != nil {
+		if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": taskID}); err != nil {
 			t.Fatalf("after %d gets: %v", gets, err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -342,7 +361,7 @@ func TestFastLane2025SessionTimeout(t *testing.T) {
 	t.Logf("%d of %d gets on the fast lane", fast, gets)
 	// Left idle, the session closes; then neither lane answers it.
 	for {
-		_, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID})
+		_, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": taskID})
 		if err != nil && strings.Contains(err.Error(), "HTTP 404") {
 			break
 		}
@@ -370,28 +389,8 @@ func testDuplicateID(t *testing.T, jsonResponse bool) {
 	if _, err := setup.Initialize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := setup.Call(ctx, "tools/call", map[string]any{"name": "ask", "task": map[string]any{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		raw, err := setup.Call(ctx, "tasks/get", map[string]any{"taskId": res.Task.TaskID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(raw), `"input_required"`) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	taskID := startTask25(t, ctx, setup, "ask", nil)
+	waitAnswer25(t, ctx, setup, taskID, `"input_required"`)
 	answers := map[string]string{}
 	for _, url := range []string{p.fast, p.slow} {
 		s := &wiretest.Session{URL: url}
@@ -407,7 +406,7 @@ func testDuplicateID(t *testing.T, jsonResponse bool) {
 		// stream: once the question is there, the call is in flight. Its
 		// ID is 2 (the session's second call, after initialize).
 		rctx, cancel := context.WithCancel(ctx)
-		msgs, err := s.CallStream(rctx, "tasks/result", map[string]any{"taskId": res.Task.TaskID})
+		msgs, err := s.CallStream(rctx, "tasks/result", map[string]any{"taskId": taskID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +414,7 @@ func testDuplicateID(t *testing.T, jsonResponse bool) {
 			t.Fatalf("tasks/result: %+v, want the question", m)
 		}
 		dup := laneRequest{name: "duplicate", session: laneSessionID,
-			body: `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + res.Task.TaskID + `"}}`}
+			body: `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"` + taskID + `"}}`}
 		answers[url] = dup.send(t, url)
 		cancel()
 		for range msgs {
@@ -434,7 +433,7 @@ func testDuplicateID(t *testing.T, jsonResponse bool) {
 	// the go-sdk refuses one (above).
 	end := mcptask.MarkFastLaneCall(p.fastHandler, laneSessionID, 3)
 	dup := laneRequest{name: "duplicate", session: laneSessionID,
-		body: `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + res.Task.TaskID + `"}}`}
+		body: `{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":"` + taskID + `"}}`}
 	got := dup.send(t, p.fast)
 	end()
 	if want := strings.NewReplacer(`"id":2,`, `"id":3,`, "request ID 2", "request ID 3").Replace(answers[p.slow]); got != want {
