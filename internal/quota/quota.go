@@ -53,26 +53,8 @@ const evictEvery = 1024
 // Allow takes one token from key's bucket at now. If the bucket is empty
 // it takes nothing and returns false and how long until a token is there.
 func (l *Limiters) Allow(key string, now time.Time) (ok bool, retryAfter time.Duration) {
-	if l == nil {
-		return true, 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst), lastUsed: now}
-		l.buckets[key] = b
-		if l.inserts++; l.inserts >= evictEvery {
-			l.evict(now)
-		}
-	}
-	b.lastUsed = now
-	r := b.lim.ReserveN(now, 1)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now) // give the token back: a refused request costs nothing
-		return false, d
-	}
-	return true, 0
+	ok, retryAfter, _ = l.Reserve(key, now)
+	return ok, retryAfter
 }
 
 // Reserve is Allow whose token can be given back: undo (called once, when
@@ -95,7 +77,7 @@ func (l *Limiters) Reserve(key string, now time.Time) (ok bool, retryAfter time.
 	b.lastUsed = now
 	r := b.lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
+		r.CancelAt(now) // give the token back: a refused request costs nothing
 		return false, d, func() {}
 	}
 	return true, 0, func() { r.CancelAt(now) }

@@ -188,32 +188,48 @@ type scanner interface{ Scan(dest ...any) error }
 
 // scanTask reads one task selected with taskColumns.
 func scanTask(sc scanner) (*task.Task, error) {
-	var (
-		t                                     task.Task
-		id, status                            string
-		createdMS, updatedMS, ttlNS, pollNS   int64
-		request, result, errJSON, reqs, resps []byte
-		leaseMS                               int64
-	)
-	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef); err != nil {
+	var c taskCols
+	if err := sc.Scan(c.dest()...); err != nil {
 		return nil, err
 	}
-	t.LeaseExpiresAt = leaseTime(leaseMS)
-	t.ID = task.ID(id)
-	t.Status = task.Status(status)
-	t.CreatedAt = msTime(createdMS)
-	t.LastUpdatedAt = msTime(updatedMS)
-	t.TTL = time.Duration(ttlNS)
-	t.PollInterval = time.Duration(pollNS)
-	if len(request) > 0 {
-		t.Request = request
+	return c.task()
+}
+
+// taskCols receives the columns of a task row, in the order of the
+// tasks table's SELECT lists (scanTask, scanView).
+type taskCols struct {
+	t                                     task.Task
+	id, status                            string
+	createdMS, updatedMS, ttlNS, pollNS   int64
+	request, result, errJSON, reqs, resps []byte
+	leaseMS                               int64
+}
+
+// dest returns the scan destinations of the columns.
+func (c *taskCols) dest() []any {
+	t := &c.t
+	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
+		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&c.leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef}
+}
+
+// task returns the task the scanned columns hold.
+func (c *taskCols) task() (*task.Task, error) {
+	t := c.t
+	t.LeaseExpiresAt = leaseTime(c.leaseMS)
+	t.ID = task.ID(c.id)
+	t.Status = task.Status(c.status)
+	t.CreatedAt = msTime(c.createdMS)
+	t.LastUpdatedAt = msTime(c.updatedMS)
+	t.TTL = time.Duration(c.ttlNS)
+	t.PollInterval = time.Duration(c.pollNS)
+	if len(c.request) > 0 {
+		t.Request = c.request
 	}
-	if len(result) > 0 {
-		t.Result = result
+	if len(c.result) > 0 {
+		t.Result = c.result
 	}
-	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
+	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
 	return &t, nil

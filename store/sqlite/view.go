@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mcptask/mcptask/store"
-	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -78,41 +76,22 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 // scanView reads the row of viewSQL.
 func scanView(sc scanner) (*store.View, error) {
 	var (
-		t                                     task.Task
-		id, status                            string
-		createdMS, updatedMS, ttlNS, pollNS   int64
-		request, result, errJSON, reqs, resps []byte
-		leaseMS                               int64
-		last, dropped                         int64
-		o                                     task.Operation
-		opTask, opOwner, opState              string
-		opCreated, opUpdated, opRecon         int64
+		c                             taskCols
+		last, dropped                 int64
+		o                             task.Operation
+		opTask, opOwner, opState      string
+		opCreated, opUpdated, opRecon int64
 	)
-	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef,
-		&last, &dropped,
+	if err := sc.Scan(append(c.dest(), &last, &dropped,
 		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
-		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon); err != nil {
+		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon)...); err != nil {
 		return nil, err
 	}
-	t.LeaseExpiresAt = leaseTime(leaseMS)
-	t.ID = task.ID(id)
-	t.Status = task.Status(status)
-	t.CreatedAt = msTime(createdMS)
-	t.LastUpdatedAt = msTime(updatedMS)
-	t.TTL = time.Duration(ttlNS)
-	t.PollInterval = time.Duration(pollNS)
-	if len(request) > 0 {
-		t.Request = request
+	t, err := c.task()
+	if err != nil {
+		return nil, err
 	}
-	if len(result) > 0 {
-		t.Result = result
-	}
-	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
-		return nil, fmt.Errorf("sqlite store: %w", err)
-	}
-	v := &store.View{Task: &t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
+	v := &store.View{Task: t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
 	if o.Key != "" {
 		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
 		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
