@@ -217,38 +217,54 @@ func textColumn(b []byte, err error) (*string, error) {
 
 // scanTask reads one task selected with taskColumns.
 func scanTask(sc pgx.Row) (*task.Task, error) {
-	var (
-		t                                     task.Task
-		id, status                            string
-		createdMS, updatedMS, ttlNS, pollNS   int64
-		request, result, errJSON, reqs, resps []byte
-		leaseMS                               *int64
-		idemKey                               *string
-	)
-	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &idemKey, &t.Queue, &t.Queued, &t.ExternalRef); err != nil {
+	var c taskCols
+	if err := sc.Scan(c.dest()...); err != nil {
 		return nil, err
 	}
-	t.ID = task.ID(id)
-	t.Status = task.Status(status)
-	t.CreatedAt = msTime(createdMS)
-	t.LastUpdatedAt = msTime(updatedMS)
-	t.TTL = time.Duration(ttlNS)
-	t.PollInterval = time.Duration(pollNS)
-	if leaseMS != nil {
-		t.LeaseExpiresAt = msTime(*leaseMS)
+	return c.task()
+}
+
+// taskCols receives the columns of a task row, in the order of the
+// tasks table's SELECT lists (scanTask, scanView).
+type taskCols struct {
+	t                                     task.Task
+	id, status                            string
+	createdMS, updatedMS, ttlNS, pollNS   int64
+	request, result, errJSON, reqs, resps []byte
+	leaseMS                               *int64
+	idemKey                               *string
+}
+
+// dest returns the scan destinations of the columns.
+func (c *taskCols) dest() []any {
+	t := &c.t
+	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
+		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
+		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef}
+}
+
+// task returns the task the scanned columns hold.
+func (c *taskCols) task() (*task.Task, error) {
+	t := c.t
+	t.ID = task.ID(c.id)
+	t.Status = task.Status(c.status)
+	t.CreatedAt = msTime(c.createdMS)
+	t.LastUpdatedAt = msTime(c.updatedMS)
+	t.TTL = time.Duration(c.ttlNS)
+	t.PollInterval = time.Duration(c.pollNS)
+	if c.leaseMS != nil {
+		t.LeaseExpiresAt = msTime(*c.leaseMS)
 	}
-	if idemKey != nil {
-		t.IdempotencyKey = *idemKey
+	if c.idemKey != nil {
+		t.IdempotencyKey = *c.idemKey
 	}
-	if len(request) > 0 {
-		t.Request = request
+	if len(c.request) > 0 {
+		t.Request = c.request
 	}
-	if len(result) > 0 {
-		t.Result = result
+	if len(c.result) > 0 {
+		t.Result = c.result
 	}
-	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
+	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	return &t, nil

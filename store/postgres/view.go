@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/store"
-	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -61,47 +59,22 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 // scanView reads the row of viewSQL.
 func scanView(sc pgx.Row) (*store.View, error) {
 	var (
-		t                                     task.Task
-		id, status                            string
-		createdMS, updatedMS, ttlNS, pollNS   int64
-		request, result, errJSON, reqs, resps []byte
-		leaseMS                               *int64
-		idemKey                               *string
-		last, dropped                         int64
-		o                                     task.Operation
-		opTask, opOwner, opState              string
-		opCreated, opUpdated, opRecon         int64
+		c                             taskCols
+		last, dropped                 int64
+		o                             task.Operation
+		opTask, opOwner, opState      string
+		opCreated, opUpdated, opRecon int64
 	)
-	if err := sc.Scan(&id, &t.Owner, &t.Tool, &t.Wire, &status, &t.StatusMessage, &createdMS, &updatedMS,
-		&ttlNS, &pollNS, &request, &result, &errJSON, &reqs, &resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&leaseMS, &idemKey, &t.Queue, &t.Queued, &t.ExternalRef,
-		&last, &dropped,
+	if err := sc.Scan(append(c.dest(), &last, &dropped,
 		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
-		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon); err != nil {
+		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon)...); err != nil {
 		return nil, err
 	}
-	t.ID = task.ID(id)
-	t.Status = task.Status(status)
-	t.CreatedAt = msTime(createdMS)
-	t.LastUpdatedAt = msTime(updatedMS)
-	t.TTL = time.Duration(ttlNS)
-	t.PollInterval = time.Duration(pollNS)
-	if leaseMS != nil {
-		t.LeaseExpiresAt = msTime(*leaseMS)
+	t, err := c.task()
+	if err != nil {
+		return nil, err
 	}
-	if idemKey != nil {
-		t.IdempotencyKey = *idemKey
-	}
-	if len(request) > 0 {
-		t.Request = request
-	}
-	if len(result) > 0 {
-		t.Result = result
-	}
-	if err := jsoncol.Decode(&t, errJSON, reqs, resps); err != nil {
-		return nil, fmt.Errorf("postgres store: %w", err)
-	}
-	v := &store.View{Task: &t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
+	v := &store.View{Task: t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
 	if o.Key != "" {
 		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
 		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
