@@ -75,7 +75,7 @@ import (
 
 // laneSessionsKey is the context key under which Handler's router puts its
 // session record on the requests that may create a session (see
-// registerSession).
+// laneSessions.register).
 type laneSessionsKey struct{}
 
 // laneSessions is the fast lane's record of the 2025-11-25 sessions of

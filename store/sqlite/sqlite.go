@@ -81,7 +81,9 @@ type Options struct {
 	// touches before it returns. Turn it on only when no other process
 	// writes the file (mcptaskd holds a lock on it): their writes would
 	// not drop anything.
-	ViewCache        bool
+	ViewCache bool
+	// ViewCacheEntries bounds the Views the cache holds (also bounded to
+	// 64 MiB of payloads); zero means DefaultViewCacheEntries.
 	ViewCacheEntries int
 }
 
