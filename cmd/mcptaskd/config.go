@@ -22,7 +22,7 @@ type Config struct {
 	Addr            string        // listen address, host:port
 	DB              string        // SQLite file
 	SQLiteSync      string        // SQLite synchronous setting: full or normal
-	SQLiteViewCache int           // finished tasks whose views are kept in memory (0: none)
+	SQLiteViewCache int           // tasks whose views are kept in memory (0: none)
 	Postgres        string        // PostgreSQL DSN; when set, the store is PostgreSQL, not SQLite
 	PostgresSchema  string        // PostgreSQL schema holding the tasks
 	Lease           time.Duration // how long an instance holds a task without a heartbeat
@@ -89,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "`host:port` to listen on (port 0 picks a free port)")
 	fs.StringVar(&c.DB, "db", "./mcptask.db", "SQLite `file` holding the tasks (created if missing)")
-	fs.IntVar(&c.SQLiteViewCache, "sqlite-view-cache", sqlite.DefaultViewCacheEntries, "finished tasks whose tasks/get reads are kept in memory, on SQLite (the file is locked to this process, so every write to it drops what it changes); 0 turns it off")
+	fs.IntVar(&c.SQLiteViewCache, "sqlite-view-cache", sqlite.DefaultViewCacheEntries, "tasks whose tasks/get reads are kept in memory until they change, on SQLite (the file is locked to this process, so every write to it drops what it changes); 0 turns it off")
 	fs.StringVar(&c.SQLiteSync, "sqlite-sync", "full", "SQLite synchronous setting: full (every commit on disk before it is acknowledged) or normal (faster single-client writes; a power loss may lose the last commits, a process crash loses nothing)")
 	fs.StringVar(&c.Postgres, "postgres", "", "PostgreSQL `DSN` (e.g. postgres://user@127.0.0.1:5432/db); when set, tasks live in PostgreSQL, shared by every mcptaskd on the same database and schema, instead of the SQLite -db file")
 	fs.StringVar(&c.PostgresSchema, "postgres-schema", "mcptask", "PostgreSQL schema holding the tasks (created if missing)")

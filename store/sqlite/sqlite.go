@@ -73,12 +73,11 @@ type Options struct {
 	// single-client writes.
 	Synchronous Sync
 
-	// ViewCache keeps the Views (store.Viewer) of finished tasks in
-	// memory, up to ViewCacheEntries of them (zero means
-	// DefaultViewCacheEntries), shared by the Stores of the process on
-	// the file: a tasks/get of a finished task then reads no database.
-	// Every write through a Store of the process drops the tasks it
-	// touches before it returns. Turn it on only when no other process
+	// ViewCache keeps the Views (store.Viewer) of tasks in memory, up to
+	// ViewCacheEntries of them, shared by the Stores of the process on
+	// the file: a tasks/get of a task that did not change since it was
+	// last read reads no database. Every write through a Store of the
+	// process drops the tasks it touches before it returns. Turn it on only when no other process
 	// writes the file (mcptaskd holds a lock on it): their writes would
 	// not drop anything.
 	ViewCache bool

@@ -42,7 +42,7 @@ WHERE t.id = ?6`
 // View reads the task with the given ID, its newest operation and its
 // log's position in one statement (prepared once), loading only the
 // payloads opts asks for; see [store.Viewer]. With Options.ViewCache, a
-// finished task's View is read from memory after the first time (see
+// task's View is read from memory until a write changes the task (see
 // viewcache.go).
 func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*store.View, error) {
 	if s.closed() {

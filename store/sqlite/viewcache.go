@@ -8,17 +8,16 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// The view cache keeps, in memory, the Views of finished tasks read
-// through the Stores of one database file in this process (Options.ViewCache):
-// a finished task changes seldom (a deletion, an operation reconciled, an
-// external reference recorded late), and every such change is a write of
-// this process when no other process writes the file. Each committed
-// write batch drops, before its writes return, the entries of the tasks
-// it touched (of every task, for the writes that do not say which), so a
-// read after a write never sees the state before it. A read that raced a
-// write does not put what it read in the cache: each task's stripe of a
-// generation counter, read before the statement, must be unchanged after
-// it.
+// The view cache keeps, in memory, the Views of tasks read through the
+// Stores of one database file in this process (Options.ViewCache), so
+// that a poll of a task that did not change since the last one reads no
+// database. Every change to a task is a write of this process when no
+// other process writes the file, and each committed write batch drops,
+// before its writes return, the entries of the tasks it touched (of every
+// task, for the writes that do not say which), so a read after a write
+// never sees the state before it. A read that raced a write does not put
+// what it read in the cache: each task's stripe of a generation counter,
+// read before the statement, must be unchanged after it.
 type viewCache struct {
 	mu       sync.Mutex
 	max      int   // entries
@@ -82,10 +81,10 @@ func (c *viewCache) get(k viewKey) (v *store.View, gen uint64) {
 	return copyView(e), gen
 }
 
-// put keeps v, read from the database, for k if its task is finished
-// and no write touched the task since get returned gen.
+// put keeps v, read from the database, for k if no write touched the
+// task since get returned gen.
 func (c *viewCache) put(k viewKey, v *store.View, gen uint64) {
-	if v == nil || v.Task == nil || !v.Task.Status.Terminal() {
+	if v == nil || v.Task == nil {
 		return
 	}
 	size := viewBytes(v)

@@ -57,20 +57,36 @@ func cachedViews(s *Store) int {
 	return s.views.n
 }
 
-// TestViewCacheHoldsFinishedTasks: a finished task's View is kept (a
-// copy, which its reader may change); a running task's is not.
-func TestViewCacheHoldsFinishedTasks(t *testing.T) {
+// TestViewCacheHolds: a task's View is kept (a copy, which its reader
+// may change), whatever its status, and its next write drops it.
+func TestViewCacheHolds(t *testing.T) {
 	ctx := t.Context()
 	s := openCached(t, filepath.Join(t.TempDir(), "tasks.db"))
 	running := newTask("alice", time.Now())
+	running.Runner, running.LeaseExpiresAt = "r1", time.Now().Add(time.Minute)
 	if err := s.Create(ctx, running, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.View(ctx, running.ID, allPayloads); err != nil {
 		t.Fatal(err)
 	}
+	if n := cachedViews(s); n != 1 {
+		t.Fatalf("a running task's View: %d kept, want 1", n)
+	}
+	if _, err := s.Update(ctx, running.ID, func(tk *task.Task) error { return tk.SetStatusMessage("step 2", time.Now()) }); err != nil {
+		t.Fatal(err)
+	}
 	if n := cachedViews(s); n != 0 {
-		t.Fatalf("a running task's View was kept (%d)", n)
+		t.Fatalf("after its Update: %d kept, want 0", n)
+	}
+	if v, err := s.View(ctx, running.ID, allPayloads); err != nil || v.Task.StatusMessage != "step 2" {
+		t.Fatalf("after its Update: %+v, %v", v, err)
+	}
+	if _, err := s.Heartbeat(ctx, running.Runner, []task.ID{running.ID}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n := cachedViews(s); n != 0 {
+		t.Fatalf("after its heartbeat: %d kept, want 0", n)
 	}
 	done := finished(t, s)
 	first, err := s.View(ctx, done.ID, allPayloads)
@@ -178,11 +194,25 @@ func TestViewCacheWrites(t *testing.T) {
 
 // TestViewCacheRacingWrites: readers never see a task older than a write
 // that returned before they read it, while writes and reads race (run
-// with -race).
+// with -race), for a finished task and a running one.
 func TestViewCacheRacingWrites(t *testing.T) {
+	for _, kind := range []string{"finished", "running"} {
+		t.Run(kind, func(t *testing.T) { testRacingWrites(t, kind == "finished") })
+	}
+}
+
+func testRacingWrites(t *testing.T, done bool) {
 	ctx := t.Context()
 	s := openCached(t, filepath.Join(t.TempDir(), "tasks.db"))
-	tk := finished(t, s)
+	var tk *task.Task
+	if done {
+		tk = finished(t, s)
+	} else {
+		tk = newTask("alice", time.Now())
+		if err := s.Create(ctx, tk, store.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var (
 		mu        sync.Mutex
 		committed int // the newest version whose Update returned
