@@ -242,19 +242,7 @@ func corpus25(ids map[string]string, sid, owner, other string) []laneRequest {
 // one without, the same requests, answers compared byte for byte; then
 // the session deleted on both, and its requests answered 404 by both.
 func TestFastLaneSameAnswers2025(t *testing.T) {
-	cases := []struct {
-		name   string
-		authn  bool
-		json   bool
-		limits mcptask.Limits
-	}{
-		{name: "anonymous"},
-		{name: "anonymous json", json: true},
-		{name: "authn", authn: true},
-		{name: "authn json", authn: true, json: true},
-		{name: "limited", authn: true, limits: mcptask.Limits{RequestRate: 0.001, RequestBurst: 40}},
-	}
-	for _, tc := range cases {
+	for _, tc := range laneCases(40) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &gates{}
 			p := startLanePairSessions(t, g, mcptask.Options{Limits: tc.limits}, mcp.StreamableHTTPOptions{JSONResponse: tc.json}, tc.authn, laneSessionID)

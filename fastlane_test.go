@@ -278,6 +278,27 @@ func corpus(ids map[string]string, owner, other string) []laneRequest {
 	return rs
 }
 
+// laneCase is one configuration of a fast-lane comparison.
+type laneCase struct {
+	name   string
+	authn  bool
+	json   bool
+	limits mcptask.Limits
+}
+
+// laneCases are the configurations of the comparisons: without and with
+// authentication, SSE and JSON answers, and a request rate that lets
+// burst requests through and refuses the rest.
+func laneCases(burst int) []laneCase {
+	return []laneCase{
+		{name: "anonymous"},
+		{name: "anonymous json", json: true},
+		{name: "authn", authn: true},
+		{name: "authn json", authn: true, json: true},
+		{name: "limited", authn: true, limits: mcptask.Limits{RequestRate: 0.001, RequestBurst: burst}},
+	}
+}
+
 // TestFastLaneSameAnswers sends a corpus of tasks/get requests to two
 // servers on one store, one with the fast lane and one without, over
 // loopback HTTP, and compares the answers byte for byte: status, headers
@@ -285,19 +306,7 @@ func corpus(ids map[string]string, owner, other string) []laneRequest {
 // with JSON answers, and with the limits on (the request rate refusing
 // some requests, the poll interval raised).
 func TestFastLaneSameAnswers(t *testing.T) {
-	cases := []struct {
-		name   string
-		authn  bool
-		json   bool
-		limits mcptask.Limits
-	}{
-		{name: "anonymous"},
-		{name: "anonymous json", json: true},
-		{name: "authn", authn: true},
-		{name: "authn json", authn: true, json: true},
-		{name: "limited", authn: true, limits: mcptask.Limits{RequestRate: 0.001, RequestBurst: 30}},
-	}
-	for _, tc := range cases {
+	for _, tc := range laneCases(30) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &gates{}
 			p := startLanePair(t, g, mcptask.Options{Limits: tc.limits}, mcp.StreamableHTTPOptions{JSONResponse: tc.json}, tc.authn)
