@@ -1,9 +1,11 @@
 package faults_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,8 +177,26 @@ func cutAfterCreate(t *testing.T, d *daemon, wire string) {
 	c := newCLI(t, p.URL)
 	comp2 := compute(uniqueN(), 10, 50)
 	run := c.start(append([]string{"--wire", wire, "call", comp2.tool}, comp2.cliArgs()...)...)
-	d.waitStatus(t, comp2, time.Minute, "working", "completed")
-	outage(t, p, 3)
+	tk := d.waitStatus(t, comp2, time.Minute, "working", "completed")
+	// The task is in the store before the create's answer is on its way
+	// back: the cut is after the create once the CLI has that answer,
+	// which its journal then names (or once the CLI is done).
+	ended := false
+	waitFor(t, "the CLI to have the create's answer", time.Minute, func() bool {
+		b, _ := os.ReadFile(c.journal)
+		select {
+		case <-run.done:
+			ended = true
+			return true
+		default:
+			return bytes.Contains(b, []byte(tk.ID))
+		}
+	})
+	if ended {
+		t.Log("the CLI's call ended before the outage could cut it")
+	} else {
+		outage(t, p, 3)
+	}
 	expect(t, run.wait(), 0, []string{"There are "}, nil)
 
 	comp.want, comp2.want = []string{"completed"}, []string{"completed"}
