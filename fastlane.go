@@ -214,10 +214,7 @@ func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
 // answer answers the request of body if the go-sdk would hand it to
 // mcptask's middleware as it is, and reports whether it did.
 func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	// A JSON object (never a batch), the nesting well within the go-sdk's
-	// bound of 1000.
-	if i := bytes.IndexFunc(body, func(r rune) bool { return !strings.ContainsRune(" \t\r\n", r) }); i < 0 || body[i] != '{' ||
-		bytes.Count(body, []byte("{"))+bytes.Count(body, []byte("[")) > 1000 {
+	if !plainObject(body) {
 		return false
 	}
 	jreq, ok := decodeRequest(body)
@@ -230,7 +227,7 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	}
 	ctx := r.Context()
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
-	p, req, ok := laneMethods[method](jreq.Params, extra)
+	p, req, ok := laneMethods[method](jreq.Params, extra, nil)
 	if !ok || !sdkAcceptsMeta(p.GetMeta(), r.Header.Get("Mcp-Protocol-Version")) {
 		return false
 	}
@@ -242,6 +239,14 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	f.writeAnswer(w, jreq.ID, res, err, true)
 	s.fastServed.Add(1)
 	return true
+}
+
+// plainObject reports whether body is a JSON object (never a batch)
+// whose nesting is well within the go-sdk's bound of 1000, as the lanes
+// require before they decode it.
+func plainObject(body []byte) bool {
+	i := bytes.IndexFunc(body, func(r rune) bool { return !strings.ContainsRune(" \t\r\n", r) })
+	return i >= 0 && body[i] == '{' && bytes.Count(body, []byte("{"))+bytes.Count(body, []byte("[")) <= 1000
 }
 
 // wireDecode is the shape jsonrpc.DecodeMessage decodes a message into.
@@ -278,12 +283,16 @@ func decodeRequest(body []byte) (*jsonrpc.Request, bool) {
 	return &jsonrpc.Request{Method: method, ID: id, Params: msg.Params}, true
 }
 
-// laneMethods are the methods of the fast lane, each with the decoding of
-// its params into the shape the go-sdk decodes them into (see addMethods)
-// and the request the go-sdk would hand the middleware (without the
-// session: the default requester of a stateless request does not depend
-// on it). ok is false when the params do not decode, or are null.
-var laneMethods = map[string]func(raw json.RawMessage, extra *mcp.RequestExtra) (p mcp.Params, req mcp.Request, ok bool){
+// laneDecoder decodes the params of a fast-lane method into the shape the
+// go-sdk decodes them into (see addMethods), and returns the request the
+// go-sdk would hand the middleware, of session ss (nil on 2026-07-28: the
+// default requester of a stateless request does not depend on its
+// temporary session). ok is false when the params do not decode, or are
+// null.
+type laneDecoder func(raw json.RawMessage, extra *mcp.RequestExtra, ss *mcp.ServerSession) (p mcp.Params, req mcp.Request, ok bool)
+
+// laneMethods are the 2026-07-28 methods of the fast lane.
+var laneMethods = map[string]laneDecoder{
 	wire.MethodTasksGet:    laneParams[ext2026.GetTaskParams],
 	wire.MethodTasksUpdate: laneParams[ext2026.UpdateTaskParams],
 	wire.MethodTasksCancel: laneParams[ext2026.CancelTaskParams],
@@ -293,12 +302,12 @@ var laneMethods = map[string]func(raw json.RawMessage, extra *mcp.RequestExtra) 
 func laneParams[T any, P interface {
 	*T
 	mcp.Params
-}](raw json.RawMessage, extra *mcp.RequestExtra) (mcp.Params, mcp.Request, bool) {
+}](raw json.RawMessage, extra *mcp.RequestExtra, ss *mcp.ServerSession) (mcp.Params, mcp.Request, bool) {
 	var p P
 	if sdkUnmarshal(raw, &p) != nil || p == nil {
 		return nil, nil, false
 	}
-	return p, &mcp.ServerRequest[P]{Params: p, Extra: extra}, true
+	return p, &mcp.ServerRequest[P]{Session: ss, Params: p, Extra: extra}, true
 }
 
 // writeAnswer writes the answer to the request id (res, or the error

@@ -247,7 +247,7 @@ func callIDs(body []byte) []string {
 
 // lane25Methods are the 2025-11-25 methods of the fast lane, with the
 // decoding of their params as the go-sdk decodes them (see addMethods).
-var lane25Methods = map[string]func(raw json.RawMessage, extra *mcp.RequestExtra) (p mcp.Params, req mcp.Request, ok bool){
+var lane25Methods = map[string]laneDecoder{
 	wire.MethodTasksGet:    laneParams[ext2026.GetTaskParams],
 	wire.MethodTasksResult: laneParams[v1.TaskIDParams],
 }
@@ -282,8 +282,7 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 	if user != rec.userID {
 		return false
 	}
-	if i := bytes.IndexFunc(body, func(r rune) bool { return !bytes.ContainsRune([]byte(" \t\r\n"), r) }); i < 0 || body[i] != '{' ||
-		bytes.Count(body, []byte("{"))+bytes.Count(body, []byte("[")) > 1000 {
+	if !plainObject(body) {
 		return false
 	}
 	jreq, ok := decodeRequest(body)
@@ -291,7 +290,7 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	extra := &mcp.RequestExtra{TokenInfo: ti, Header: r.Header}
-	p, _, ok := lane25Methods[jreq.Method](jreq.Params, extra)
+	p, req, ok := lane25Methods[jreq.Method](jreq.Params, extra, rec.ss)
 	if !ok {
 		return false
 	}
@@ -300,7 +299,6 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	s := f.s
-	req := laneRequest25(rec.ss, p, extra)
 	rec.mu.Lock()
 	stale := f.sessions.timeout > 0 && time.Since(rec.seen) >= f.sessions.timeout/2
 	rec.mu.Unlock()
@@ -337,18 +335,6 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 	f.writeAnswer(w, jreq.ID, res, err, false)
 	s.fastServed.Add(1)
 	return true
-}
-
-// laneRequest25 is the request the go-sdk hands the middleware for a
-// tasks/* call of session ss with params p.
-func laneRequest25(ss *mcp.ServerSession, p mcp.Params, extra *mcp.RequestExtra) mcp.Request {
-	switch p := p.(type) {
-	case *ext2026.GetTaskParams:
-		return &mcp.ServerRequest[*ext2026.GetTaskParams]{Session: ss, Params: p, Extra: extra}
-	case *v1.TaskIDParams:
-		return &mcp.ServerRequest[*v1.TaskIDParams]{Session: ss, Params: p, Extra: extra}
-	}
-	panic(fmt.Sprintf("mcptask: no fast-lane request for params %T", p))
 }
 
 // finished reports whether the task a tasks/result names has finished,

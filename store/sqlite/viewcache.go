@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"hash/fnv"
 	"sync"
 
 	"github.com/mcptask/mcptask/store"
@@ -56,10 +55,15 @@ func newViewCache(max int) *viewCache {
 	return &viewCache{max: max, maxBytes: viewCacheMaxBytes, m: map[task.ID][]cached{}}
 }
 
+// stripe is the generation stripe of the task id: FNV-1a of the ID, on
+// every View (no hasher allocated).
 func stripe(id task.ID) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() & 255)
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return int(h & 255)
 }
 
 // get returns a copy of the cached View of k, if any, and otherwise the
