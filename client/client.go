@@ -101,19 +101,30 @@ type Options struct {
 }
 
 // UnknownEffectError is CallTool's refusal to call a tool while an earlier
-// call of it (by the same requester) left a domain operation whose effect
-// is unknown on the server's ledger: the deployment, payment or publish
-// may have happened, and calling again may do it twice. Reconcile it with
-// the system of record first, or set Options.AllowUnknownEffects (mcptask
-// call --despite-unknown).
+// call of it (by the same requester, directly or as a job through the
+// server's job tools) left a domain operation whose effect is unknown on
+// the server's ledger: the deployment, payment or publish may have
+// happened, and calling again may do it twice. Reconcile it with the
+// system of record first, or set Options.AllowUnknownEffects (mcptask
+// call --despite-unknown). CallTool also refuses, with Err set and no
+// Operations, when it could not list the operations to check (the server
+// rate-limited or failed the listing, the network failed): it fails
+// closed.
 type UnknownEffectError struct {
-	// Tool is the tool refused.
+	// Tool is the tool refused (for a job tool's call, the tool it
+	// would start).
 	Tool string
 	// Operations are the operations in state unknown, newest first.
 	Operations []Operation
+	// Err, when set, is why the operations could not be listed.
+	Err error
 }
 
 func (e *UnknownEffectError) Error() string {
+	if len(e.Operations) == 0 {
+		return fmt.Sprintf("could not check whether an earlier call of %s left its effect unknown (listing the operations failed: %v); nothing was sent: retry later, or allow it explicitly (Options.AllowUnknownEffects)",
+			e.Tool, e.Err)
+	}
 	op := e.Operations[0]
 	receipt := ""
 	if op.Receipt != "" {
@@ -123,9 +134,12 @@ func (e *UnknownEffectError) Error() string {
 	if n := len(e.Operations) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return fmt.Sprintf("an earlier call of %s left its effect unknown: operation %q of task %s (%s%s)%s; reconcile it with the system of record before calling again, or allow it explicitly",
+	return fmt.Sprintf("an earlier call of %s left its effect unknown: operation %q of task %s (%s%s)%s; reconcile it with the system of record before calling again, or allow it explicitly (Options.AllowUnknownEffects)",
 		e.Tool, op.Key, op.TaskID, op.Effect, receipt, more)
 }
+
+// Unwrap returns Err.
+func (e *UnknownEffectError) Unwrap() error { return e.Err }
 
 // Client is a connection to one MCP server. It is safe for concurrent use.
 type Client struct {
@@ -187,11 +201,12 @@ type Call struct {
 //
 // Unless Options.AllowUnknownEffects is set, a server that keeps an
 // operation ledger is first asked for the requester's operations in state
-// unknown: if an earlier call of the tool left one, CallTool sends nothing
-// and returns an *UnknownEffectError.
+// unknown: if an earlier call of the tool (or of the tool a job tool's
+// call would start) left one, or if the listing fails, CallTool sends
+// nothing and returns an *UnknownEffectError.
 func (c *Client) CallTool(ctx context.Context, name string, args any) (*Call, error) {
 	if !c.impl.opts.AllowUnknownEffects {
-		if err := c.impl.unknownEffects(ctx, name); err != nil {
+		if err := c.impl.unknownEffects(ctx, name, args); err != nil {
 			return nil, err
 		}
 	}

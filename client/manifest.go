@@ -253,8 +253,12 @@ func (c *clientImpl) deleteOffered() bool {
 	return ok
 }
 
+// jobStart is the name of the job tool that starts a job, after its
+// prefix.
+const jobStart = "start"
+
 // jobSuffixes are the names of the job tools after their prefix.
-var jobSuffixes = []string{"start", "status", "result", "cancel", "answer"}
+var jobSuffixes = []string{jobStart, "status", "result", "cancel", "answer"}
 
 // findJobAPI finds a job API among the tool names: a prefix P with
 // Pstart, Pstatus and Presult (the least that drives a job), the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask/task"
@@ -66,20 +67,22 @@ func (c *Client) Operations(ctx context.Context, f OperationFilter) ([]Operation
 }
 
 // unknownEffects returns an *UnknownEffectError when the requester has an
-// operation of tool in state unknown on the server's ledger. A server
+// operation of tool in state unknown on the server's ledger, or of the
+// tool a job tool's call (PREFIXstart {"tool": T}) would start. A server
 // without a ledger (or a session without tasks) is remembered, not asked
-// again; a listing that fails otherwise does not stop the call (the call
-// itself will say what is wrong with the server).
-func (c *clientImpl) unknownEffects(ctx context.Context, tool string) error {
+// again. A listing that fails otherwise (a rate limit, a server or network
+// error, more pages than a listing reads) refuses the call too, with the
+// error: the check fails closed.
+func (c *clientImpl) unknownEffects(ctx context.Context, tool string, args any) error {
 	if !c.opsAdvertised || c.noLedger.Load() {
 		return nil // a server that did not offer it is never sent the request
+	}
+	if job := jobTool(tool, args); job != "" {
+		tool = job
 	}
 	ops, err := c.operations(ctx, OperationFilter{State: string(task.OpUnknown)})
 	if errors.Is(err, ErrUnsupported) {
 		c.noLedger.Store(true)
-		return nil
-	}
-	if err != nil && !errors.Is(err, ErrTooManyOperations) {
 		return nil
 	}
 	var mine []Operation
@@ -88,10 +91,34 @@ func (c *clientImpl) unknownEffects(ctx context.Context, tool string) error {
 			mine = append(mine, o)
 		}
 	}
-	if len(mine) == 0 {
-		return nil
+	switch {
+	case len(mine) > 0:
+		return &UnknownEffectError{Tool: tool, Operations: mine}
+	case err != nil:
+		return &UnknownEffectError{Tool: tool, Err: err}
 	}
-	return &UnknownEffectError{Tool: tool, Operations: mine}
+	return nil
+}
+
+// jobTool returns the tool a call of name with args starts as a job, when
+// it is the start tool of a job API (mcptask's PREFIXstart, whose
+// arguments name the tool: {"tool": T, "arguments": {...}}), else "".
+// The job's task, and the operations its work records, are T's.
+func jobTool(name string, args any) string {
+	if !strings.HasSuffix(name, jobStart) || args == nil {
+		return ""
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return ""
+	}
+	var in struct {
+		Tool string `json:"tool"`
+	}
+	if json.Unmarshal(raw, &in) != nil {
+		return ""
+	}
+	return in.Tool
 }
 
 func (c *clientImpl) operations(ctx context.Context, f OperationFilter) ([]Operation, error) {

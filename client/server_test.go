@@ -36,6 +36,9 @@ import (
 type testServer struct {
 	URL string
 	Eng *engine.Engine
+	// St is the server's store (its ledger, for tests that set an
+	// operation's state as a reconciliation would).
+	St *sqlite.Store
 	// TS is the mcptask server (for Run on another transport); HS the
 	// loopback HTTP server.
 	TS *mcptask.Server
@@ -63,6 +66,7 @@ type serverOpts struct {
 	defaultTTL time.Duration                   // 0 means the engine's default
 	sweep      time.Duration                   // 0 means no sweeping
 	limits     mcptask.Limits
+	jobTools   bool // the job tools (prefix job_) too
 }
 
 func newServer(t testing.TB, o serverOpts) *testServer {
@@ -93,7 +97,10 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 		t.Fatal(err)
 	}
 	demo.Register(ts)
-	s := &testServer{Eng: eng, TS: ts, Steps: &servertest.Stepper{}, release: make(chan struct{}), methods: map[string]int{}}
+	if o.jobTools {
+		ts.AddJobTools("")
+	}
+	s := &testServer{Eng: eng, St: st, TS: ts, Steps: &servertest.Stepper{}, release: make(chan struct{}), methods: map[string]int{}}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			s.mu.Lock()
@@ -115,6 +122,21 @@ func newServer(t testing.TB, o serverOpts) *testServer {
 				return nil, nil, ctx.Err()
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("counted run %d", n)}}}, nil, nil
+		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "rollout", Description: "records a rollout on the ledger, submitted, and returns"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			tk := mcptask.FromContext(ctx)
+			if tk == nil {
+				return nil, nil, fmt.Errorf("rollout runs only as a task")
+			}
+			op, err := tk.RecordOperation(ctx, mcptask.Operation{Object: "service/api", Effect: "roll out api"})
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := op.Submitted(ctx, "rollout-"+tk.ID()[:12]); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "submitted"}}}, nil, nil
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "ask_model", Description: "asks the client's model a question (sampling)"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {

@@ -1,0 +1,122 @@
+package client_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// leaveUnknown runs the rollout tool once through c and sets the
+// operation it recorded to unknown, as a reconciliation that could not
+// tell would.
+func leaveUnknown(t *testing.T, s *testServer, c *client.Client) string {
+	t.Helper()
+	ctx := testCtx(t)
+	call, err := c.CallTool(ctx, "rollout", nil)
+	if err != nil || call.Task == nil {
+		t.Fatalf("rollout: %+v %v", call, err)
+	}
+	if _, err := c.Wait(ctx, call.Task.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	ops, _, err := s.St.Operations(ctx, store.OperationQuery{TaskID: task.ID(call.Task.ID)})
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("the rollout's operations: %v %v", ops, err)
+	}
+	if _, err := s.St.UpdateOperation(ctx, ops[0].Key, func(o *task.Operation) error {
+		return o.Move(task.OpUnknown, "no answer", time.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return call.Task.ID
+}
+
+// TestUnknownEffectFailsClosed: while the requester's operations cannot
+// be listed (here: its tasks/* requests are rate-limited), CallTool does
+// not call the tool: it returns an *UnknownEffectError saying the check
+// could not be made and how to call anyway (AllowUnknownEffects), and the
+// server runs nothing; with AllowUnknownEffects the call goes through. On
+// both wires.
+func TestUnknownEffectFailsClosed(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			// One tasks/* request per requester (operations/list is one),
+			// then none for a very long time.
+			s := newServer(t, serverOpts{limits: mcptask.Limits{RequestRate: 1e-6, RequestBurst: 1}})
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
+			ctx := testCtx(t)
+			// The first check spends the bucket: nothing unknown, the call runs.
+			call, err := c.CallTool(ctx, "counted", nil)
+			if err != nil || call.Task == nil {
+				t.Fatalf("first call: %+v %v", call, err)
+			}
+			for range 4 {
+				call, err = c.CallTool(ctx, "counted", nil)
+				var ue *client.UnknownEffectError
+				if !errors.As(err, &ue) || ue.Err == nil || len(ue.Operations) != 0 || ue.Tool != "counted" {
+					t.Fatalf("a call whose check was rate-limited: %+v, %v; want an UnknownEffectError with Err", call, err)
+				}
+				for _, want := range []string{"could not check", "counted", "rate", "AllowUnknownEffects"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the refusal %q does not say %q", err, want)
+					}
+				}
+			}
+			if n := s.count("tools/call"); n != 1 {
+				t.Errorf("the server received %d tools/call, want the first only", n)
+			}
+			allowed := dial(t, s.URL, &client.Options{ProtocolVersion: wire, AllowUnknownEffects: true})
+			if call, err := allowed.CallTool(ctx, "counted", nil); err != nil || call.Task == nil {
+				t.Errorf("with AllowUnknownEffects: %+v %v", call, err)
+			}
+		})
+	}
+}
+
+// TestUnknownEffectCoversJobTools: an operation of a tool left unknown
+// refuses the job tool call that would start that tool as a job
+// (job_start {"tool": ...}), as it refuses the tool's own call, with the
+// tool named; a job of another tool is not refused. On both wires.
+func TestUnknownEffectCoversJobTools(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{jobTools: true})
+			s.Release()
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
+			id := leaveUnknown(t, s, c)
+			ctx := testCtx(t)
+			before := s.count("tools/call")
+			for _, call := range []struct {
+				name string
+				args any
+			}{
+				{"rollout", nil},
+				{"job_start", map[string]any{"tool": "rollout"}},
+				{"job_start", map[string]any{"tool": "rollout", "arguments": map[string]any{}}},
+			} {
+				_, err := c.CallTool(ctx, call.name, call.args)
+				var ue *client.UnknownEffectError
+				if !errors.As(err, &ue) || ue.Tool != "rollout" || len(ue.Operations) != 1 || ue.Operations[0].TaskID != id {
+					t.Errorf("%s %v: %v, want an UnknownEffectError of rollout's operation", call.name, call.args, err)
+				}
+			}
+			if n := s.count("tools/call"); n != before {
+				t.Errorf("the refused calls sent %d tools/call", n-before)
+			}
+			res, err := c.CallTool(ctx, "job_start", map[string]any{"tool": "counted"})
+			if err != nil || res.Result == nil || res.Result.IsError {
+				t.Errorf("job_start of another tool: %+v %v", res, err)
+			}
+		})
+	}
+}
