@@ -44,6 +44,12 @@ func startRaw2025(t *testing.T, onRequest func(*jsonrpc.Request) (any, error)) *
 // Logger is replaced by a discarding one).
 func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
 	t.Helper()
+	return startRaw2025Gated(t, opts, &gates{}, onRequest)
+}
+
+// startRaw2025Gated is startRaw2025With whose test tools wait behind g.
+func startRaw2025Gated(t *testing.T, opts mcptask.Options, g *gates, onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +64,7 @@ func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrp
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerTestTools(ts, &gates{})
+	registerTestTools(ts, g)
 	if err := eng.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +231,8 @@ func rpcCode(err error) int64 {
 func noRequests(*jsonrpc.Request) (any, error) { return nil, errors.New("unexpected request") }
 
 func Test2025Lifecycle(t *testing.T) {
-	s := startRaw2025(t, noRequests)
+	g := &gates{}
+	s := startRaw2025Gated(t, mcptask.Options{}, g, noRequests)
 
 	var tools struct {
 		Tools []struct {
@@ -264,14 +271,25 @@ func Test2025Lifecycle(t *testing.T) {
 		t.Fatalf("tasks/get = %+v", got)
 	}
 
-	// The status notifications of the task reach the client, ending with
-	// completed (they are written asynchronously: wait for it).
+	// A task's status notifications tell the client of the changes after
+	// the state it was answered with. Work that ends within the engine's
+	// FinishWithin is answered terminal in its CreateTaskResult and gets
+	// none (docs/wire-2025-11-25.md): the task above may be such a task.
+	// A task held behind a gate is answered working; its notifications
+	// reach the client, ending with completed (they are written
+	// asynchronously: wait for it).
+	tk = s.callTask(t, "work", map[string]any{"label": "gated", "millis": -1}, 60000)
+	if tk.Status != "working" {
+		t.Fatalf("CreateTaskResult of a task behind a gate: %+v", tk)
+	}
+	close(g.get("gated"))
 	var last task2025
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		s.mu.Lock()
 		for _, n := range s.notes {
-			if n.Method == "notifications/tasks/status" {
-				_ = json.Unmarshal(n.Params, &last)
+			var n2 task2025
+			if n.Method == "notifications/tasks/status" && json.Unmarshal(n.Params, &n2) == nil && n2.TaskID == tk.TaskID {
+				last = n2
 			}
 		}
 		s.mu.Unlock()
@@ -287,7 +305,7 @@ func Test2025Lifecycle(t *testing.T) {
 		Tasks      []task2025 `json:"tasks"`
 		NextCursor string     `json:"nextCursor"`
 	}
-	if err := s.call("tasks/list", map[string]any{}, &list); err != nil || len(list.Tasks) != 1 || list.Tasks[0].TaskID != tk.TaskID {
+	if err := s.call("tasks/list", map[string]any{}, &list); err != nil || len(list.Tasks) != 2 || !slices.ContainsFunc(list.Tasks, func(l task2025) bool { return l.TaskID == tk.TaskID }) {
 		t.Fatalf("tasks/list = %+v, %v", list, err)
 	}
 }
