@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite against cmd/conformance-server.
 #
-# Usage: scripts/conformance.sh [base|tasks|all]      (default: all)
+# Usage: scripts/conformance.sh [base|tasks|all|install]      (default: all)
 #
 #   base   the scored server requirements of both wire revisions:
 #          --requirements 2026-07-28 and --requirements 2025-11-25
@@ -9,6 +9,8 @@
 #          left to the tasks group)
 #   tasks  each tasks-* scenario of the suite, one --scenario run each
 #   all    base, then tasks
+#   install  only install Node 22 and the suite into the cache (scripts/test.sh
+#          does it in the background while the Go tests run)
 #
 # The group may also be given as CONFORMANCE_GROUP. Other environment:
 #   CONFORMANCE_RESULTS   results directory (default .cache/conformance-results/<UTC time>)
@@ -35,13 +37,13 @@ source "$repo/scripts/lib/node.sh"
 
 group=${1:-${CONFORMANCE_GROUP:-all}}
 case $group in
-base | tasks | all) ;;
+base | tasks | all | install) ;;
 -h | --help)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
 	exit 0
 	;;
 *)
-	echo "conformance.sh: unknown group '$group' (want base, tasks or all)" >&2
+	echo "conformance.sh: unknown group '$group' (want base, tasks, all or install)" >&2
 	exit 2
 	;;
 esac
@@ -245,6 +247,10 @@ JS
 
 # --- main -------------------------------------------------------------------
 
+if [[ $group == install ]]; then
+	install_tools
+	exit 0
+fi
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 check_baseline

@@ -10,6 +10,9 @@
 #
 # Usage: scripts/interop.sh [FILE...]   (paths relative to interop/ts;
 #                                       default: test/*.test.mjs)
+#        scripts/interop.sh --install   only install Node 22 and npm ci
+#                                       (scripts/test.sh does it in the
+#                                       background while the Go tests run)
 #
 # Environment:
 #   INTEROP_CACHE   cache for Node 22 (default .cache, shared with
@@ -31,7 +34,9 @@ cd "$repo"
 # shellcheck source=lib/node.sh
 source "$repo/scripts/lib/node.sh"
 
+install_only=
 case ${1:-} in
+--install) install_only=1 ;;
 -h | --help)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
 	exit 0
@@ -69,6 +74,7 @@ if [[ ! -f $stamp ]] || [[ $(cat "$stamp") != "$want" ]]; then
 fi
 sdk=$("$node" -p 'require(process.argv[1]).version' "$dir/node_modules/@modelcontextprotocol/sdk/package.json")
 log "@modelcontextprotocol/sdk $sdk"
+[[ -z $install_only ]] || exit 0
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcptask-interop.XXXXXX")
 log "building cmd/mcptaskd"

@@ -10,6 +10,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n=== %s\n' "$*"; }
 
+# Node 22, the interop packages and the conformance suite are installed
+# (into .cache/, once) in the background while the Go tests run: the
+# downloads wait on the network, not on the 2 cores. One job, in order:
+# both installs share Node's folder.
+mkdir -p .cache
+(scripts/interop.sh --install && scripts/conformance.sh install) >.cache/install.log 2>&1 &
+install_pid=$!
+installed() {
+	if ! wait "$install_pid"; then
+		echo "installing the Node tools failed:"
+		cat .cache/install.log
+		exit 1
+	fi
+}
+
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
@@ -35,7 +50,6 @@ step "fault-injection suite (faults/: lost and cut traffic, kill -9, a PostgreSQ
 # On its own, after the other tests: it restarts the PostgreSQL server of
 # MCPTASK_TEST_POSTGRES_DSN. It prints its seed (MCPTASK_FAULT_SEED
 # replays a run) and what it counted; both must show 0 duplicates, 0 lost.
-mkdir -p .cache
 MCPTASK_FAULT_SUITE=1 go test -race -count=1 -timeout 30m -v ./faults 2>&1 | tee .cache/faults.log |
 	grep -E '^(fault suite:|--- (FAIL|SKIP)|    --- (FAIL|SKIP)|        --- (FAIL|SKIP)|ok |FAIL|PASS$|panic:)|SKIPPED|_test\.go:[0-9]+:' || true
 if ! grep -q '^ok ' .cache/faults.log; then
@@ -44,6 +58,7 @@ if ! grep -q '^ok ' .cache/faults.log; then
 	exit 1
 fi
 
+installed
 step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio, and the gateway before server-everything)"
 scripts/interop.sh
 
