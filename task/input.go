@@ -2,16 +2,46 @@ package task
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
 
+// The caps on a task's outstanding input requests: each is stored with
+// the task (and rewritten with it on every change), so a work that asks
+// without waiting for the answers, or an upstream that floods elicitations,
+// would otherwise grow the task without bound.
+const (
+	// MaxPendingInputRequests is the most input requests a task holds
+	// outstanding at once.
+	MaxPendingInputRequests = 32
+	// MaxPendingInputBytes is the most bytes a task's outstanding input
+	// requests take together.
+	MaxPendingInputBytes = 1 << 20
+)
+
+// ErrTooManyInputRequests is AddInputRequest's refusal of a request that
+// would take a task past MaxPendingInputRequests or MaxPendingInputBytes;
+// the task is left unchanged.
+var ErrTooManyInputRequests = errors.New("the task has too many outstanding input requests")
+
 // AddInputRequest records a new outstanding input request on a non-terminal
 // task, moves it to input_required and returns the request's key, unique for
-// the task's lifetime.
+// the task's lifetime. A request past the caps on outstanding requests is
+// refused (an error wrapping ErrTooManyInputRequests) and t is unchanged.
 func (t *Task) AddInputRequest(request json.RawMessage, now time.Time) (string, error) {
 	if t.Status.Terminal() {
 		return "", &TransitionError{From: t.Status, To: InputRequired}
+	}
+	if n := len(t.InputRequests); n >= MaxPendingInputRequests {
+		return "", fmt.Errorf("%w: %d waiting for an answer, at most %d", ErrTooManyInputRequests, n, MaxPendingInputRequests)
+	}
+	size := len(request)
+	for _, r := range t.InputRequests {
+		size += len(r)
+	}
+	if size > MaxPendingInputBytes {
+		return "", fmt.Errorf("%w: %d bytes with this one of %d, at most %d", ErrTooManyInputRequests, size, len(request), MaxPendingInputBytes)
 	}
 	t.InputSeq++
 	key := fmt.Sprintf("input-%d", t.InputSeq)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +23,7 @@ func (s *suite) runUpdate(t *testing.T) {
 		{"FnError", s.updateFnError},
 		{"Unknown", s.updateUnknown},
 		{"Concurrent", s.updateConcurrent},
+		{"InputCap", s.updateInputCap},
 	})
 }
 
@@ -140,7 +143,7 @@ func (s *suite) updateConcurrent(t *testing.T) {
 	tk := newTask("alice", base)
 	bystander := newTask("alice", base)
 	mustCreate(t, st, tk, bystander)
-	const n = 50
+	const n = task.MaxPendingInputRequests // the most a task holds
 	keys := make(chan string, n)
 	errs := make(chan error, 3*n)
 	var wg sync.WaitGroup
@@ -192,4 +195,70 @@ func (s *suite) updateConcurrent(t *testing.T) {
 			t.Errorf("request %q missing from the stored task", k)
 		}
 	}
+}
+
+// updateInputCap: a task holds at most task.MaxPendingInputRequests
+// outstanding input requests, of at most task.MaxPendingInputBytes in
+// all; an Update whose fn adds one more gets task.ErrTooManyInputRequests
+// and writes nothing: the stored requests are unchanged. Answering one
+// makes room again.
+func (s *suite) updateInputCap(t *testing.T) {
+	st := s.store(t)
+	tk := newTask("alice", base)
+	big := newTask("alice", base)
+	mustCreate(t, st, tk, big)
+	add := func(id task.ID, req string) (string, error) {
+		var key string
+		_, err := st.Update(t.Context(), id, func(cur *task.Task) error {
+			k, err := cur.AddInputRequest(json.RawMessage(req), base.Add(time.Second))
+			key = k
+			return err
+		})
+		return key, err
+	}
+	refused := func(id task.ID, req string) {
+		t.Helper()
+		before := mustGet(t, st, id)
+		if _, err := add(id, req); !errors.Is(err, task.ErrTooManyInputRequests) {
+			t.Fatalf("an input request over the cap: %v, want ErrTooManyInputRequests", err)
+		}
+		after := mustGet(t, st, id)
+		if after.InputSeq != before.InputSeq || !reflect.DeepEqual(after.InputRequests, before.InputRequests) || !after.LastUpdatedAt.Equal(before.LastUpdatedAt) {
+			t.Errorf("a refused input request changed the task: seq %d -> %d, %d -> %d requests",
+				before.InputSeq, after.InputSeq, len(before.InputRequests), len(after.InputRequests))
+		}
+	}
+	var first string
+	for i := range task.MaxPendingInputRequests {
+		k, err := add(tk.ID, fmt.Sprintf(`{"n":%d}`, i))
+		if err != nil {
+			t.Fatalf("input request %d of %d: %v", i+1, task.MaxPendingInputRequests, err)
+		}
+		if i == 0 {
+			first = k
+		}
+	}
+	refused(tk.ID, `{"n":"one too many"}`)
+	if got := mustGet(t, st, tk.ID); len(got.InputRequests) != task.MaxPendingInputRequests {
+		t.Fatalf("%d requests stored, want %d", len(got.InputRequests), task.MaxPendingInputRequests)
+	}
+	// An answer makes room for one more.
+	if _, err := st.Update(t.Context(), tk.ID, func(cur *task.Task) error {
+		_, _, err := cur.Answer(map[string]json.RawMessage{first: json.RawMessage(`{"action":"accept"}`)}, base.Add(2*time.Second))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add(tk.ID, `{"n":"after an answer"}`); err != nil {
+		t.Errorf("an input request after an answer made room: %v", err)
+	}
+
+	// The size: requests that fit one by one, not together.
+	chunk := `{"q":"` + strings.Repeat("x", task.MaxPendingInputBytes/3) + `"}`
+	for range 2 {
+		if _, err := add(big.ID, chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused(big.ID, chunk)
 }
