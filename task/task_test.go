@@ -347,11 +347,38 @@ func TestInputKeysUniqueOverManyRequests(t *testing.T) {
 			t.Fatalf("request %d reused key %q", i, k)
 		}
 		seen[k] = true
-		if i%3 == 0 {
+		if i%10 != 0 { // every tenth left outstanding: fewer than the cap
+
 			if _, _, err := tk.Answer(map[string]json.RawMessage{k: json.RawMessage(`true`)}, t0); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestInputRequestCaps: past MaxPendingInputRequests outstanding
+// requests, or MaxPendingInputBytes of them, AddInputRequest refuses with
+// ErrTooManyInputRequests and leaves the task as it was.
+func TestInputRequestCaps(t *testing.T) {
+	tk := New(Policy{}, "alice", "tool", nil, t0)
+	for range MaxPendingInputRequests {
+		if _, err := tk.AddInputRequest(json.RawMessage(`{}`), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := tk.Clone()
+	if _, err := tk.AddInputRequest(json.RawMessage(`{}`), t0.Add(time.Second)); !errors.Is(err, ErrTooManyInputRequests) {
+		t.Fatalf("one request too many: %v", err)
+	}
+	if !reflect.DeepEqual(tk, before) {
+		t.Errorf("the refused request changed the task")
+	}
+	big := New(Policy{}, "alice", "tool", nil, t0)
+	if _, err := big.AddInputRequest(json.RawMessage(`"`+strings.Repeat("x", MaxPendingInputBytes-2)+`"`), t0); err != nil {
+		t.Fatalf("a request of MaxPendingInputBytes: %v", err)
+	}
+	if _, err := big.AddInputRequest(json.RawMessage(`{}`), t0); !errors.Is(err, ErrTooManyInputRequests) || len(big.InputRequests) != 1 || big.InputSeq != 1 {
+		t.Errorf("a request past MaxPendingInputBytes: %v, %d requests", err, len(big.InputRequests))
 	}
 }
 
