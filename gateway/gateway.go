@@ -338,7 +338,7 @@ func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
 
 // register lists the upstream's tools and adds them to ts.
 func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
-	s, err := u.acquire(ctx, nil)
+	s, err := u.acquire(ctx, "", nil)
 	if err != nil {
 		return fmt.Errorf("gateway: upstream %q: %w", u.cfg.Name, err)
 	}
@@ -475,7 +475,8 @@ const maxCallAttempts = 3
 // call's own cancellation or timeout: the upstream process exited or the
 // connection broke, and what the upstream did of the call is unknown.
 func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (_ *mcp.CallToolResult, _ error, died bool) {
-	s, err := u.acquire(ctx, func() {
+	key := callKey(tk, req)
+	s, err := u.acquire(ctx, key, func() {
 		// Only when the call has to wait: a status message is a
 		// durable write.
 		if tk != nil {
@@ -485,7 +486,7 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	if err != nil {
 		return nil, u.callError(ctx, name, err), false
 	}
-	s.begin(ctx, tk)
+	s.begin(ctx, key, tk)
 	params := &mcp.CallToolParams{Name: name}
 	if req.Params != nil && len(req.Params.Arguments) > 0 {
 		params.Arguments = req.Params.Arguments
@@ -523,6 +524,25 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	}
 	return nil, u.callError(ctx, name, err), false
 }
+
+// callKey names the requester of a call for the pool of sessions, which
+// gives a session only to calls of the requester it first carried: the
+// user of the call's bearer token; else, for a task, the task itself (the
+// call of a re-run or of a queued task carries no token: its session
+// serves no other task); else the anonymous requester (every anonymous
+// requester may use the others' tasks anyway).
+func callKey(tk *mcptask.Task, req *mcp.CallToolRequest) string {
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil && ex.TokenInfo.UserID != "" {
+		return "user:" + ex.TokenInfo.UserID
+	}
+	if tk != nil {
+		return taskKeyPrefix + tk.ID()
+	}
+	return "anonymous"
+}
+
+// taskKeyPrefix starts the key of a session that serves one task only.
+const taskKeyPrefix = "task:"
 
 // startCall starts the client span of a call of the upstream's tool name:
 // in cctx (the call's context), parented on the span of ctx (the tool
@@ -601,25 +621,34 @@ const cancelGrace = time.Second
 // codeRejected is the go-sdk's code of a request lost in its transport.
 const codeRejected = wire.CodeRejectedByTransport
 
-// acquire returns an idle session, opening one if the pool allows, or
-// waits for one to free, calling waiting (if not nil) once before it
-// waits.
-func (u *upstream) acquire(ctx context.Context, waiting func()) (*session, error) {
+// acquire returns an idle session of the requester key (or one that has
+// carried no call yet), opening one if the pool allows (closing an idle
+// session of another requester if it must), or waits for one to free,
+// calling waiting (if not nil) once before it waits.
+func (u *upstream) acquire(ctx context.Context, key string, waiting func()) (*session, error) {
 	for {
 		u.mu.Lock()
 		if u.closed {
 			u.mu.Unlock()
 			return nil, errors.New("the gateway is closing")
 		}
-		if n := len(u.idle); n > 0 {
-			s := u.idle[n-1]
-			u.idle = u.idle[:n-1]
+		if s := u.takeIdleLocked(key); s != nil {
 			u.mu.Unlock()
 			return s, nil
+		}
+		var evicted *session
+		if u.open >= u.cfg.MaxSessions && len(u.idle) > 0 {
+			// Only other requesters' sessions idle: the oldest makes room.
+			evicted = u.idle[0]
+			u.idle = u.idle[1:]
+			u.open--
 		}
 		if u.open < u.cfg.MaxSessions {
 			u.open++
 			u.mu.Unlock()
+			if evicted != nil {
+				evicted.cs.Close()
+			}
 			err := u.mayDial()
 			var s *session
 			if err == nil {
@@ -671,6 +700,15 @@ func (u *upstream) release(s *session, err error) {
 	if answered {
 		u.failedLocked(nil)
 	}
+	// A session that served a task of its own serves no other; one whose
+	// upstream sent a request outside any call is not trusted with one.
+	if answered && (strings.HasPrefix(s.key, taskKeyPrefix) || s.isTainted()) {
+		u.open--
+		u.signalLocked()
+		u.mu.Unlock()
+		s.cs.Close()
+		return
+	}
 	if !answered || u.closed {
 		u.open--
 		if !answered && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
@@ -692,6 +730,40 @@ func (u *upstream) release(s *session, err error) {
 	u.idle = append(u.idle, s)
 	u.signalLocked()
 	u.mu.Unlock()
+}
+
+// drop closes s if it is idle (else its call's release closes it), once
+// the answer to the request it is handling had the time to go out.
+func (u *upstream) drop(s *session) {
+	u.mu.Lock()
+	i := slices.Index(u.idle, s)
+	if i >= 0 {
+		u.idle = slices.Delete(u.idle, i, i+1)
+		u.open--
+		u.signalLocked()
+	}
+	u.mu.Unlock()
+	if i >= 0 {
+		time.AfterFunc(cancelGrace, func() { s.cs.Close() })
+	}
+}
+
+// takeIdleLocked takes from the idle sessions the newest one of the
+// requester key, or else one that has carried no call, if any.
+func (u *upstream) takeIdleLocked(key string) *session {
+	for _, fresh := range []bool{false, true} {
+		for i := len(u.idle) - 1; i >= 0; i-- {
+			s := u.idle[i]
+			if s.isTainted() {
+				continue // drop closes it
+			}
+			if (fresh && s.key == "") || (!fresh && s.key == key && key != "") {
+				u.idle = slices.Delete(u.idle, i, i+1)
+				return s
+			}
+		}
+	}
+	return nil
 }
 
 func (u *upstream) signalLocked() {

@@ -8,34 +8,43 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mcptask/mcptask"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // session is one session with an upstream, carrying at most one call at a
-// time: the requests and notifications the upstream sends meanwhile are
-// that call's.
+// time, and only calls of one requester (its key, see callKey): the
+// requests and notifications the upstream sends during a call are that
+// call's; those it sends between calls belong to no call and are refused.
 type session struct {
 	u  *upstream
 	cs *mcp.ClientSession
 
 	mu   sync.Mutex
+	key  string          // the requester whose calls it carries; "" before its first call
 	ctx  context.Context // the call's, nil while idle
 	task *mcptask.Task   // the call's task, nil for a plain call
 	tok  string          // the call's progress token
+	// tainted: the upstream sent a request outside any call; the session
+	// is closed instead of carrying another call.
+	tainted bool
 }
 
 var tokens atomic.Int64
 
-// begin marks the session busy with a call.
-func (s *session) begin(ctx context.Context, tk *mcptask.Task) {
+// begin marks the session busy with a call of the requester key.
+func (s *session) begin(ctx context.Context, key string, tk *mcptask.Task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.key = key
 	s.ctx, s.task, s.tok = ctx, tk, fmt.Sprintf("mcptask-gateway-%d", tokens.Add(1))
 }
 
@@ -52,20 +61,48 @@ func (s *session) token() string {
 	return s.tok
 }
 
-// current returns the call in flight and its task.
-func (s *session) current() (context.Context, *mcptask.Task) {
+// current returns the call in flight and its task; ok is false while the
+// session is idle.
+func (s *session) current() (_ context.Context, _ *mcptask.Task, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ctx, s.task
+	return s.ctx, s.task, s.ctx != nil
+}
+
+// isTainted reports whether the upstream sent a request outside any call.
+func (s *session) isTainted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tainted
 }
 
 var errNoTask = errors.New("the upstream asked for input during a call that does not run as a task")
 
+// errNoCall refuses a request the upstream sent while no call of the
+// session was in flight: it belongs to no call (a finished one's, say,
+// whose requester is gone), and is given to none.
+var errNoCall = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "refused: this request was sent outside any tools/call in flight on the session"}
+
+// outside refuses a request of the upstream that arrived while no call
+// was in flight: logged without its payload, and the session tainted, so
+// that it carries no other call.
+func (s *session) outside(method string) error {
+	s.mu.Lock()
+	s.tainted = true
+	s.mu.Unlock()
+	s.u.log.Warn("refused a request the upstream sent outside any call; the session is closed", "method", method, "session", s.cs.ID())
+	s.u.drop(s)
+	return errNoCall
+}
+
 // elicit hands an upstream elicitation to the task of the call in flight:
 // the task shows input_required until the client answers.
 func (s *session) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	ctx, tk := s.current()
-	if tk == nil {
+	ctx, tk, ok := s.current()
+	switch {
+	case !ok:
+		return nil, s.outside("elicitation/create")
+	case tk == nil:
 		return nil, errNoTask
 	}
 	p := *req.Params
@@ -76,8 +113,11 @@ func (s *session) elicit(_ context.Context, req *mcp.ElicitRequest) (*mcp.Elicit
 // sample hands an upstream sampling request to the task of the call in
 // flight.
 func (s *session) sample(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	ctx, tk := s.current()
-	if tk == nil {
+	ctx, tk, ok := s.current()
+	switch {
+	case !ok:
+		return nil, s.outside("sampling/createMessage")
+	case tk == nil:
 		return nil, errNoTask
 	}
 	p := *req.Params
@@ -110,7 +150,12 @@ func (s *session) progress(_ context.Context, req *mcp.ProgressNotificationClien
 // the upstream logger's name (or "upstream"). A message that is not a
 // string is written as its JSON.
 func (s *session) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
-	_, tk := s.current()
+	_, tk, ok := s.current()
+	if !ok {
+		// Between calls: no task's. An upstream may log on its own.
+		s.u.log.Debug("dropped a log message the upstream sent outside any call", "session", s.cs.ID())
+		return
+	}
 	if tk == nil || req.Params == nil {
 		return
 	}
@@ -152,7 +197,7 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 		dieWithParent(cmd)
 		t = &mcp.CommandTransport{Command: cmd}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers}}}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient()}
 	}
 	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	if err != nil {
@@ -182,15 +227,55 @@ func (u *upstream) logLevel() string {
 	return u.cfg.LogLevel
 }
 
+// httpClient is the HTTP client of an HTTP upstream: its configured
+// headers (its credentials) go to its origin (scheme, host and port of its
+// URL) only, and a redirect is followed within that origin only. A
+// redirect elsewhere fails the request: it would carry the call's body
+// (the tool's arguments) to a server nobody configured.
+func (u *upstream) httpClient() *http.Client {
+	origin, _ := url.Parse(u.cfg.URL)
+	return &http.Client{
+		Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if !sameOrigin(req.URL, origin) {
+				return fmt.Errorf("refused a redirect of upstream %s to another origin (%s)", u.cfg.Name, redactURL(req.URL.String()))
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		},
+	}
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
+}
+
 // headers adds fixed headers (e.g. an upstream's Authorization) to every
-// request.
+// request to origin, and to no other.
 type headers struct {
-	base http.RoundTripper
-	h    map[string]string
+	base   http.RoundTripper
+	h      map[string]string
+	origin *url.URL
 }
 
 func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.h) > 0 {
+	if len(t.h) > 0 && sameOrigin(r.URL, t.origin) {
 		r = r.Clone(r.Context())
 		for k, v := range t.h {
 			r.Header.Set(k, v)
@@ -207,4 +292,26 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.log.Info("upstream stderr", "line", string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
+}
+
+// redactURL returns raw with its userinfo and the values of its query
+// replaced by "REDACTED": fit for a log line or an error (a URL may carry
+// ?api_key=... or user:password@).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
 }

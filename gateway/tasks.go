@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -125,7 +124,7 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		RequestMeta: tracing.ToMeta,
 	}
 	if u.cfg.URL != "" {
-		opts.HTTPClient = &http.Client{Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers}}
+		opts.HTTPClient = u.httpClient()
 		return client.Dial(ctx, u.cfg.URL, opts)
 	}
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
