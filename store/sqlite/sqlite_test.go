@@ -483,7 +483,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	if _, err := b.Get(ctx, tk.ID); err != nil {
 		t.Fatalf("the other store does not see the task: %v", err)
 	}
-	const n = 40
+	const n = task.MaxPendingInputRequests // the most one task holds
 	var wg sync.WaitGroup
 	for i := range n {
 		s := a
