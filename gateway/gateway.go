@@ -507,6 +507,7 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	res, err := s.cs.CallTool(cctx, params)
 	endCall(span, res, err)
 	cancel()
+	lost := s.wasLost()
 	s.end()
 	u.release(s, err)
 	if err == nil {
@@ -515,11 +516,13 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	// A JSON-RPC error is an answer (the upstream's own), or, with the
 	// go-sdk's transport code, a request its transport could not send
 	// (an HTTP upstream that refused the POST): the upstream is
-	// unavailable, the call never ran. The end of the connection (EOF,
+	// unavailable, the call never ran. But the go-sdk says the same of a
+	// POST that went out and whose connection broke before the answer:
+	// that call may have run (lost). The end of the connection (EOF,
 	// closed, reset) cut a call in flight. Anything else (an answer that
 	// does not decode, say) is an error of that call, not a death.
 	var je *jsonrpc.Error
-	if ctx.Err() == nil && !errors.As(err, &je) && connectionLost(err) {
+	if ctx.Err() == nil && (lost && errors.As(err, &je) && je.Code == codeRejected || !errors.As(err, &je) && connectionLost(err)) {
 		return nil, err, true
 	}
 	return nil, u.callError(ctx, name, err), false

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"os/exec"
@@ -36,6 +37,9 @@ type session struct {
 	// tainted: the upstream sent a request outside any call; the session
 	// is closed instead of carrying another call.
 	tainted bool
+	// lost: since the call began, a POST of the session (an HTTP
+	// upstream's) was sent and its answer lost: the call may have run.
+	lost bool
 }
 
 var tokens atomic.Int64
@@ -44,8 +48,24 @@ var tokens atomic.Int64
 func (s *session) begin(ctx context.Context, key string, tk *mcptask.Task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.key = key
+	s.key, s.lost = key, false
 	s.ctx, s.task, s.tok = ctx, tk, fmt.Sprintf("mcptask-gateway-%d", tokens.Add(1))
+}
+
+// sentAndLost records that a POST of the session was sent and its answer
+// lost.
+func (s *session) sentAndLost() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost = true
+}
+
+// wasLost reports whether a POST was sent and its answer lost since the
+// call began.
+func (s *session) wasLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
 }
 
 // end marks the session idle.
@@ -197,7 +217,7 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 		dieWithParent(cmd)
 		t = &mcp.CommandTransport{Command: cmd}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient()}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient(s.sentAndLost)}
 	}
 	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	if err != nil {
@@ -231,11 +251,13 @@ func (u *upstream) logLevel() string {
 // headers (its credentials) go to its origin (scheme, host and port of its
 // URL) only, and a redirect is followed within that origin only. A
 // redirect elsewhere fails the request: it would carry the call's body
-// (the tool's arguments) to a server nobody configured.
-func (u *upstream) httpClient() *http.Client {
+// (the tool's arguments) to a server nobody configured. lost, if not nil,
+// is called when a POST was sent but its answer never came (the
+// connection broke after the request went out).
+func (u *upstream) httpClient(lost func()) *http.Client {
 	origin, _ := url.Parse(u.cfg.URL)
 	return &http.Client{
-		Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin},
+		Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin, lost: lost},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if !sameOrigin(req.URL, origin) {
 				return fmt.Errorf("refused a redirect of upstream %s to another origin (%s)", u.cfg.Name, redactURL(req.URL.String()))
@@ -272,6 +294,7 @@ type headers struct {
 	base   http.RoundTripper
 	h      map[string]string
 	origin *url.URL
+	lost   func() // a POST was written, and no answer came
 }
 
 func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -281,7 +304,18 @@ func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	return t.base.RoundTrip(r)
+	if t.lost == nil || r.Method != http.MethodPost {
+		return t.base.RoundTrip(r)
+	}
+	var wrote atomic.Bool
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote.Store(info.Err == nil) },
+	}))
+	res, err := t.base.RoundTrip(r)
+	if err != nil && wrote.Load() {
+		t.lost()
+	}
+	return res, err
 }
 
 // logWriter logs what a stdio upstream writes on its standard error.

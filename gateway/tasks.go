@@ -124,7 +124,7 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		RequestMeta: tracing.ToMeta,
 	}
 	if u.cfg.URL != "" {
-		opts.HTTPClient = u.httpClient()
+		opts.HTTPClient = u.httpClient(nil)
 		return client.Dial(ctx, u.cfg.URL, opts)
 	}
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
@@ -414,7 +414,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		return nil, &jsonrpc.Error{Code: te.Code, Message: te.Message, Data: te.Data}
 	case errors.Is(err, client.ErrTaskNotFound):
 		return nil, &upstreamError{lost: true, rpc: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"upstream %s no longer knows its task %s (it restarted, or expired the task): the outcome of %s is unknown", u.cfg.Name, id, name)}}
+			"upstream %s no longer knows its task %s (it restarted, expired the task, or ties its tasks to the session that created them): the outcome of %s is unknown", u.cfg.Name, id, name)}}
 	case errors.Is(err, client.ErrCancelled):
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s cancelled its task %s", u.cfg.Name, id)}
 	case errors.As(err, &ue) && u.cfg.URL == "":
