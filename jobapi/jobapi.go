@@ -50,9 +50,13 @@
 // Errors lose nothing: a start refused with 4xx fails the task with the
 // job system's error; 5xx, 429 and connection errors are retried with
 // backoff within the timeout; a status answer that matches no mapping
-// fails the task with the answer's first bytes (also logged). Header
-// values are secrets: they never appear in status messages, logs or
-// errors, even when a job system echoes them.
+// fails the task with the answer's first bytes (also logged), and so
+// does an answer above MaxAnswer. Header values are secrets: they never
+// appear in status messages, results, logs or errors, even when a job
+// system echoes them, and never reach another origin: a redirect to
+// another scheme, host or port than the request's fails the task instead
+// of being followed. A path segment an argument or the job's ID fills
+// whole may not be "", "." or "..".
 package jobapi
 
 import (
@@ -247,6 +251,8 @@ func (t Tool) Check() []Problem {
 		case u == "":
 		case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
 			bad(field, "%q: want an http:// or https:// URL", u)
+		case len(names(origin(u))) > 0:
+			bad(field, "%q: a placeholder in the scheme, host or port: an argument never chooses where the request (and its headers) go", u)
 		default:
 			known(field, withJobID, names(u))
 		}
@@ -450,6 +456,16 @@ func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *s
 			"idempotentStart", t.IdempotentStart, "maxConcurrent", t.MaxConcurrent)
 	}
 	return added, nil
+}
+
+// origin is the scheme://host[:port] part of a URL template.
+func origin(u string) string {
+	_, rest, _ := strings.Cut(u, "://")
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return u[:len(u)-len(rest)+end]
 }
 
 // hostOf returns the scheme and host of a URL template, for logs.

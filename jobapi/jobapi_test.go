@@ -330,6 +330,8 @@ func TestCheck(t *testing.T) {
 		{"cancel.url", "http:// or https://", func(t *jobapi.Tool) { t.Cancel.URL = "ftp://x/{jobId}" }},
 		{"start.headers", "Idempotency-Key is set by mcptask", func(t *jobapi.Tool) { t.Start.Headers = map[string]string{"idempotency-key": "k"} }},
 		{"task", "want optional", func(t *jobapi.Tool) { t.Support = "sometimes" }},
+		{"start.url", "an argument never chooses where", func(t *jobapi.Tool) { t.Start.URL = "http://{ref}.example.com/jobs" }},
+		{"status.url", "an argument never chooses where", func(t *jobapi.Tool) { t.Status.URL = "http://127.0.0.1:{ref}/jobs/{jobId}" }},
 	} {
 		tool := good
 		tool.Start.Headers = map[string]string{}

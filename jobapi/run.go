@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -57,7 +58,12 @@ func (r *run) noteHealth(caller context.Context, code int, err error) {
 }
 
 func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerProvider) *jobTool {
-	jt := &jobTool{Tool: t, client: client, log: log, tracer: tp.Tracer(tracing.TracerName)}
+	// The headers are the job API's credentials: a redirect to another
+	// origin is refused rather than followed (Go's client would carry
+	// them to another port of the same host, and X-Api-Key anywhere).
+	guarded := *client
+	guarded.CheckRedirect = httpguard.SameOriginRedirects(client.CheckRedirect)
+	jt := &jobTool{Tool: t, client: &guarded, log: log, tracer: tp.Tracer(tracing.TracerName)}
 	if jt.PollInterval == 0 {
 		jt.PollInterval = DefaultPollInterval
 	}
@@ -93,6 +99,32 @@ type ref struct {
 
 var errTimeout = errors.New("the job timed out")
 
+// errTooLarge is an answer above MaxAnswer: asking again would get the
+// same, so it fails the task.
+var errTooLarge = fmt.Errorf("the job API's answer is larger than the limit of 4 MiB (%d bytes); not asked again", MaxAnswer)
+
+// permanent is the message of a request error that retrying cannot cure
+// (an answer too large, a redirect to another origin), "" for others.
+func permanent(err error) string {
+	var co *httpguard.CrossOriginRedirect
+	switch {
+	case errors.Is(err, errTooLarge):
+		return errTooLarge.Error()
+	case errors.As(err, &co):
+		return "the job API " + co.Error() + ": configure the URL it redirects to, if that is the job API"
+	}
+	return ""
+}
+
+// jobName is the job's ID, or what stands for it before the start's
+// answer.
+func (r *run) jobName() string {
+	if r.ref.JobID != "" {
+		return r.ref.JobID
+	}
+	return "(not started: idempotency key " + r.ref.Key + ")"
+}
+
 // run is one run of a call: the first, or a re-run after a crash.
 type run struct {
 	*jobTool
@@ -108,8 +140,33 @@ type run struct {
 	op *mcptask.Op
 }
 
-// handle is the tool's handler.
+// handle is the tool's handler: a call's outcome, scrubbed of the
+// tool's secrets (a job API may echo them in a result).
 func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res, err := jt.call(ctx, req)
+	if res != nil {
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				tc.Text = jt.scrub(tc.Text)
+			}
+		}
+		if res.StructuredContent != nil {
+			res.StructuredContent = jt.scrubValue(res.StructuredContent)
+		}
+	}
+	var je *jsonrpc.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &je):
+		je.Message = jt.scrub(je.Message)
+	case jt.scrub(err.Error()) != err.Error():
+		err = errors.New(jt.scrub(err.Error()))
+	}
+	return res, err
+}
+
+// call runs a call of the tool.
+func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	r := &run{jobTool: jt, tk: mcptask.FromContext(ctx), v: vars{args: map[string]json.RawMessage{}}}
 	if req.Params != nil && len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
 		if err := json.Unmarshal(req.Params.Arguments, &r.v.args); err != nil {
@@ -409,6 +466,12 @@ func (r *run) cancelJob() {
 func (r *run) do(ctx context.Context, what, method, u string, headers map[string]string, body []byte, key string) (int, []byte, error) {
 	for attempt := 1; ; attempt++ {
 		code, answer, err := r.once(ctx, what, method, u, headers, body, key)
+		if err != nil && ctx.Err() == nil {
+			if msg := permanent(err); msg != "" {
+				r.log.Error("the job API's answer cannot be used; not retried", "task", r.taskID(), "job", r.ref.JobID, "what", what, "err", r.scrub(msg))
+				return 0, nil, r.fail("%s: job %s: %s: %s", r.Name, r.jobName(), what, msg)
+			}
+		}
 		if err == nil && code < 500 && code != http.StatusTooManyRequests {
 			if r.outage != "" {
 				r.log.Info("the job API answers again", "task", r.taskID(), "job", r.ref.JobID, "attempts", attempt)
@@ -487,7 +550,7 @@ func (r *run) once(ctx context.Context, what, method, u string, headers map[stri
 		return 0, nil, err
 	}
 	if len(answer) > MaxAnswer {
-		return resp.StatusCode, nil, fmt.Errorf("the answer is larger than %d bytes", MaxAnswer)
+		return resp.StatusCode, nil, errTooLarge
 	}
 	return resp.StatusCode, answer, nil
 }
@@ -547,10 +610,7 @@ func (r *run) fail(format string, args ...any) error {
 // mismatch fails the task loudly with an answer that maps to nothing:
 // what was expected, and the answer's first bytes (also logged).
 func (r *run) mismatch(what string, answer []byte) error {
-	job := r.ref.JobID
-	if job == "" {
-		job = "(not started: idempotency key " + r.ref.Key + ")"
-	}
+	job := r.jobName()
 	r.log.Error("the job API's answer matches no mapping", "task", r.taskID(), "job", job, "problem", r.scrub(what), "answer", r.excerpt(answer))
 	return r.fail("%s: job %s: %s; the answer begins: %s", r.Name, job, what, r.excerpt(answer))
 }
@@ -593,9 +653,31 @@ func (r *run) bounded(s string) string {
 	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
+// scrubValue is v (decoded JSON) with the secrets replaced in its
+// strings and keys.
+func (jt *jobTool) scrubValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return jt.scrub(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[jt.scrub(k)] = jt.scrubValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jt.scrubValue(e)
+		}
+		return out
+	}
+	return v
+}
+
 // scrub replaces the secrets in s.
-func (r *run) scrub(s string) string {
-	for _, sec := range r.secrets {
+func (jt *jobTool) scrub(s string) string {
+	for _, sec := range jt.secrets {
 		s = strings.ReplaceAll(s, sec, "[redacted]")
 	}
 	return s

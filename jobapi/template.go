@@ -70,34 +70,58 @@ func (v vars) text(name string) (string, bool) {
 }
 
 // fillURL fills a URL template: each value escaped for where it stands
-// (a path segment before the '?', a query value after).
+// (a path segment before the '?', a query value after). A path segment
+// filled from a value must not be "", "." or ".." (nor decode to one): a
+// server resolving dot segments would serve another endpoint, so such a
+// value is refused and nothing is sent.
 func (v vars) fillURL(tmpl string) (string, error) {
 	query := strings.IndexByte(tmpl, '?')
+	if query < 0 {
+		query = len(tmpl)
+	}
 	var missing []string
-	out := replaceIndexed(tmpl, func(at int, name string) string {
-		s, ok := v.text(name)
-		if !ok {
-			missing = append(missing, name)
-			return ""
+	fill := func(part string, escape func(string) string) string {
+		return replaceAll(part, func(name string) string {
+			s, ok := v.text(name)
+			if !ok {
+				missing = append(missing, name)
+				return ""
+			}
+			return escape(s)
+		})
+	}
+	segs := strings.Split(tmpl[:query], "/")
+	for i, seg := range segs {
+		ns := names(seg)
+		if len(ns) == 0 {
+			continue
 		}
-		if query >= 0 && at > query {
-			return url.QueryEscape(s)
+		segs[i] = fill(seg, url.PathEscape)
+		if dec, err := url.PathUnescape(segs[i]); err == nil && (dec == "" || dec == "." || dec == "..") && len(missing) == 0 {
+			what := "the argument " + ns[0]
+			if len(ns) > 1 {
+				what = "the arguments " + strings.Join(ns, ", ")
+			} else if ns[0] == jobIDName && v.jobID != "" {
+				what = "the job ID"
+			}
+			return "", fmt.Errorf("%s is %q, which cannot be a whole path segment of the URL (%s): it would reach another endpoint; nothing was sent",
+				what, dec, seg)
 		}
-		return url.PathEscape(s)
-	})
+	}
+	out := strings.Join(segs, "/") + fill(tmpl[query:], url.QueryEscape)
 	if len(missing) > 0 {
 		return "", fmt.Errorf("the URL needs the argument %s, which the call did not give", strings.Join(missing, ", "))
 	}
 	return out, nil
 }
 
-// replaceIndexed replaces each placeholder of tmpl with fn(its offset, its name).
-func replaceIndexed(tmpl string, fn func(at int, name string) string) string {
+// replaceAll replaces each placeholder of tmpl with fn(its name).
+func replaceAll(tmpl string, fn func(name string) string) string {
 	var b strings.Builder
 	last := 0
 	for _, m := range placeholder.FindAllStringSubmatchIndex(tmpl, -1) {
 		b.WriteString(tmpl[last:m[0]])
-		b.WriteString(fn(m[0], tmpl[m[2]:m[3]]))
+		b.WriteString(fn(tmpl[m[2]:m[3]]))
 		last = m[1]
 	}
 	b.WriteString(tmpl[last:])

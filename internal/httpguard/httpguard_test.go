@@ -1,6 +1,7 @@
 package httpguard
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -49,5 +50,46 @@ func TestLoopbackOnly(t *testing.T) {
 		if w.Code != c.want {
 			t.Errorf("Host %q Origin %q: %d, want %d", c.host, c.origin, w.Code, c.want)
 		}
+	}
+}
+
+// TestSameOriginRedirects: a redirect to another scheme, host or port is
+// refused; within the origin (the default port written or not) it is
+// followed, up to 10.
+func TestSameOriginRedirects(t *testing.T) {
+	check := SameOriginRedirects(nil)
+	req := func(u string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := []*http.Request{req("http://127.0.0.1:8080/jobs")}
+	for u, same := range map[string]bool{
+		"http://127.0.0.1:8080/other?x=1": true,
+		"HTTP://127.0.0.1:8080/":          true,
+		"http://127.0.0.1:8081/jobs":      false,
+		"https://127.0.0.1:8080/jobs":     false,
+		"http://localhost:8080/jobs":      false,
+	} {
+		err := check(req(u), first)
+		var co *CrossOriginRedirect
+		if same != (err == nil) || (!same && !errors.As(err, &co)) {
+			t.Errorf("redirect to %s: %v; same origin %v", u, err, same)
+		}
+	}
+	if err := check(req("http://example.com/b"), []*http.Request{req("http://example.com:80/a")}); err != nil {
+		t.Errorf("default port written or not: %v", err)
+	}
+	if err := check(req("https://example.com:443/b"), []*http.Request{req("https://example.com/a")}); err != nil {
+		t.Errorf("default https port written or not: %v", err)
+	}
+	ten := []*http.Request{}
+	for range 10 {
+		ten = append(ten, first[0])
+	}
+	if err := check(req("http://127.0.0.1:8080/b"), ten); err == nil {
+		t.Errorf("the 11th redirect was followed")
 	}
 }
