@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -93,6 +94,9 @@ func (rt *wireRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if r.Body != nil {
 			body := readBody(w, r)
+			if refuseMetaVersion(w, r, body) {
+				return
+			}
 			if sessions != nil && sid != "" && body != nil && rt.fast.serve25(w, r, sid, body) {
 				return
 			}
@@ -149,6 +153,54 @@ func liftTaskParam(r *http.Request, body []byte) []byte {
 		r.ContentLength = int64(len(lifted))
 	}
 	return lifted
+}
+
+// refuseMetaVersion answers a request bound for the stateful handler
+// whose params._meta names a protocol version: its Mcp-Protocol-Version
+// header (or its session) says otherwise, and the go-sdk would answer
+// that the header's version "is not supported" while listing it as
+// supported (issue 25, L12). It says instead that the two disagree,
+// naming both, with -32020 (header mismatch), and reports whether it
+// answered. body is r's body read whole (nil: not read; the go-sdk
+// answers); notifications and batches are left to the go-sdk.
+func refuseMetaVersion(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if body == nil || !bytes.Contains(body, []byte(mcp.MetaKeyProtocolVersion)) {
+		return false
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || len(msg.ID) == 0 || bytes.Equal(msg.ID, []byte("null")) {
+		return false
+	}
+	var metaVersion string
+	if json.Unmarshal(msg.Params.Meta[mcp.MetaKeyProtocolVersion], &metaVersion) != nil || metaVersion == "" {
+		return false
+	}
+	header := r.Header.Get("Mcp-Protocol-Version")
+	var text string
+	switch {
+	case header != "" && header != metaVersion:
+		text = fmt.Sprintf("the Mcp-Protocol-Version header %q and the request's _meta %q %q disagree: send the same version in both "+
+			"(%s and later: no Mcp-Session-Id, the version in both; %s: no %q in _meta)",
+			header, mcp.MetaKeyProtocolVersion, metaVersion, ext2026.Version, v1.Version, mcp.MetaKeyProtocolVersion)
+	case metaVersion >= ext2026.Version:
+		text = fmt.Sprintf("the request's _meta %q is %q, which is stateless, but it was sent on a session (Mcp-Session-Id): "+
+			"send it without Mcp-Session-Id and with Mcp-Protocol-Version %q", mcp.MetaKeyProtocolVersion, metaVersion, metaVersion)
+	default:
+		text = fmt.Sprintf("the request's _meta %q names %q, but a per-request protocol version is of %s and later: "+
+			"a %s request carries none (its version is the session's)", mcp.MetaKeyProtocolVersion, metaVersion, ext2026.Version, metaVersion)
+	}
+	data, _ := json.Marshal(map[string]string{"header": header, "meta": metaVersion})
+	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+		"error": map[string]any{"code": mcp.CodeHeaderMismatch, "message": text, "data": json.RawMessage(data)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(out)
+	return true
 }
 
 func isStateless(w http.ResponseWriter, r *http.Request) bool {
