@@ -323,3 +323,39 @@ func TestCommandOutputMemoryFlat(t *testing.T) {
 		t.Fatalf("allocated %d bytes for 50 MB of output", alloc)
 	}
 }
+
+// TestCommandResultFIFO: a command that replaces its result file with a
+// FIFO (or a symbolic link) gets an isError result saying so, within its
+// timeout, and leaves no goroutine blocked on the FIFO.
+func TestCommandResultFIFO(t *testing.T) {
+	sc := script(t, `case "$1" in
+fifo) rm -f "$MCPTASK_RESULT"; mkfifo "$MCPTASK_RESULT" ;;
+link) echo '{"a":1}' > "$MCPTASK_RESULT.real"; rm -f "$MCPTASK_RESULT"; ln -s "$MCPTASK_RESULT.real" "$MCPTASK_RESULT" ;;
+*) echo '{"ok":true}' > "$MCPTASK_RESULT" ;;
+esac
+`)
+	c := serve(t, true, Tool{Name: "res", InputSchema: strSchema("kind"), Argv: []string{sc, "{kind}"}, Timeout: 5 * time.Second})
+	if r := resultOf(t, runTask(t, c, "res", map[string]any{"kind": "plain"})); r.IsError || r.text() != `{"ok":true}` {
+		t.Fatalf("a plain result file: %q (isError %v)", r.text(), r.IsError)
+	}
+	baseline := runtime.NumGoroutine()
+	for kind, want := range map[string]string{"fifo": "not a regular file", "link": "not a regular file"} {
+		start := time.Now()
+		r := resultOf(t, runTask(t, c, "res", map[string]any{"kind": kind}))
+		if !r.IsError || !strings.Contains(r.text(), "result file ($MCPTASK_RESULT) is not valid") || !strings.Contains(r.text(), want) {
+			t.Errorf("%s: %q (isError %v); want an isError result saying %q", kind, r.text(), r.IsError, want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: the task took %v, past its timeout", kind, d)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > baseline {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before the FIFO:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+		}
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // polling the goroutine count, not timing the test
+	}
+}

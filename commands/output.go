@@ -180,16 +180,30 @@ func (s *statusWriter) close(write bool) {
 }
 
 // readResult reads the result file a command wrote, nil if it wrote
-// none.
+// none. It must be a regular file: a FIFO, a device or a symbolic link
+// put in its place is refused, never opened in a way that could block
+// (O_NONBLOCK, O_NOFOLLOW, then checked again on the open file).
 func readResult(path string) (*mcp.CallToolResult, error) {
-	f, err := os.Open(path)
+	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is not a regular file (%v)", fi.Mode().Type())
+	}
+	f, err := openNoBlock(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("it is not a regular file (%v)", fi.Mode().Type())
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxResultFile+1))
 	if err != nil {
 		return nil, err

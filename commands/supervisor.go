@@ -259,3 +259,9 @@ func (p *proc) release() {
 	}
 	p.stdin.Close()
 }
+
+// openNoBlock opens path for reading without following a symbolic link
+// and without blocking (a FIFO put in a file's place).
+func openNoBlock(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+}
