@@ -50,6 +50,11 @@ type Config struct {
 	LogFormat       string        // text or json
 	LogLevel        slog.Level
 
+	// With authentication: the most open connections of one source IP
+	// that no request has authenticated yet, and of one principal; 0: no
+	// limit.
+	MaxConnsPerSource, MaxConnsPerPrincipal int
+
 	// Per-requester limits (mcptask.Limits) and the audit trail.
 	Limits   mcptask.Limits
 	AuditLog string // "" (the daemon's log), "off", or a file of JSON lines
@@ -119,6 +124,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.LedgerRetention, "ledger-retention", engine.DefaultLedgerRetention, "how long the operation ledger keeps an operation after its last change, whatever happened to its task")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "how long a client may take to send a request's body; a slower one is cut (0: no limit)")
 	fs.IntVar(&c.MaxConns, "max-connections", 512, "most HTTP connections served at once (keep it below the open-files limit, ulimit -n); more wait to be accepted (0: no limit)")
+	fs.IntVar(&c.MaxConnsPerSource, "max-connections-per-source", defaultConnsPerSource, "with authentication: most open connections of one source IP not yet authenticated by a request; more are answered 429 and closed (behind a reverse proxy every connection comes from the proxy: raise it; 0: no limit)")
+	fs.IntVar(&c.MaxConnsPerPrincipal, "max-connections-per-principal", defaultConnsPerPrincipal, "with authentication: most open connections of one principal; a request on one more is answered 429 and its connection closed (0: no limit)")
 	d := mcptask.DefaultLimits
 	fs.IntVar(&c.Limits.MaxActiveTasks, "max-active-tasks", d.MaxActiveTasks, "most unfinished tasks a requester (an authenticated principal; without authentication, all clients together, or one 2025-11-25 session) may have at once; 0: no limit")
 	fs.Float64Var(&c.Limits.CreateRate, "create-rate", d.CreateRate, "task creations per second allowed per requester; 0: no limit")
@@ -188,6 +195,9 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
+	}
+	if c.MaxConnsPerSource < 0 || c.MaxConnsPerPrincipal < 0 {
+		errs = append(errs, fmt.Errorf("-max-connections-per-source and -max-connections-per-principal must not be negative, got %d and %d", c.MaxConnsPerSource, c.MaxConnsPerPrincipal))
 	}
 	if c.BodyTimeout < 0 || c.MaxConns < 0 {
 		errs = append(errs, fmt.Errorf("-body-timeout and -max-connections must not be negative, got %v and %d", c.BodyTimeout, c.MaxConns))

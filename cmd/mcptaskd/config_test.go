@@ -20,7 +20,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := Config{
 		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", SQLiteViewCache: sqlite.DefaultViewCacheEntries, PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second, FinishWithin: 5 * time.Millisecond,
-		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
+		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, MaxConnsPerSource: 64, MaxConnsPerPrincipal: 128, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
 		AdminScope: "mcptask:admin", Metrics: true, Dashboard: true,
 		Limits:        mcptask.DefaultLimits,
 		Notifications: mcptask.Notifications{MinInterval: 50 * time.Millisecond, MaxStreams: 16, MaxTasksPerStream: 256},

@@ -33,7 +33,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 )
 
 // App is an assembled mcptaskd: the task store, the engine, the MCP server
@@ -59,6 +58,7 @@ type App struct {
 	metrics    http.Handler       // the Prometheus exposition of the app's registry
 	drain      drainSwitch
 	dashboard  *dashboard.Handler // nil with -dashboard=false
+	conns      *connBudget        // the listener's connection budgets
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -229,6 +229,10 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	}
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
 		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), stopTracing: stopTracing}
+	a.conns = &connBudget{log: logger, open: map[string]int{}}
+	if verifier != nil {
+		a.conns.perSource, a.conns.perPrincipal = cfg.MaxConnsPerSource, cfg.MaxConnsPerPrincipal
+	}
 	a.drain.file = fc.drainState()
 	a.drain.hasConfig = fc != nil
 	if d := a.drain.file; d.Active() {
@@ -259,7 +263,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		// task.UserOwner(TENANT, PRINCIPAL) the owner of the tasks it creates, and
 		// only that owner sees them. A missing or refused token gets 401
 		// with an RFC 6750 challenge.
-		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...)(mcpHandler)
+		// An authenticated request's connection then counts against its
+		// principal's budget (-max-connections-per-principal).
+		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...)(a.conns.principalBudget(mcpHandler))
 	}
 	mux := http.NewServeMux()
 	// Browsers' cross-origin POSTs are refused; MCP clients outside a
@@ -470,14 +476,14 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		app.Close(context.Background())
 		return err
 	}
-	if cfg.MaxConns > 0 {
-		// Past the cap, connections wait in the kernel's queue instead of
-		// taking the last file descriptors (and with them /healthz, the
-		// store and every other client).
-		ln = netutil.LimitListener(ln, cfg.MaxConns)
-	}
+	// Past -max-connections, connections wait in the kernel's queue
+	// instead of taking the last file descriptors (and with them /healthz,
+	// the store and every other client); with authentication, one source's
+	// unauthenticated connections and one principal's are capped too.
+	ln = newBudgetListener(ln, cfg.MaxConns, app.conns)
 	srv := &http.Server{
 		Handler:           app.Handler(),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -589,18 +595,34 @@ func (a *App) engineHealth() error {
 // descriptor, for ever): the connection's read deadline is set for the
 // body and cleared once it has been read. Requests without a body (event
 // streams) are not bounded. d <= 0 sets no deadline.
+//
+// It also makes a refusal written before the body was read (401, 403,
+// 413, 429, ...: any status >= 400) go out at once and end the connection:
+// the answer gets Connection: close, and once the handler returns the
+// rest of the body is not read. (net/http otherwise reads an unread body,
+// up to 256 KiB, before it writes the answer, to keep the connection: a
+// client without a token trickling its body got its 401 only after d,
+// holding a connection all along; issue 25, H2.)
 func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
-	if d <= 0 {
-		return next
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
-			rc := http.NewResponseController(w)
-			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
-				r.Body = &deadlineBody{ReadCloser: r.Body, clear: func() { _ = rc.SetReadDeadline(time.Time{}) }}
-			}
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		rc := http.NewResponseController(w)
+		b := &deadlineBody{ReadCloser: r.Body, clear: func() {}}
+		if d > 0 && rc.SetReadDeadline(time.Now().Add(d)) == nil {
+			b.clear = func() { _ = rc.SetReadDeadline(time.Time{}) }
+		}
+		r.Body = b
+		rw := &refusalWriter{ResponseWriter: w, body: b}
+		next.ServeHTTP(rw, r)
+		if rw.refused {
+			// The answer is written before the server closes the body,
+			// which would read what is left of it first: nothing more is
+			// read.
+			_ = rc.SetReadDeadline(time.Now())
+		}
 	})
 }
 
@@ -609,15 +631,41 @@ type deadlineBody struct {
 	io.ReadCloser
 	clear func()
 	once  sync.Once
+	eof   atomic.Bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
+		b.eof.Store(true)
 		b.once.Do(b.clear)
 	}
 	return n, err
 }
+
+// refusalWriter marks a refusal written while the request's body is
+// unread: Connection: close, so that net/http writes it at once and
+// closes the connection instead of reading the body first.
+type refusalWriter struct {
+	http.ResponseWriter
+	body    *deadlineBody
+	refused bool
+}
+
+// WriteHeader adds Connection: close to a refusal of an unread body.
+func (w *refusalWriter) WriteHeader(code int) {
+	if code >= 400 && !w.refused && !w.body.eof.Load() {
+		w.refused = true
+		w.Header().Set("Connection", "close")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush flushes the answer.
+func (w *refusalWriter) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Unwrap returns the server's writer, for http.ResponseController.
+func (w *refusalWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // finishWithin maps -finish-within (0: off) to engine.Options.FinishWithin
 // (negative: off).
