@@ -62,7 +62,7 @@ func tenantsGateway(t *testing.T, up gateway.Upstream) (string, *syncBuffer) {
 		StopGrace: 5 * time.Second,
 		Wrap:      auth.RequireBearerToken(verify, nil),
 		Register: func(ts *mcptask.Server) (func(), error) {
-			gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{up}, log)
+			gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{up}, log, nil)
 			if err != nil {
 				return nil, err
 			}

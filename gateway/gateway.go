@@ -145,18 +145,42 @@ type ToolPolicy struct {
 type Gateway struct {
 	log       *slog.Logger
 	upstreams []*upstream
+	ts        *mcptask.Server
+	addTool   func(*mcp.Tool, mcp.ToolHandler) // Options.AddTool
+
+	mu   sync.Mutex
+	late map[string]bool // the names of the tools added after Start
+}
+
+// Options are the optional settings of Start.
+type Options struct {
+	// AddTool, if set, adds a tool to the server after it started: the
+	// go-sdk's mcp.Server.AddTool, which tells the clients (list_changed).
+	// It registers the tools of an upstream that could not be reached at
+	// Start once it comes up; they run as plain calls until the next
+	// start (task support is set before the server starts). Without it,
+	// such an upstream's tools are served from the next start on.
+	AddTool func(*mcp.Tool, mcp.ToolHandler)
 }
 
 // Start connects to every upstream, lists its tools and registers them on
 // ts, which must not have started yet (its recovery of unfinished tasks
 // asks every tool whether it may run again). An upstream that cannot be
-// reached, or a name that cannot be given, fails the start.
-func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Logger) (*Gateway, error) {
+// reached does not fail the start: it is reported down (Health), tried
+// again with backoff, and its tools registered when it answers (see
+// Options.AddTool). A name that cannot be given, or a tool of Tools the
+// upstream lacks, fails the start. opts may be nil.
+func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Logger, opts *Options) (*Gateway, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	g := &Gateway{log: log}
+	log = redactLogger(log)
+	g := &Gateway{log: log, ts: ts, late: map[string]bool{}}
+	if opts != nil {
+		g.addTool = opts.AddTool
+	}
 	seen := map[string]bool{}
+	var down []*upstream
 	for _, cfg := range ups {
 		if err := validate(cfg); err != nil {
 			g.Close()
@@ -170,12 +194,72 @@ func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Lo
 		u := newUpstream(cfg, log.With("upstream", cfg.Name))
 		u.tracer = ts.TracerProvider().Tracer(tracing.TracerName)
 		g.upstreams = append(g.upstreams, u)
-		if err := u.register(ctx, ts); err != nil {
+		d, err := u.discover(ctx)
+		if err != nil {
+			u.setPending(err)
+			u.log.Warn("the upstream cannot be reached: starting without its tools; trying again with backoff", "err", err)
+			down = append(down, u)
+			continue
+		}
+		if err := g.export(u, d, false); err != nil {
 			g.Close()
 			return nil, err
 		}
 	}
+	for _, u := range down {
+		go g.retry(u)
+	}
 	return g, nil
+}
+
+// discovery is what an upstream says of itself: its tools and whether it
+// speaks tasks.
+type discovery struct {
+	tools       []*mcp.Tool
+	support     map[string]string // each tool's task support upstream, if it speaks tasks
+	speaksTasks bool
+	tc          *taskConn // its connection, if it speaks tasks
+}
+
+// retry tries, with backoff, an upstream that could not be reached at
+// Start, until it answers (then registers its tools) or the gateway
+// closes.
+func (g *Gateway) retry(u *upstream) {
+	for {
+		wait := max(time.Until(u.nextAttempt()), backoffMin)
+		select {
+		case <-u.done:
+			return
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*dialTimeout)
+		d, err := u.discover(ctx)
+		cancel()
+		if err != nil {
+			u.setPending(err) // the failure counted for the backoff
+			continue
+		}
+		select {
+		case <-u.done:
+			if d.tc != nil {
+				d.tc.close()
+			}
+			return
+		default:
+		}
+		u.setPending(nil)
+		if g.addTool == nil {
+			u.log.Warn("the upstream answers now; its tools are served from the next start")
+			if d.tc != nil {
+				d.tc.close()
+			}
+			return
+		}
+		if err := g.export(u, d, true); err != nil {
+			u.log.Error("registering the upstream's tools", "err", err)
+		}
+		return
+	}
 }
 
 func validate(u Upstream) error {
@@ -253,6 +337,10 @@ type upstream struct {
 	// upstream last worked; no dial is tried before retryAt.
 	failures int
 	retryAt  time.Time
+	// pending, while the upstream's tools are not registered (it could
+	// not be reached at Start), says why.
+	pending error
+	done    chan struct{} // closed by close
 
 	// tasks, set when the upstream speaks tasks itself, carries the
 	// calls of its task-capable tools as upstream tasks.
@@ -296,7 +384,7 @@ func (u *upstream) mayDial() error {
 		time.Sleep(wait) // the upstream's restart pause: at most maxDialWait
 		return nil
 	}
-	return fmt.Errorf("down after %d failures in a row, next attempt in %v (last: %v)", u.failureCount(), wait.Round(time.Millisecond), last)
+	return fmt.Errorf("down after %d failures in a row, next attempt in %v (last: %v)", u.failureCount(), wait.Round(time.Millisecond), redactErr(last))
 }
 
 func (u *upstream) failureCount() int {
@@ -333,32 +421,51 @@ func newUpstream(cfg Upstream, log *slog.Logger) *upstream {
 	if cfg.ProtocolVersion == "" {
 		cfg.ProtocolVersion = DefaultProtocolVersion
 	}
-	return &upstream{cfg: cfg, log: log, freed: make(chan struct{}), tracer: noop.NewTracerProvider().Tracer(tracing.TracerName)}
+	return &upstream{cfg: cfg, log: log, freed: make(chan struct{}), done: make(chan struct{}), tracer: noop.NewTracerProvider().Tracer(tracing.TracerName)}
 }
 
-// register lists the upstream's tools and adds them to ts.
-func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
+// discover lists the upstream's tools and asks whether it speaks tasks.
+// Its errors say the upstream cannot be reached (or answers wrong).
+func (u *upstream) discover(ctx context.Context) (*discovery, error) {
 	s, err := u.acquire(ctx, "", nil)
 	if err != nil {
-		return fmt.Errorf("gateway: upstream %q: %w", u.cfg.Name, err)
+		return nil, fmt.Errorf("gateway: upstream %q: %w", u.cfg.Name, redactErr(err))
 	}
-	defer u.release(s, nil)
 	var tools []*mcp.Tool
 	for t, err := range s.cs.Tools(ctx, nil) {
 		if err != nil {
-			return fmt.Errorf("gateway: upstream %q: listing its tools: %w", u.cfg.Name, err)
+			u.release(s, err)
+			return nil, fmt.Errorf("gateway: upstream %q: listing its tools: %w", u.cfg.Name, redactErr(err))
 		}
 		tools = append(tools, t)
 	}
+	u.release(s, nil)
 	// Does the upstream speak tasks itself? Asked with the client that
 	// speaks them (the go-sdk's does not); kept open if it does.
 	tc := newTaskConn(u)
 	support, speaksTasks, err := tc.probe(ctx)
 	if err != nil {
-		return fmt.Errorf("gateway: upstream %q: asking whether it speaks tasks: %w", u.cfg.Name, err)
+		return nil, fmt.Errorf("gateway: upstream %q: asking whether it speaks tasks: %w", u.cfg.Name, redactErr(err))
+	}
+	d := &discovery{tools: tools, support: support, speaksTasks: speaksTasks}
+	if speaksTasks {
+		d.tc = tc
+	}
+	return d, nil
+}
+
+// export registers the upstream's tools on the server: before it started
+// (ts.AddRawTool, with their task support), or late with g.addTool, as
+// plain tools.
+func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
+	ts := g.ts
+	tools, support, speaksTasks := d.tools, d.support, d.speaksTasks
+	if late && d.tc != nil {
+		d.tc.close() // a late tool is a plain call
+		speaksTasks = false
 	}
 	if speaksTasks {
-		u.tasks = tc
+		u.tasks = d.tc
 		u.log.Info("the upstream speaks tasks: its task-capable tools run as upstream tasks, re-attached after a crash")
 	}
 	for _, want := range u.cfg.Tools {
@@ -366,16 +473,19 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 			return fmt.Errorf("gateway: upstream %q has no tool %q (its tools: %s)", u.cfg.Name, want, toolNames(tools))
 		}
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	taken := func(name string) bool { return ts.HasTool(name) || g.late[name] }
 	for _, t := range tools {
 		if len(u.cfg.Tools) > 0 && !slices.Contains(u.cfg.Tools, t.Name) {
 			continue
 		}
 		name := u.cfg.Prefix + t.Name
-		if u.cfg.Prefix == "" && ts.HasTool(name) {
+		if u.cfg.Prefix == "" && taken(name) {
 			name = u.cfg.Name + "_" + t.Name
 			u.log.Info("tool name taken; exported with the upstream's name", "tool", t.Name, "as", name)
 		}
-		if ts.HasTool(name) {
+		if taken(name) {
 			return fmt.Errorf("gateway: upstream %q: the tool name %q is taken (set a prefix)", u.cfg.Name, name)
 		}
 		p := u.cfg.Default
@@ -391,6 +501,12 @@ func (u *upstream) register(ctx context.Context, ts *mcptask.Server) error {
 			exported.InputSchema = map[string]any{"type": "object"}
 		}
 		h := u.handler(t.Name, p)
+		if late {
+			g.late[name] = true
+			g.addTool(&exported, h)
+			u.log.Warn("re-exported an upstream tool after the start: it runs as a plain call until the next start", "tool", t.Name, "as", name)
+			continue
+		}
 		opts := mcptask.ToolOptions{Support: p.Support, Rerunnable: p.Rerunnable, MaxTTL: p.MaxTTL}
 		switch {
 		case p.MaxConcurrent > 0:
@@ -453,10 +569,10 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 			case !p.Rerunnable:
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 					"upstream %s died during the call of %s (its process exited or its connection broke: %v); the outcome is unknown, and %s is not declared rerunnable, so it was not called again",
-					u.cfg.Name, name, err, name)}
+					u.cfg.Name, name, redactErr(err), name)}
 			case attempt >= maxCallAttempts:
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-					"upstream %s died during each of %d calls of %s (last: %v)", u.cfg.Name, attempt, name, err)}
+					"upstream %s died during each of %d calls of %s (last: %v)", u.cfg.Name, attempt, name, redactErr(err))}
 			}
 			u.log.Warn("the upstream died during a call of a rerunnable tool; calling again", "tool", name, "attempt", attempt+1, "err", err)
 			if tk != nil {
@@ -610,7 +726,7 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 	if errors.As(err, &je) && je.Code != codeRejected {
 		return je
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, redactErr(err))}
 }
 
 // dialTimeout bounds the opening of one upstream session (a process that
@@ -774,14 +890,40 @@ func (u *upstream) signalLocked() {
 	u.freed = make(chan struct{})
 }
 
+// health is nil when the upstream answered last, else why it did not
+// (URLs redacted).
 func (u *upstream) health() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.lastErr
+	switch {
+	case u.pending != nil:
+		return fmt.Errorf("not reached since the start, its tools not registered: %w", redactErr(u.pending))
+	case u.lastErr != nil:
+		return redactErr(u.lastErr)
+	}
+	return nil
+}
+
+// setPending records why the upstream's tools are not registered yet
+// (nil: they are).
+func (u *upstream) setPending(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.pending = err
+}
+
+// nextAttempt is when a dial may be tried again.
+func (u *upstream) nextAttempt() time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.retryAt
 }
 
 func (u *upstream) close() error {
 	u.mu.Lock()
+	if !u.closed {
+		close(u.done)
+	}
 	u.closed = true
 	idle := u.idle
 	u.idle = nil

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -49,19 +50,21 @@ func TestRedirectKeepsSecrets(t *testing.T) {
 	}))
 	t.Cleanup(origin.Close)
 
+	// start starts a gateway of the upstream at path and returns its
+	// health.
 	start := func(path string) error {
-		var err error
+		var health error
 		servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
-			var gw *gateway.Gateway
-			gw, err = gateway.Start(t.Context(), ts, []gateway.Upstream{{Name: "up", URL: origin.URL + path,
+			gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{{Name: "up", URL: origin.URL + path,
 				Headers: map[string]string{"Authorization": "Bearer upstream-secret", "X-Api-Key": "key-secret"}}},
-				slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+				slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 			if err != nil {
-				return nil, nil
+				return nil, err
 			}
+			health = gw.Health()["up"]
 			return func() { _ = gw.Close() }, nil
 		}})
-		return err
+		return health
 	}
 
 	if err := start("/moved"); err != nil {
@@ -73,8 +76,9 @@ func TestRedirectKeepsSecrets(t *testing.T) {
 	}
 	mu.Unlock()
 
-	err := start("/away")
-	t.Logf("an upstream redirected to another origin: %v", err)
+	if err := start("/away"); err == nil || !strings.Contains(err.Error(), "another origin") {
+		t.Errorf("an upstream redirected to another origin: health %v; want it down, saying why", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(leaked) > 0 {

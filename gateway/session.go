@@ -12,11 +12,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -257,35 +257,9 @@ func (u *upstream) logLevel() string {
 func (u *upstream) httpClient(lost func()) *http.Client {
 	origin, _ := url.Parse(u.cfg.URL)
 	return &http.Client{
-		Transport: &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin, lost: lost},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if !sameOrigin(req.URL, origin) {
-				return fmt.Errorf("refused a redirect of upstream %s to another origin (%s)", u.cfg.Name, redactURL(req.URL.String()))
-			}
-			if len(via) >= 10 {
-				return errors.New("stopped after 10 redirects")
-			}
-			return nil
-		},
+		Transport:     &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin, lost: lost},
+		CheckRedirect: httpguard.SameOriginRedirects(nil),
 	}
-}
-
-// sameOrigin reports whether a and b have the same scheme, host and port.
-func sameOrigin(a, b *url.URL) bool {
-	if a == nil || b == nil {
-		return false
-	}
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
-}
-
-func port(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if strings.EqualFold(u.Scheme, "https") {
-		return "443"
-	}
-	return "80"
 }
 
 // headers adds fixed headers (e.g. an upstream's Authorization) to every
@@ -298,7 +272,7 @@ type headers struct {
 }
 
 func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.h) > 0 && sameOrigin(r.URL, t.origin) {
+	if len(t.h) > 0 && t.origin != nil && httpguard.SameOrigin(r.URL, t.origin) {
 		r = r.Clone(r.Context())
 		for k, v := range t.h {
 			r.Header.Set(k, v)
@@ -326,26 +300,4 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.log.Info("upstream stderr", "line", string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
-}
-
-// redactURL returns raw with its userinfo and the values of its query
-// replaced by "REDACTED": fit for a log line or an error (a URL may carry
-// ?api_key=... or user:password@).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(an unparsable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		u.RawQuery = q.Encode()
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u.String()
 }

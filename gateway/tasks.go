@@ -425,7 +425,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 	case errors.As(err, &ue):
 		tc.broken(c)
 		u.dialed(err)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, err)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s unavailable: %v", u.cfg.Name, redactErr(err))}
 	}
 	if !rpcAnswered(err) {
 		tc.broken(c)

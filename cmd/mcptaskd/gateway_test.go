@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -253,5 +254,110 @@ func TestDrainSwitch(t *testing.T) {
 	}
 	if r, err := c.Call(ctx, "tasks/cancel", map[string]any{"taskId": running}, nil); err != nil || r.Error != nil {
 		t.Fatalf("tasks/cancel of the running task: %+v %v", r, err)
+	}
+}
+
+// TestUpstreamDownAtBoot: an HTTP upstream that does not answer when
+// mcptaskd starts does not stop it: the other tools are served, /healthz
+// says the upstream is down (why, only to the admin), nothing logs or
+// answers the secret in its URL's query, and once the upstream answers
+// on its port its tools appear and can be called.
+func TestUpstreamDownAtBoot(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // closed: the upstream is down
+	const secret = "supersecret-4711"
+	dir := t.TempDir()
+	config := filepath.Join(dir, "mcptaskd.yaml")
+	body := fmt.Sprintf("demo: true\nmcpServers:\n  late:\n    url: \"http://%s/mcp?api_key=%s\"\n", addr, secret)
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	adminToken := "admin-token-0123456789"
+	tokenFile := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "gateway-down", filepath.Join(dir, "tasks.db"), "-config", config, "-admin-token-file", tokenFile)
+	c := d.client(true)
+	ctx := context.Background()
+
+	healthz := func(token string) (int, string, map[string]string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, d.Base+"/healthz", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), secret) {
+			t.Errorf("/healthz shows the URL's secret: %s", b)
+		}
+		var h struct {
+			Status    string
+			Upstreams map[string]string
+		}
+		if err := json.Unmarshal(b, &h); err != nil {
+			t.Fatalf("/healthz: %v: %s", err, b)
+		}
+		return resp.StatusCode, h.Status, h.Upstreams
+	}
+	if code, status, ups := healthz(""); code != http.StatusOK || status != "degraded" || ups["late"] != "down" {
+		t.Errorf("/healthz with the upstream down: %d %q %v; want 200, degraded, and the upstream down without details", code, status, ups)
+	}
+	if _, _, ups := healthz("not-the-admin-token-at-all"); ups["late"] != "down" {
+		t.Errorf("/healthz with a wrong token: %v; want no details", ups)
+	}
+	if _, _, ups := healthz(adminToken); !strings.HasPrefix(ups["late"], "down: ") || !strings.Contains(ups["late"], "REDACTED") {
+		t.Errorf("/healthz of the admin: %v; want why the upstream is down, its URL redacted", ups)
+	}
+	tools, err := c.Call(ctx, "tools/list", nil, nil)
+	if err != nil || tools.Error != nil || !strings.Contains(string(tools.Result), `"long_computation"`) || strings.Contains(string(tools.Result), `"upecho"`) {
+		t.Fatalf("tools/list with the upstream down: %+v %v %s; want the demo tools only", tools.Error, err, tools.Result)
+	}
+	id := startTask(t, c, "long_computation", map[string]any{"n": 100, "steps": 1})
+	if tk := waitTask(t, c, id, 60*time.Second, "terminal", terminal); tk.Status != "completed" {
+		t.Errorf("a demo task with the upstream down: %+v", tk)
+	}
+
+	// The upstream comes up on its port.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the upstream's port was taken meanwhile: %v", err)
+	}
+	up := mcp.NewServer(&mcp.Implementation{Name: "late", Version: "1"}, nil)
+	mcp.AddTool(up, &mcp.Tool{Name: "upecho", Description: "echoes"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)}
+	go hs.Serve(ln) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { hs.Close() })
+
+	waitUntil(t, 90*time.Second, "the upstream's tool listed", func() (bool, error) {
+		tools, err := c.Call(ctx, "tools/list", nil, nil)
+		if err != nil || tools.Error != nil {
+			return false, err
+		}
+		return strings.Contains(string(tools.Result), `"upecho"`), nil
+	})
+	r, err := c.Call(ctx, "tools/call", map[string]any{"name": "upecho", "arguments": map[string]any{"text": "hi"}}, nil)
+	if err != nil || r.Error != nil || !strings.Contains(string(r.Result), "echo: hi") {
+		t.Errorf("a call of the upstream's tool once it came up: %+v %v %s", r.Error, err, r.Result)
+	}
+	if code, status, ups := healthz(""); code != http.StatusOK || status != "ok" || ups["late"] != "ok" {
+		t.Errorf("/healthz with the upstream up: %d %q %v", code, status, ups)
+	}
+	if strings.Contains(d.Logs(), secret) {
+		t.Errorf("mcptaskd logged the secret of the upstream's URL:\n%s", d.Logs())
 	}
 }

@@ -179,7 +179,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	var gw *gateway.Gateway
 	if ups := fc.upstreams(); len(ups) > 0 {
 		gctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		gw, err = gateway.Start(gctx, ts, ups, logger.With("component", "gateway"))
+		// An upstream that cannot be reached does not stop the start: its
+		// tools are added once it answers.
+		gw, err = gateway.Start(gctx, ts, ups, logger.With("component", "gateway"), &gateway.Options{AddTool: srv.AddTool})
 		cancel()
 		if err != nil {
 			st.Close()
@@ -403,19 +405,30 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 			a.log.Warn("health check failed", "err", err)
 		}
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
+	// Each upstream "ok" or "down"; why it is down (the gateway's last
+	// error, URLs redacted) only to a request the admin endpoint would
+	// admit. An upstream down leaves the server "degraded", still 200:
+	// it serves the other tools.
 	var upstreams map[string]string
 	if a.gw != nil {
+		details := a.healthzDetails(r)
 		upstreams = map[string]string{}
 		for name, err := range a.gw.Health() {
 			upstreams[name] = "ok"
 			if err != nil {
-				upstreams[name] = "unavailable: " + err.Error()
+				upstreams[name] = "down"
+				if details {
+					upstreams[name] = "down: " + err.Error()
+				}
+				if status == "ok" {
+					status = "degraded"
+				}
 			}
 		}
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(struct {
 		Status    string            `json:"status"`
 		Version   string            `json:"version"`
@@ -423,6 +436,25 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 		Upstreams map[string]string `json:"upstreams,omitempty"`
 	}{status, version(), detail, upstreams})
 }
+
+// healthzDetails reports whether a /healthz request may read why an
+// upstream is down: a request the admin endpoint admits (on a loopback
+// listener without authentication, one whose Host is loopback: not a page
+// reached through DNS rebinding).
+func (a *App) healthzDetails(r *http.Request) bool {
+	if a.verifier == nil && a.adminToken == nil && !httpguard.IsLoopbackHost(r.Host) {
+		return false
+	}
+	_, ok := a.authorizeAdmin(discardResponse{}, r)
+	return ok
+}
+
+// discardResponse is an http.ResponseWriter that writes nowhere.
+type discardResponse struct{}
+
+func (discardResponse) Header() http.Header         { return http.Header{} }
+func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (discardResponse) WriteHeader(int)             {}
 
 // pingStore checks that st can serve requests: with its Ping if it is a
 // [store.Pinger], else by reading a task that does not exist.
