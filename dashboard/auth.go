@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcptask/mcptask/task"
@@ -20,11 +22,20 @@ const cookieName = "mcptask_dashboard"
 // maxForm bounds the body of a form the dashboard reads.
 const maxForm = 256 << 10
 
+// Failed sign-ins are limited per source IP (issue 25, L3: a global limit
+// let an attacker's guesses lock the operator out): signInBurst at once,
+// then signInRate a second. A sign-in that succeeds costs nothing.
+const (
+	signInRate  = 1
+	signInBurst = 10
+)
+
 // visitor is who makes a request, as authenticated.
 type visitor struct {
-	who    task.Owner
-	csrf   string // the anti-CSRF token the pages embed in their forms
-	bearer bool   // authenticated by an Authorization header: no cookie, no CSRF risk
+	who     task.Owner
+	csrf    string  // the anti-CSRF token the pages embed in their forms
+	bearer  bool    // authenticated by an Authorization header: no cookie, no CSRF risk
+	session session // the session cookie's, when signed in with one
 }
 
 // authed admits the requests of a signed-in visitor (or every request
@@ -56,7 +67,7 @@ func (h *Handler) visitorOf(r *http.Request) (*visitor, bool) {
 		return &visitor{who: task.AnonymousOwner(""), csrf: h.sign("csrf|open")}, true
 	}
 	if tok, found := bearerToken(r); found {
-		who, ok := h.opts.Authenticate(r, tok)
+		who, _, ok := h.opts.Authenticate(r, tok)
 		if !ok {
 			return nil, false
 		}
@@ -66,11 +77,11 @@ func (h *Handler) visitorOf(r *http.Request) (*visitor, bool) {
 	if err != nil {
 		return nil, false
 	}
-	who, ok := h.openSession(c.Value)
+	s, ok := h.openSession(c.Value)
 	if !ok {
 		return nil, false
 	}
-	return &visitor{who: who, csrf: h.sign("csrf|" + c.Value)}, true
+	return &visitor{who: s.who, csrf: h.sign("csrf|" + c.Value), session: s}, true
 }
 
 // bearerToken returns the token of an Authorization: Bearer header.
@@ -90,36 +101,82 @@ func (h *Handler) sign(s string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a session cookie's value for who: its payload
-// (version, expiry, a nonce and the owner) and the payload's MAC.
-func (h *Handler) newSession(who task.Owner) string {
+// newSession returns a session cookie's value for who and when it
+// expires: SessionTTL from now, or the token's expiry if that comes
+// first (a session never outlives the credential that made it). The
+// value is its payload (version, expiry in Unix milliseconds, a nonce
+// and the owner) and the payload's MAC.
+func (h *Handler) newSession(who task.Owner, tokenExpires time.Time) (string, time.Time) {
 	nonce := make([]byte, 12)
 	rand.Read(nonce)
-	exp := h.now().Add(h.opts.SessionTTL).Unix()
-	payload := "v1|" + strconv.FormatInt(exp, 10) + "|" + base64.RawURLEncoding.EncodeToString(nonce) + "|" + string(who)
+	exp := h.now().Add(h.opts.SessionTTL)
+	if !tokenExpires.IsZero() && tokenExpires.Before(exp) {
+		exp = tokenExpires
+	}
+	payload := "v2|" + strconv.FormatInt(exp.UnixMilli(), 10) + "|" + base64.RawURLEncoding.EncodeToString(nonce) + "|" + string(who)
 	p := base64.RawURLEncoding.EncodeToString([]byte(payload))
-	return p + "." + h.sign("session|"+p)
+	return p + "." + h.sign("session|"+p), exp
 }
 
-// openSession checks a session cookie's value and returns its owner.
-func (h *Handler) openSession(v string) (task.Owner, bool) {
+// session is an open session cookie.
+type session struct {
+	who   task.Owner
+	nonce string
+	exp   time.Time
+}
+
+// openSession checks a session cookie's value: its MAC, its expiry, and
+// that it was not signed out.
+func (h *Handler) openSession(v string) (session, bool) {
 	p, mac, ok := strings.Cut(v, ".")
 	if !ok || !hmac.Equal([]byte(mac), []byte(h.sign("session|"+p))) {
-		return "", false
+		return session{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(p)
 	if err != nil {
-		return "", false
+		return session{}, false
 	}
 	parts := strings.SplitN(string(raw), "|", 4)
-	if len(parts) != 4 || parts[0] != "v1" {
-		return "", false
+	if len(parts) != 4 || parts[0] != "v2" {
+		return session{}, false
 	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || h.now().Unix() >= exp {
-		return "", false
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return session{}, false
 	}
-	return task.Owner(parts[3]), true
+	s := session{who: task.Owner(parts[3]), nonce: parts[2], exp: time.UnixMilli(ms)}
+	if !h.now().Before(s.exp) || h.revoked.has(s.nonce) {
+		return session{}, false
+	}
+	return s, true
+}
+
+// revocations are the sessions signed out before their expiry, each kept
+// until it would have expired.
+type revocations struct {
+	mu  sync.Mutex
+	set map[string]time.Time // nonce -> the session's expiry
+}
+
+func (rv *revocations) add(s session, now time.Time) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.set == nil {
+		rv.set = map[string]time.Time{}
+	}
+	for n, exp := range rv.set {
+		if !now.Before(exp) {
+			delete(rv.set, n)
+		}
+	}
+	rv.set[s.nonce] = s.exp
+}
+
+func (rv *revocations) has(nonce string) bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	_, ok := rv.set[nonce]
+	return ok
 }
 
 // checkCSRF reports whether a form carries the visitor's anti-CSRF token.
@@ -173,32 +230,43 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		redirect(w, base(r)+next)
 		return
 	}
-	if !h.logins.Allow() { // every attempt counts: a guesser gets 5 a second
-		h.render(w, http.StatusTooManyRequests, "login", &loginPage{Base: base(r), Next: next, Error: "Too many sign-in attempts: wait a few seconds and try again."})
+	// Each failed sign-in takes a token from its source's bucket; one
+	// that succeeds gives it back.
+	allowed, retry, undo := h.logins.Reserve(sourceIP(r), h.now())
+	if !allowed {
+		w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)+1))
+		h.render(w, http.StatusTooManyRequests, "login", &loginPage{Base: base(r), Next: next, Error: "Too many failed sign-ins from your address: wait a few seconds and try again."})
 		return
 	}
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	who, ok := h.opts.Authenticate(r, tok)
+	who, tokenExp, ok := h.opts.Authenticate(r, tok)
 	if tok == "" || !ok {
 		h.opts.Logger.Warn("dashboard: sign-in refused", "remote", r.RemoteAddr)
 		h.render(w, http.StatusUnauthorized, "login", &loginPage{Base: base(r), Next: next, Error: "This token is not an admin token."})
 		return
 	}
+	undo()
+	value, exp := h.newSession(who, tokenExp)
+	if !h.now().Before(exp) {
+		h.render(w, http.StatusUnauthorized, "login", &loginPage{Base: base(r), Next: next, Error: "This token has expired."})
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     cookieName,
-		Value:    h.newSession(who),
-		MaxAge:   int(h.opts.SessionTTL / time.Second),
+		Value:    value,
+		MaxAge:   int((exp.Sub(h.now()) + time.Second - 1) / time.Second), // rounded up: the server ends it at exp
 		HttpOnly: true,
 		Secure:   secure(r),
 		SameSite: http.SameSiteStrictMode,
 		// No Path: the browser scopes the cookie to the directory of the
 		// sign-in URL, which is the dashboard's root under any prefix.
 	})
-	h.opts.Logger.Info("dashboard: signed in", "remote", r.RemoteAddr)
+	h.opts.Logger.Info("dashboard: signed in", "remote", r.RemoteAddr, "until", exp)
 	redirect(w, base(r)+next)
 }
 
-// logout ends the session (its cookie); it needs the anti-CSRF token.
+// logout ends the session: it is revoked (its cookie, replayed, is
+// refused) and the cookie dropped; it needs the anti-CSRF token.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	v, ok := h.visitorOf(r)
 	if ok {
@@ -207,9 +275,21 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "the form's anti-CSRF token is missing or wrong", http.StatusForbidden)
 			return
 		}
+		if v.session.nonce != "" {
+			h.revoked.add(v.session, h.now())
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	redirect(w, base(r)+"login")
+}
+
+// sourceIP is the IP a request comes from (the connection's peer).
+func sourceIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // secure reports whether the browser reached us over HTTPS (directly or

@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/quota"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
@@ -52,11 +51,12 @@ type Options struct {
 	Store store.Store
 
 	// Authenticate admits a token presented at sign-in (or as a bearer
-	// token) and returns who it names; ok false refuses it. It must
-	// compare secrets in constant time. Nil admits every request without
-	// sign-in: the caller must then restrict who reaches the handler
-	// (e.g. a loopback listener).
-	Authenticate func(r *http.Request, token string) (who task.Owner, ok bool)
+	// token) and returns who it names and when it expires (zero: no
+	// expiry of its own); ok false refuses it. A sign-in's session ends
+	// no later than its token. It must compare secrets in constant time.
+	// Nil admits every request without sign-in: the caller must then
+	// restrict who reaches the handler (e.g. a loopback listener).
+	Authenticate func(r *http.Request, token string) (who task.Owner, expires time.Time, ok bool)
 
 	// Drain, if set, lets the dashboard show and change the drain switch
 	// per tool.
@@ -75,8 +75,11 @@ type Options struct {
 	// on each of them. Empty means a random key: sessions then end when
 	// the process does.
 	SessionKey []byte
-	// SessionTTL is how long a sign-in lasts; zero means
-	// DefaultSessionTTL.
+	// SessionTTL is how long a sign-in lasts at most (never past its
+	// token's expiry); zero means DefaultSessionTTL. Signing out revokes
+	// the session in this Handler (instances sharing SessionKey each keep
+	// their own revocations: a signed-out cookie replayed to another
+	// instance lasts until its expiry there).
 	SessionTTL time.Duration
 
 	// LiveInterval, RecheckInterval and MaxLiveStreams tune live updates;
@@ -111,8 +114,9 @@ type Handler struct {
 	guarded http.Handler // mux behind CrossOriginProtection
 	tmpl    *template.Template
 	static  http.Handler
-	logins  *rate.Limiter // failed sign-ins, all visitors together
-	streams chan struct{} // a slot per live stream
+	logins  *quota.Limiters // failed sign-ins, per source IP
+	revoked revocations     // signed-out sessions
+	streams chan struct{}   // a slot per live stream
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
@@ -159,7 +163,7 @@ func New(opts Options) (*Handler, error) {
 		opts:    opts,
 		browser: b,
 		key:     opts.SessionKey,
-		logins:  rate.NewLimiter(rate.Limit(5), 10),
+		logins:  quota.NewLimiters(signInRate, signInBurst),
 		streams: make(chan struct{}, opts.MaxLiveStreams),
 		done:    make(chan struct{}),
 	}

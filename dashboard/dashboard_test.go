@@ -97,8 +97,8 @@ func newEnv(t *testing.T, auth bool, mod func(*dashboard.Options)) *env {
 	})
 	opts := dashboard.Options{Engine: eng, Store: st, LiveInterval: 10 * time.Millisecond}
 	if auth {
-		opts.Authenticate = func(_ *http.Request, tok string) (task.Owner, bool) {
-			return task.UserOwner("", "ops"), tok == adminToken
+		opts.Authenticate = func(_ *http.Request, tok string) (task.Owner, time.Time, bool) {
+			return task.UserOwner("", "ops"), time.Time{}, tok == adminToken
 		}
 	}
 	if mod != nil {

@@ -5,8 +5,8 @@
 //	dash, err := dashboard.New(dashboard.Options{
 //		Engine: eng,
 //		Store:  st, // a store.Browser: the sqlite and postgres stores are
-//		Authenticate: func(r *http.Request, token string) (task.Owner, bool) {
-//			return task.UserOwner("", "ops"), token == adminToken
+//		Authenticate: func(r *http.Request, token string) (task.Owner, time.Time, bool) {
+//			return task.UserOwner("", "ops"), time.Time{}, token == adminToken // no expiry of its own
 //		},
 //	})
 //	if err != nil { ... }
@@ -40,7 +40,9 @@
 // With Options.Authenticate set, a visitor signs in with a token (a form
 // answering the "sign in" prompt; or an Authorization: Bearer header for
 // scripts) and gets a session cookie (HttpOnly, SameSite=Strict, signed,
-// expiring). Without it, anyone who reaches the handler is admitted:
+// expiring after Options.SessionTTL or with the token, whichever comes
+// first; signing out revokes it). Failed sign-ins are limited per source
+// IP. Without it, anyone who reaches the handler is admitted:
 // mount it on a loopback listener only, as mcptaskd does. Every action is
 // a POST that needs the page's anti-CSRF token and a same-origin request
 // (net/http's CrossOriginProtection). Pages are sent with a strict

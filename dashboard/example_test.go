@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/mcptask/mcptask/dashboard"
 	"github.com/mcptask/mcptask/engine"
@@ -39,8 +40,10 @@ func Example() {
 	dash, err := dashboard.New(dashboard.Options{
 		Engine: eng,
 		Store:  st,
-		Authenticate: func(_ *http.Request, token string) (task.Owner, bool) {
-			return task.UserOwner("", "ops"), subtle.ConstantTimeCompare([]byte(token), adminToken) == 1
+		// The admin token has no expiry of its own (a JWT's would end
+		// the sign-in's session with it).
+		Authenticate: func(_ *http.Request, token string) (task.Owner, time.Time, bool) {
+			return task.UserOwner("", "ops"), time.Time{}, subtle.ConstantTimeCompare([]byte(token), adminToken) == 1
 		},
 	})
 	if err != nil {

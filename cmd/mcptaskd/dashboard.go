@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/dashboard"
@@ -58,27 +59,29 @@ func (a *App) newDashboard() (*dashboard.Handler, http.Handler, error) {
 }
 
 // adminTokenOwner admits the admin token, or a token the verifier
-// accepts that carries the admin scope, as the dashboard's sign-in.
-func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, bool) {
+// accepts that carries the admin scope, as the dashboard's sign-in, and
+// returns when the token expires (zero for the admin token and static
+// tokens without expiry): the session ends with it.
+func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, time.Time, bool) {
 	if token == "" {
-		return "", false
+		return "", time.Time{}, false
 	}
 	if a.adminToken != nil {
 		h := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
-			return task.UserOwner("", adminTokenPrincipal), true
+			return task.UserOwner("", adminTokenPrincipal), time.Time{}, true
 		}
 	}
 	if a.verifier != nil {
 		info, err := a.verifier.Verify(r.Context(), token, r)
 		if err == nil && slices.Contains(info.Scopes, a.cfg.AdminScope) {
-			return task.TokenOwner(info.UserID), true
+			return task.TokenOwner(info.UserID), info.Expiration, true
 		}
 		if err == nil {
 			a.log.Warn("dashboard: a token without the admin scope was refused", "user", info.UserID, "remote", r.RemoteAddr)
 		}
 	}
-	return "", false
+	return "", time.Time{}, false
 }
 
 // appDrain is mcptaskd's drain switch as the dashboard sets it: like
