@@ -33,7 +33,8 @@ var ErrNoQueue = errors.New("engine: unknown queue (declare it with SetQueue)")
 // declares the queues whose tasks it may start, with the same cap. A task
 // started with StartSpec.Queue = name beyond the cap is created at once,
 // waiting (working, with a status message saying how many tasks are ahead
-// of it), and starts in creation order when a slot frees, on whichever
+// of it), and starts when a slot frees, in turns between the owners of
+// the waiting tasks (see [store.Queuer.StartQueued]), on whichever
 // engine sharing the store sees it first. The engine builds the work of a
 // waiting task from its stored call (see Options.WorkOf). SetQueue must be
 // called before Run, on a store that is a [store.Queuer].

@@ -110,23 +110,32 @@ type CreateOptions struct {
 	// atomic with respect to every other Create with MaxConcurrent and
 	// every [Queuer.StartQueued] of the same queue, in any process sharing
 	// the store: the queue's tasks never run more than MaxConcurrent at
-	// once (unless the cap is lowered), and they start in creation order.
+	// once (unless the cap is lowered), and they start in turns between
+	// their owners (see [Queuer.StartQueued]).
 	MaxConcurrent int
 }
 
 // Queuer is implemented by stores that keep concurrency queues (see
 // [CreateOptions.MaxConcurrent]): the tasks of a queue run at most its
 // cap at once, across every engine sharing the store; the others wait,
-// durably, in creation order.
+// durably, and start in turns between their owners.
 type Queuer interface {
-	// StartQueued starts, for req.Runner, the oldest waiting tasks of
-	// req.Queue (by CreatedAt, then ID) while fewer than req.Max of the
-	// queue's tasks run, and returns them as they are after the start:
+	// StartQueued starts, for req.Runner, waiting tasks of req.Queue
+	// while fewer than req.Max of the queue's tasks run, in turn order:
+	// the owner with the fewest running tasks of the queue first (each
+	// task started counts for the next pick), its oldest waiting task
+	// first; between owners with as many, the one whose task the queue
+	// started least recently (never, first), then the oldest task (by
+	// CreatedAt, then ID). One owner's tasks thus start in creation
+	// order, and an owner with many waiting tasks does not hold back
+	// another's. It returns the started tasks, in that order, as they are
+	// after the start:
 	// Queued false, Runner req.Runner, LeaseExpiresAt req.Now+req.Lease,
 	// Attempts 1, an empty status message, LastUpdatedAt req.Now. The
 	// caller must run their work (or resolve them, like any task it
 	// holds). It then sets the status message of the tasks still waiting
-	// (the first MaxQueueMessages of them) to say how many are ahead.
+	// (the first MaxQueueMessages of them, in turn order) to say how
+	// many are ahead.
 	// Each started task is announced on the store's change feed. It is
 	// atomic with respect to Create with MaxConcurrent and every other
 	// StartQueued of the queue, in every process sharing the store.
@@ -140,7 +149,8 @@ type Queuer interface {
 // MaxQueueMessages bounds how many waiting tasks of a queue have their
 // status message ("queued: N ahead") refreshed when tasks leave it: the
 // head of a long queue is kept exact, a task further back shows the count
-// it was last given, which only ever overstates its wait.
+// it was last given (a task of another owner enqueued later may take its
+// turn before it).
 const MaxQueueMessages = 20
 
 // QueueRequest says which tasks StartQueued starts.

@@ -105,6 +105,7 @@ type Store struct {
 	claimSQL, heartbeatSQL                                                     string
 	queueCountSQL, queueStartSQL, queueMessagesSQL, waitingQueuesSQL           string
 	queueAnySQL, countByStatusSQL                                              string
+	queueServedSQL, queuePruneSQL                                              string
 	createSQL, eventsSQL, historySQL, existsSQL                                string
 	quoted                                                                     string // the schema, quoted
 
@@ -261,6 +262,8 @@ SELECT pg_notify($2, del.id) FROM del`)
 	s.queueCountSQL = q(queueCountSQL)
 	s.queueStartSQL = q(queueStartSQL)
 	s.queueMessagesSQL = q(queueMessagesSQL)
+	s.queueServedSQL = q(queueServedSQL)
+	s.queuePruneSQL = q(queuePruneSQL)
 	s.queueAnySQL = q(`SELECT EXISTS (SELECT 1 FROM %[1]s.tasks
 		WHERE queue = $1 AND queued AND queue <> '' AND status IN ('working', 'input_required'))`)
 	s.waitingQueuesSQL = q(`SELECT queue, count(*) FROM %[1]s.tasks

@@ -964,6 +964,7 @@ func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, be
 func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
 func BenchmarkView(b *testing.B)           { storetest.BenchView(b, benchStore(b)) }
 func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
+func BenchmarkStartQueued(b *testing.B)    { storetest.BenchStartQueued(b, benchStore(b)) }
 
 // TestQuotaAcrossInstances races Creates with a quota of one owner on
 // two instances sharing a schema, one of whose sessions default to
@@ -1070,15 +1071,16 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 7 added the histories and the indexes
-	// of browsing, migration 6 the task logs, migration 5
+	// Back to version 1: migration 8 replaced the queue index by one by
+	// owner and added the queue turns, migration 7 added the histories
+	// and the indexes of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.queue_turns; DROP INDEX %[1]s.tasks_queue_owner; DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
 		DROP INDEX %[1]s.tasks_status_created; DROP INDEX %[1]s.tasks_tool_created; DROP INDEX %[1]s.tasks_owner_created_status;
 		CREATE INDEX tasks_owner_created ON %[1]s.tasks (owner, created_at_ms, id);
 		DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;
-		DROP TABLE %[1]s.operations; DROP INDEX %[1]s.tasks_queue; DROP INDEX %[1]s.tasks_claim;
+		DROP TABLE %[1]s.operations; DROP INDEX %[1]s.tasks_claim;
 		CREATE INDEX tasks_claim ON %[1]s.tasks (lease_expires_at_ms NULLS FIRST, created_at_ms, id)
 			WHERE status IN ('working', 'input_required');
 		ALTER TABLE %[1]s.tasks DROP COLUMN queue, DROP COLUMN queued, DROP COLUMN external_ref;

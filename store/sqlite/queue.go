@@ -12,16 +12,51 @@ import (
 )
 
 // The statements of the concurrency queues. Their conditions are those of
-// the partial index tasks_queue, so each reads one range of it.
+// the partial index tasks_queue_owner, so each reads ranges of it.
 const (
 	// queueCountSQL counts the running (?) and waiting tasks of a queue.
 	queueCountSQL = `SELECT
 		(SELECT count(*) FROM tasks WHERE queue = ?1 AND queued = 0 AND queue <> '' AND status IN ('working', 'input_required')),
 		(SELECT count(*) FROM tasks WHERE queue = ?1 AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required'))`
-	// queueHeadSQL reads the first waiting tasks of a queue (?), up to ?.
-	queueHeadSQL = `SELECT ` + taskColumns + ` FROM tasks
-		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required')
-		ORDER BY created_at_ms, id LIMIT ?`
+	// queueHeadSQL reads the first waiting tasks of a queue (?1), up to
+	// ?2, in turn order (see store.Queuer): each waiting task's turn is
+	// its owner's running tasks of the queue plus the tasks of its owner
+	// waiting ahead of it; lower turns first, then the owner served least
+	// recently (queue_turns; never first), then the oldest. owners
+	// walks the distinct owners of the waiting tasks, one index seek
+	// each; heads takes the oldest ?2 of each owner (no owner has more
+	// among the first ?2), so the cost grows with the owners waiting and
+	// ?2, not with the length of the queue.
+	queueHeadSQL = `WITH RECURSIVE owners(o) AS (
+		SELECT min(owner) FROM tasks
+		WHERE queue = ?1 AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required')
+		UNION ALL
+		SELECT (SELECT min(owner) FROM tasks
+			WHERE queue = ?1 AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required') AND owner > o)
+		FROM owners WHERE o IS NOT NULL
+	), heads(hid, hcreated, turn, served) AS (
+		SELECT t.id, t.created_at_ms, (SELECT count(*) FROM tasks r
+				WHERE r.queue = ?1 AND r.queued = 0 AND r.queue <> '' AND r.status IN ('working', 'input_required') AND r.owner = t.owner)
+			+ row_number() OVER (PARTITION BY t.owner ORDER BY t.created_at_ms, t.id) - 1,
+			coalesce((SELECT seq FROM queue_turns WHERE queue_turns.queue = ?1 AND queue_turns.owner = t.owner), 0)
+		FROM owners CROSS JOIN tasks t ON t.id IN (SELECT u.id FROM tasks u
+			WHERE u.queue = ?1 AND u.queued = 1 AND u.queue <> '' AND u.status IN ('working', 'input_required') AND u.owner = owners.o
+			ORDER BY u.created_at_ms, u.id LIMIT ?2)
+		WHERE owners.o IS NOT NULL
+	)
+	SELECT ` + taskColumns + ` FROM heads CROSS JOIN tasks ON tasks.id = heads.hid
+	ORDER BY heads.turn, heads.served, heads.hcreated, heads.hid LIMIT ?2`
+	// queueServedSQL records that a queue (?1) started a task of an owner
+	// (?2), ?3 starts after the queue's latest recorded one.
+	queueServedSQL = `INSERT INTO queue_turns (queue, owner, seq)
+		VALUES (?1, ?2, ?3 + coalesce((SELECT max(seq) FROM queue_turns WHERE queue = ?1), 0))
+		ON CONFLICT (queue, owner) DO UPDATE SET seq = excluded.seq`
+	// queuePruneSQL forgets the turns of the owners with no task waiting
+	// in a queue (?): one that enqueues again is served as one never
+	// served (its running tasks still count against it).
+	queuePruneSQL = `DELETE FROM queue_turns WHERE queue = ?1 AND NOT EXISTS (SELECT 1 FROM tasks
+		WHERE tasks.queue = ?1 AND tasks.queued = 1 AND tasks.queue <> '' AND tasks.status IN ('working', 'input_required')
+			AND tasks.owner = queue_turns.owner)`
 	// queueAnySQL says whether a queue (?) has a waiting task.
 	queueAnySQL = `SELECT EXISTS (SELECT 1 FROM tasks
 		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required'))`
@@ -62,8 +97,22 @@ func (s *Store) queueCounts(tx *sql.Tx, queue string) (running, waiting int64, e
 	return running, waiting, err
 }
 
-// StartQueued starts the oldest waiting tasks of req.Queue while fewer than
-// req.Max of its tasks run; see [store.Queuer]. It runs in one write
+// queueHead reads the first n waiting tasks of queue in turn order, inside
+// tx.
+func (s *Store) queueHead(tx *sql.Tx, queue string, n int64) ([]*task.Task, error) {
+	rows, err := tx.Stmt(s.queueHeadStmt).Query(queue, n)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: reading queue %q: %w", queue, err)
+	}
+	head, err := scanAll(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: reading queue %q: %w", queue, err)
+	}
+	return head, nil
+}
+
+// StartQueued starts waiting tasks of req.Queue, taking turns between their
+// owners, while fewer than req.Max of its tasks run; see [store.Queuer]. It runs in one write
 // transaction, which holds the database's write lock: no Create or other
 // StartQueued, in this process or another sharing the file, counts the
 // queue in between.
@@ -100,36 +149,57 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 		if waiting == 0 || free <= 0 {
 			return nil, nil
 		}
-		rows, err := tx.Stmt(s.queueHeadStmt).Query(req.Queue, min(free, waiting)+store.MaxQueueMessages)
+		head, err := s.queueHead(tx, req.Queue, min(free, waiting))
 		if err != nil {
-			return nil, fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err)
-		}
-		head, err := scanAll(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite store: reading queue %q: %w", req.Queue, err)
+			return nil, err
 		}
 		var ids []task.ID
 		start := tx.Stmt(s.queueStartStmt)
+		served := tx.Stmt(s.queueServedStmt)
+		last := map[task.Owner]int{} // each started owner's last start in head
 		for i, t := range head {
-			if int64(i) < free {
-				if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
-					return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
-				}
-				before := *t
-				t.Queued = false
-				t.Runner = req.Runner
-				t.LeaseExpiresAt = leaseTime(until)
-				t.Attempts++
-				t.StatusMessage = ""
-				t.LastUpdatedAt = msTime(nowMS)
-				if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
-					return nil, err
-				}
-				started = append(started, t)
-				ids = append(ids, t.ID)
-				continue
+			last[t.Owner] = i + 1
+		}
+		for _, t := range head {
+			if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
+				return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
 			}
-			msg := task.QueuedMessage(int64(i) - int64(len(started)))
+			before := *t
+			t.Queued = false
+			t.Runner = req.Runner
+			t.LeaseExpiresAt = leaseTime(until)
+			t.Attempts++
+			t.StatusMessage = ""
+			t.LastUpdatedAt = msTime(nowMS)
+			if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
+				return nil, err
+			}
+			started = append(started, t)
+			ids = append(ids, t.ID)
+		}
+		// Served in the order of their last start (the insert reads the
+		// latest seq, so insert in that order).
+		for i, t := range head {
+			if last[t.Owner] == i+1 {
+				if _, err := served.Exec(req.Queue, string(t.Owner), 1); err != nil {
+					return nil, fmt.Errorf("sqlite store: queue %q: recording a turn: %w", req.Queue, err)
+				}
+			}
+		}
+		if _, err := tx.Stmt(s.queuePruneStmt).Exec(req.Queue); err != nil {
+			return nil, fmt.Errorf("sqlite store: queue %q: forgetting turns: %w", req.Queue, err)
+		}
+		if waiting <= int64(len(head)) {
+			return ids, nil
+		}
+		// The places of the tasks still waiting, in the turn order the
+		// starts left.
+		rest, err := s.queueHead(tx, req.Queue, store.MaxQueueMessages)
+		if err != nil {
+			return nil, err
+		}
+		for i, t := range rest {
+			msg := task.QueuedMessage(int64(i))
 			if _, err := tx.Stmt(s.queueMessageStmt).Exec(msg, string(t.ID), msg); err != nil {
 				return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
 			}

@@ -27,6 +27,7 @@ var migrations = []migration{
 	{"the domain operation ledger", migrateV5},
 	{"task logs", migrateV6},
 	{"task histories and the indexes of browsing", migrateV7},
+	{"the queue index by owner, for turns between owners", migrateV8},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -265,6 +266,30 @@ CREATE INDEX tasks_status_created ON tasks (status, created_at_ms, id)
 
 func migrateV7(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV7)
+	return err
+}
+
+// schemaV8 replaces the queue index by one that leads, after the queue
+// and whether a task waits, with its owner: StartQueued takes turns
+// between the owners of a queue's waiting tasks, walking the distinct
+// owners (a seek each) and reading the oldest waiting tasks of each, and
+// counts each owner's running tasks. The counts of a queue read the same
+// ranges as before. queue_turns orders the owners served: seq, per queue,
+// grows with each start; an owner's row goes once none of its tasks waits.
+const schemaV8 = `
+CREATE TABLE queue_turns (
+	queue TEXT    NOT NULL,
+	owner TEXT    NOT NULL,
+	seq   INTEGER NOT NULL,
+	PRIMARY KEY (queue, owner)
+) WITHOUT ROWID;
+DROP INDEX tasks_queue;
+CREATE INDEX tasks_queue_owner ON tasks (queue, queued, owner, created_at_ms, id)
+	WHERE queue <> '' AND status IN ('working', 'input_required');
+`
+
+func migrateV8(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV8)
 	return err
 }
 

@@ -151,6 +151,7 @@ type Store struct {
 	wGetStmt, wByKeyStmt, wCountActiveStmt, insertStmt, updateStmt, deleteStmt *sql.Stmt
 	deleteExpiredStmt, claimStmt, claimAllStmt, takeStmt, heartbeatStmt        *sql.Stmt
 	queueCountStmt, queueHeadStmt, queueStartStmt, queueMessageStmt            *sql.Stmt
+	queueServedStmt, queuePruneStmt                                            *sql.Stmt
 	queueAnyStmt                                                               *sql.Stmt // of the read pool
 	insertEventStmt                                                            *sql.Stmt // of the write connection
 	historyStmt                                                                *sql.Stmt // of the read pool
@@ -320,6 +321,8 @@ func (s *Store) open(o Options) error {
 		{s.wdb, &s.queueHeadStmt, queueHeadSQL},
 		{s.wdb, &s.queueStartStmt, queueStartSQL},
 		{s.wdb, &s.queueMessageStmt, queueMessageSQL},
+		{s.wdb, &s.queueServedStmt, queueServedSQL},
+		{s.wdb, &s.queuePruneStmt, queuePruneSQL},
 		{s.rdb, &s.queueAnyStmt, queueAnySQL},
 		{s.wdb, &s.insertEventStmt, insertEventSQL},
 		{s.rdb, &s.historyStmt, historySQL},
@@ -380,7 +383,7 @@ func (s *Store) closeDBs() error {
 	for _, st := range []*sql.Stmt{s.getStmt, s.listFirstStmt, s.listNextStmt, s.listActiveStmt,
 		s.wGetStmt, s.wByKeyStmt, s.wCountActiveStmt, s.insertStmt, s.updateStmt, s.deleteStmt, s.deleteExpiredStmt,
 		s.claimStmt, s.claimAllStmt, s.takeStmt, s.heartbeatStmt,
-		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt, s.queueAnyStmt,
+		s.queueCountStmt, s.queueHeadStmt, s.queueStartStmt, s.queueMessageStmt, s.queueAnyStmt, s.queueServedStmt, s.queuePruneStmt,
 		s.insertEventStmt, s.historyStmt} {
 		if st != nil {
 			errs = append(errs, st.Close())

@@ -616,6 +616,7 @@ func BenchmarkCreateParallel(b *testing.B) { storetest.BenchCreateParallel(b, be
 func BenchmarkGet(b *testing.B)            { storetest.BenchGet(b, benchStore(b)) }
 func BenchmarkView(b *testing.B)           { storetest.BenchView(b, benchStore(b)) }
 func BenchmarkUpdate(b *testing.B)         { storetest.BenchUpdate(b, benchStore(b)) }
+func BenchmarkStartQueued(b *testing.B)    { storetest.BenchStartQueued(b, benchStore(b)) }
 
 func TestSynchronousOption(t *testing.T) {
 	dir := t.TempDir()
@@ -658,14 +659,15 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 7 added the histories and the indexes
+	// Back to version 1: migration 8 replaced the queue index by one by
+	// owner and added the queue turns, migration 7 added the histories and the indexes
 	// of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.wdb.Exec(`DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_queue_owner; DROP TABLE queue_turns; DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
 		DROP INDEX tasks_tool_created; DROP INDEX tasks_finished; DROP INDEX tasks_status_created;
 		DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
-		DROP TABLE operations; DROP INDEX tasks_queue; DROP INDEX tasks_claim;
+		DROP TABLE operations; DROP INDEX tasks_claim;
 		CREATE INDEX tasks_claim ON tasks (lease_expires_at_ms, created_at_ms, id) WHERE status IN ('working', 'input_required');
 		ALTER TABLE tasks DROP COLUMN queue;
 		ALTER TABLE tasks DROP COLUMN queued; ALTER TABLE tasks DROP COLUMN external_ref;

@@ -238,3 +238,48 @@ func BenchView(b *testing.B, st store.Store) {
 		}
 	})
 }
+
+// BenchStartQueued measures one turn of a busy queue with a cap of 4:
+// a running task ends and StartQueued starts the next, while 1000 tasks of
+// 10 owners wait (one more is enqueued each turn, off the clock, so the
+// depth holds). The store must be a [store.Queuer].
+func BenchStartQueued(b *testing.B, st store.Store) {
+	qr, ok := st.(store.Queuer)
+	if !ok {
+		b.Skip("storetest: the store is not a store.Queuer")
+	}
+	ctx := context.Background()
+	const capN, depth, owners = 4, 1000, 10
+	n := 0
+	var running []task.ID
+	enqueue := func() {
+		tk := queueTask("bench", base.Add(time.Duration(n)*time.Millisecond), "engine-a")
+		tk.Owner = task.Owner(fmt.Sprintf("owner-%d", n%owners))
+		n++
+		if err := st.Create(ctx, tk, store.CreateOptions{MaxConcurrent: capN}); err != nil {
+			b.Fatal(err)
+		}
+		if !tk.Queued {
+			running = append(running, tk.ID)
+		}
+	}
+	for range capN + depth {
+		enqueue()
+	}
+	req := store.QueueRequest{Runner: "engine-b", Queue: "bench", Max: capN, Now: base.Add(time.Hour), Lease: time.Minute}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := st.Update(ctx, running[0], func(tk *task.Task) error { return tk.Complete(nil, req.Now) }); err != nil {
+			b.Fatal(err)
+		}
+		running = running[1:]
+		got, err := qr.StartQueued(ctx, req)
+		if err != nil || len(got) != 1 {
+			b.Fatalf("StartQueued: %d started, %v", len(got), err)
+		}
+		running = append(running, got[0].ID)
+		b.StopTimer()
+		enqueue()
+		b.StartTimer()
+	}
+}

@@ -21,6 +21,7 @@ func (s *suite) runQueue(t *testing.T) {
 	run(t, []testCase{
 		{"CapAndOrder", s.queueCapAndOrder},
 		{"StartQueued", s.queueStart},
+		{"FairAcrossOwners", s.queueFair},
 		{"ClaimSkipsWaiting", s.queueClaim},
 		{"Shared", func(t *testing.T) {
 			a := s.queuer(t)
@@ -178,6 +179,69 @@ func (s *suite) queueStart(t *testing.T) {
 	// starts nothing.
 	req.Queue = "empty"
 	start()
+}
+
+// queueFair: StartQueued takes turns between the owners of a queue's
+// waiting tasks: the owner with the fewest running tasks in the queue
+// first, its oldest waiting task first, ties by age. An owner who
+// enqueued 40 tasks before another enqueued one does not make the other
+// wait for all 40: with a cap of 1, the other's task starts within the
+// first two starts, and the waiting tasks' messages count the places in
+// that order. One owner's tasks start in creation order.
+func (s *suite) queueFair(t *testing.T) {
+	st := s.queuer(t)
+	qr := st.(store.Queuer)
+	ctx := t.Context()
+	var flood []*task.Task
+	for i := range 40 {
+		tk := queueTask("deploys", base.Add(time.Duration(i)*time.Millisecond), "engine-a")
+		tk.Owner = "tenant-a"
+		flood = append(flood, tk)
+	}
+	mustCreateCapped(t, st, 1, flood...)
+	other := queueTask("deploys", base.Add(time.Second), "engine-a")
+	other.Owner = "tenant-b"
+	mustCreateCapped(t, st, 1, other)
+	if !other.Queued {
+		t.Fatal("the other owner's task did not wait behind the full queue")
+	}
+	now := base.Add(time.Minute)
+	req := store.QueueRequest{Runner: "engine-b", Queue: "deploys", Max: 1, Now: now, Lease: 30 * time.Second}
+	running := flood[0].ID
+	var order []task.ID
+	for range len(flood) {
+		if _, err := st.Update(ctx, running, func(tk *task.Task) error { return tk.Complete(nil, now) }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := qr.StartQueued(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 {
+			t.Fatalf("start %d with a free slot started %v", len(order)+1, ids(got))
+		}
+		running = got[0].ID
+		order = append(order, running)
+		if len(order) == 1 && running != other.ID {
+			// The other owner has none running and the oldest of the
+			// others' turns now: it waits first in line.
+			if msg := mustGet(t, st, other.ID).StatusMessage; msg != task.QueuedMessage(0) {
+				t.Errorf("the other owner's task after the first start says %q, want %q", msg, task.QueuedMessage(0))
+			}
+		}
+	}
+	if i := slices.Index(order, other.ID); i < 0 || i > 1 {
+		t.Errorf("the other owner's task started %d-th (of %d starts), want within the first 2", i+1, len(order))
+	}
+	var rest []task.ID
+	for _, id := range order {
+		if id != other.ID {
+			rest = append(rest, id)
+		}
+	}
+	if !slices.Equal(rest, ids(flood[1:])) {
+		t.Errorf("one owner's tasks started out of creation order: %v, want %v", rest, ids(flood[1:]))
+	}
 }
 
 func (s *suite) queueClaim(t *testing.T) {
