@@ -405,7 +405,7 @@ func TestDrainAndJobConfigErrors(t *testing.T) {
 			t.Errorf("the errors lack %q:\n%v", want, err)
 		}
 	}
-	fc, err := parseFileConfig([]byte("drain: {tools: [a], fallback: sync}\njobTools: {enabled: true, prefix: \"\"}\n"), func(string) string { return "" })
+	fc, err := parseFileConfig([]byte("drain: {tools: [echo], fallback: sync}\njobTools: {enabled: true, prefix: \"\"}\n"), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

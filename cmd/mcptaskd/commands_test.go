@@ -345,13 +345,14 @@ commands:
 			t.Errorf("-check-config output lacks %q:\n%s", want, out)
 		}
 	}
-	// A command named like a demo tool: mcptaskd refuses to start.
+	// A command named like a demo tool: -check-config says so, and
+	// mcptaskd refuses to start.
 	clash := filepath.Join(dir, "clash.yaml")
 	if err := os.WriteFile(clash, []byte(fmt.Sprintf("commands:\n  echo:\n    argv: [%q]\n", ok)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err = exec.Command(daemonBin, "-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "x.db"), "-config", clash).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "commands.echo: a tool of that name exists already") {
+	if err == nil || !strings.Contains(string(out), clash+":2: commands.echo: the name is also a demo tool's") {
 		t.Fatalf("a command named like a demo tool: %v\n%s", err, out)
 	}
 }

@@ -119,6 +119,9 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 		}
 		set := map[string]string{}
 		for _, k := range slices.Sorted(maps.Keys(cc.Env.Set)) {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				bad("env.set."+k, "%q is not an environment variable's name", k)
+			}
 			val, problems := expand(cc.Env.Set[k], getenv)
 			for _, p := range problems {
 				bad("env.set."+k, "%s", p)

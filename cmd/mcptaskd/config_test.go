@@ -1,14 +1,21 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/demo"
+	"github.com/mcptask/mcptask/internal/servertest"
+	"github.com/mcptask/mcptask/internal/wiretest"
 	"github.com/mcptask/mcptask/store/sqlite"
 )
 
@@ -20,7 +27,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := Config{
 		Addr: "127.0.0.1:8080", DB: "./mcptask.db", SQLiteSync: "full", SQLiteViewCache: sqlite.DefaultViewCacheEntries, PostgresSchema: "mcptask", Lease: 15 * time.Second, DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour,
 		PollInterval: 500 * time.Millisecond, MaxResultBytes: 4 << 20, ShutdownGrace: 10 * time.Second, FinishWithin: 5 * time.Millisecond,
-		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, MaxConnsPerSource: 64, MaxConnsPerPrincipal: 128, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
+		SweepInterval: time.Minute, LedgerRetention: 30 * 24 * time.Hour, BodyTimeout: 30 * time.Second, MaxConns: 512, MaxConnsPerSource: 64, MaxConnsPerPrincipal: 128, AuthFailuresPerSource: 20, LogFormat: "text", LogLevel: slog.LevelInfo, JWTTenantClaim: "tenant",
 		AdminScope: "mcptask:admin", Metrics: true, Dashboard: true,
 		Limits:        mcptask.DefaultLimits,
 		Notifications: mcptask.Notifications{MinInterval: 50 * time.Millisecond, MaxStreams: 16, MaxTasksPerStream: 256},
@@ -154,5 +161,141 @@ func TestOneServerPerDatabase(t *testing.T) {
 	}
 	if !d.running() {
 		t.Fatal("the first server stopped")
+	}
+}
+
+// aliasBomb is a "billion laughs" document under a command's
+// inputSchema (decoded as any): levels of lists of aliases of the level
+// below, long enough that the decoder's own alias ratio lets it through.
+func aliasBomb(levels int) string {
+	b := "      l0: &l0 [" + strings.Repeat("x,", 99) + "x]\n"
+	for i := 1; i <= levels; i++ {
+		b += fmt.Sprintf("      l%d: &l%d [%s*l%d]\n", i, i, strings.Repeat(fmt.Sprintf("*l%d,", i-1), 99), i-1)
+	}
+	return "demo: false\ncommands:\n  bomb:\n    argv: [/bin/true]\n    inputSchema:\n      type: object\n" + b
+}
+
+// TestCheckConfigGaps: what -check-config refused too little, or said
+// without a line or a field; each problem as LINE: field: problem.
+func TestCheckConfigGaps(t *testing.T) {
+	t.Parallel()
+	cmd := func(name, extra string) string {
+		return "commands:\n  " + name + ":\n    argv: [/bin/true]\n" + extra
+	}
+	for _, c := range []struct {
+		name, config, want string
+	}{
+		{"command named like a demo tool", cmd("echo", ""), "2: commands.echo: the name is also a demo tool's"},
+		{"http job named like a demo tool", "httpJobs:\n  lint_report:\n    start: {url: http://127.0.0.1:1/j, jobId: /id}\n    status: {url: \"http://127.0.0.1:1/j/{jobId}\", state: /s, working: [a], completed: [b]}\n",
+			"2: httpJobs.lint_report: the name is also a demo tool's"},
+		{"command named like a job tool", "demo: false\njobTools: {enabled: true}\n" + cmd("job_status", ""), "4: commands.job_status: the name is also a job tool's"},
+		{"command named like an upstream's tool", "demo: false\nmcpServers:\n  up: {url: http://127.0.0.1:1/mcp, prefix: u_, tools: [build]}\n" + cmd("u_build", ""),
+			"5: commands.u_build: the name is also a tool's of mcpServers.up"},
+		{"env.set name with =", "demo: false\n" + cmd("x", "    env: {set: {A=B: v}}\n"), `5: commands.x.env.set.A=B: "A=B" is not an environment variable's name`},
+		{"empty env.set name", "demo: false\n" + cmd("x", "    env:\n      set:\n        \"\": v\n"), `7: commands.x.env.set.: "" is not an environment variable's name`},
+		{"maxConcurrent 1.5", "demo: false\n" + cmd("x", "    maxConcurrent: 1.5\n"), "5: commands.x.maxConcurrent: 1.5: want a whole number"},
+		{"maxSessions 2.5", "demo: false\nmcpServers:\n  up:\n    url: http://127.0.0.1:1/mcp\n    maxSessions: 2.5\n", "5: mcpServers.up.maxSessions: 2.5: want a whole number"},
+		{"tailKiB 0.5", "demo: false\n" + cmd("x", "    log: {tailKiB: 0.5}\n"), "5: commands.x.log.tailKiB: 0.5: want a whole number"},
+		{"unknown drain tool", "demo: true\ndrain:\n  tools: [echo, nope]\n", `3: drain.tools: "nope" names no tool of this file`},
+		{"bad duration", "demo: false\n" + cmd("x", "    timeout: 10 minutes\n"), `5: commands.x.timeout: "10 minutes" is not a duration`},
+		{"wrong type", "demo: false\n" + cmd("x", "    maxConcurrent: lots\n"), "5: commands.x.maxConcurrent: want a whole number, not `lots`"},
+		{"wrong type of a list", "demo: false\ncommands:\n  x:\n    argv: /bin/true\n", "4: commands.x.argv: want a list, not `/bin/true`"},
+		{"invalid UTF-8", "demo: false\n" + cmd("x", "    description: \"caf\xe9\"\n"), "5: the file is not valid UTF-8 (byte 0xe9 in column 22)"},
+		{"alias bomb", aliasBomb(6), "11: commands.bomb.inputSchema.l4: the aliases (*l3) expand the document past 1048576 nodes: refused (a YAML alias bomb?)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := parseFileConfig([]byte(c.config), func(string) string { return "" })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("errors:\n%v\nwant one with %q", err, c.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("refused after %v", d)
+			}
+		})
+	}
+	// What is right stays accepted: a drain of an upstream's tool whose
+	// tools are not listed, of a command, of a job tool.
+	ok := "demo: false\njobTools: {enabled: true}\ndrain: {tools: [u_any, x, job_start]}\nmcpServers:\n  up: {url: http://127.0.0.1:1/mcp, prefix: u_}\n" + cmd("x", "    maxConcurrent: 2\n")
+	if _, err := parseFileConfig([]byte(ok), func(string) string { return "" }); err != nil {
+		t.Fatalf("a good file: %v", err)
+	}
+}
+
+// TestDemoToolNames: the names -check-config knows as the demo tools' are
+// the tools package demo registers.
+func TestDemoToolNames(t *testing.T) {
+	s := servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
+		demo.Register(ts)
+		for _, n := range demoTools {
+			if !ts.HasTool(n) {
+				return nil, fmt.Errorf("demo registers no tool %s", n)
+			}
+		}
+		return nil, nil
+	}})
+	var list struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	c := &wiretest.Client{URL: s.URL}
+	if err := c.Result(t.Context(), "tools/list", map[string]any{}, &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	if slices.Sort(names); !slices.Equal(names, slices.Sorted(slices.Values(demoTools))) {
+		t.Errorf("demo tools %v; demoTools says %v", names, demoTools)
+	}
+}
+
+// TestCheckConfigGapsBinary: the real binary's -check-config says the
+// problems as FILE:LINE: field: problem, and refuses an alias bomb fast.
+func TestCheckConfigGapsBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("commands:\n  echo:\n    argv: [/bin/true]\n    maxConcurrent: 1.5\n    timeout: soon\ndrain: {tools: [nope]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(daemonBin, "-check-config", bad).CombinedOutput()
+	if ee, isExit := err.(*exec.ExitError); !isExit || ee.ExitCode() != 2 {
+		t.Fatalf("-check-config: %v\n%s", err, out)
+	}
+	if want := bad + ":4: commands.echo.maxConcurrent: 1.5: want a whole number"; !strings.Contains(string(out), want) {
+		t.Errorf("-check-config output lacks %q:\n%s", want, out)
+	}
+	fixed := "commands:\n  echo:\n    argv: [/bin/true]\n    timeout: soon\ndrain: {tools: [nope]}\n"
+	if err := os.WriteFile(bad, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command(daemonBin, "-check-config", bad).CombinedOutput()
+	if want := bad + `:4: commands.echo.timeout: "soon" is not a duration`; !strings.Contains(string(out), want) {
+		t.Errorf("-check-config output lacks %q:\n%s", want, out)
+	}
+	fixed = "commands:\n  echo:\n    argv: [/bin/true]\ndrain: {tools: [nope]}\n"
+	if err := os.WriteFile(bad, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command(daemonBin, "-check-config", bad).CombinedOutput()
+	for _, want := range []string{bad + ":2: commands.echo: the name is also a demo tool's", bad + `:4: drain.tools: "nope" names no tool of this file`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("-check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	bomb := filepath.Join(dir, "bomb.yaml")
+	if err := os.WriteFile(bomb, []byte(aliasBomb(8)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, _ = exec.Command(daemonBin, "-check-config", bomb).CombinedOutput()
+	if want := bomb + ":11: commands.bomb.inputSchema.l4: the aliases (*l3) expand the document past"; !strings.Contains(string(out), want) {
+		t.Errorf("-check-config of an alias bomb lacks %q:\n%s", want, out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the alias bomb took %v", d)
 	}
 }

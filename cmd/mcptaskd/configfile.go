@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/gateway"
@@ -178,6 +182,161 @@ func loadFileConfig(path string, getenv func(string) string) (*FileConfig, error
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)
 
+// typeError matches the decoder's error for a value of the wrong type.
+var typeError = regexp.MustCompile("^cannot unmarshal !!(\\w+) (`.*`|\\S+) into (\\S+)$")
+
+// goTypeName says a Go type of the configuration as what a user writes.
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	}
+	return "a mapping (key: value)"
+}
+
+// fieldAt is the dotted path of the deepest field whose key, or scalar
+// value, is on line; "" if there is none.
+func fieldAt(n *yaml.Node, line int) string {
+	best, depth := "", 0
+	var walk func(n *yaml.Node, path []string)
+	walk = func(n *yaml.Node, path []string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := append(slices.Clip(path), k.Value)
+				if (k.Line == line || (v.Kind == yaml.ScalarNode && v.Line == line)) && len(p) >= depth {
+					best, depth = strings.Join(p, "."), len(p)
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		}
+	}
+	walk(n, nil)
+	return best
+}
+
+// maxNodes bounds the nodes of a configuration once its aliases are
+// expanded: a few aliases of aliases (a "billion laughs" document) would
+// otherwise expand to gigabytes.
+const maxNodes = 1 << 20
+
+// checkAliases refuses a document whose aliases expand it past maxNodes,
+// counting (without expanding anything) each node's size once.
+func checkAliases(root *yaml.Node) error {
+	size := map[*yaml.Node]int{}
+	worst, worstSize := (*yaml.Node)(nil), 0
+	var count func(n *yaml.Node) int
+	count = func(n *yaml.Node) int {
+		if s, ok := size[n]; ok {
+			if s < 0 { // an alias inside its own anchor
+				return maxNodes + 1
+			}
+			return s
+		}
+		size[n] = -1
+		total := 1
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			total = count(n.Alias)
+			if total > worstSize {
+				worst, worstSize = n, total
+			}
+		}
+		for _, c := range n.Content {
+			total = min(total+count(c), maxNodes+1)
+		}
+		size[n] = total
+		return total
+	}
+	if count(root) <= maxNodes {
+		return nil
+	}
+	if worst == nil {
+		return fmt.Errorf("1: the document has more than %d nodes: refused", maxNodes)
+	}
+	where := ""
+	if f := fieldAt(docOf(root), worst.Line); f != "" {
+		where = f + ": "
+	}
+	return fmt.Errorf("%d: %sthe aliases (*%s) expand the document past %d nodes: refused (a YAML alias bomb?)", worst.Line, where, worst.Value, maxNodes)
+}
+
+// wholeNumbers checks that the integer fields of t are written as whole
+// numbers in n (the decoder would cut 1.5 to 1); its errors name the line
+// and the field.
+func wholeNumbers(t reflect.Type, n *yaml.Node, path []string) []error {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+		if n == nil {
+			return nil
+		}
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+		return nil
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+			errs = append(errs, fmt.Errorf("%d: %s: %s: want a whole number", n.Line, strings.Join(path, "."), n.Value))
+		}
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		fields := map[string]reflect.Type{}
+		var collect func(t reflect.Type)
+		collect = func(t reflect.Type) {
+			for f := range t.Fields() {
+				name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				switch {
+				case opts == "inline":
+					collect(f.Type)
+				case name != "" && name != "-" && f.IsExported():
+					fields[name] = f.Type
+				}
+			}
+		}
+		collect(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if ft, ok := fields[n.Content[i].Value]; ok {
+				errs = append(errs, wholeNumbers(ft, n.Content[i+1], append(slices.Clip(path), n.Content[i].Value))...)
+			}
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, wholeNumbers(t.Elem(), n.Content[i+1], append(slices.Clip(path), n.Content[i].Value))...)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return nil
+		}
+		for _, c := range n.Content {
+			errs = append(errs, wholeNumbers(t.Elem(), c, path)...)
+		}
+	}
+	return errs
+}
+
 // goType matches the Go type the YAML decoder names in an unknown-field
 // error.
 var goType = regexp.MustCompile(`(field \S+ not found) in type .*$`)
@@ -191,6 +350,30 @@ func parseFileConfig(data []byte, getenv func(string) string) (*FileConfig, erro
 // relative to dir ("" means the working directory).
 func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*FileConfig, error) {
 	fc := FileConfig{dir: dir}
+	if !utf8.Valid(data) {
+		i := 0
+		for i < len(data) {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			i += size
+		}
+		line := 1 + bytes.Count(data[:i], []byte("\n"))
+		col := i - bytes.LastIndexByte(data[:i], '\n')
+		return nil, fmt.Errorf("%d: the file is not valid UTF-8 (byte 0x%02x in column %d)", line, data[i], col)
+	}
+	// The document as nodes first (aliases not expanded): the lines of
+	// the fields, and the checks the decoder does not make.
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) == nil && root.Kind != 0 {
+		if err := checkAliases(&root); err != nil {
+			return nil, err
+		}
+		if errs := wholeNumbers(reflect.TypeFor[FileConfig](), docOf(&root), nil); len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
@@ -201,7 +384,15 @@ func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*Fi
 		for _, l := range strings.Split(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), "\n") {
 			l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "yaml: "))
 			if m := yamlLine.FindStringSubmatch(l); m != nil {
-				l = m[1] + ": " + yamlLine.ReplaceAllString(l, "")
+				l = yamlLine.ReplaceAllString(l, "")
+				if t := typeError.FindStringSubmatch(l); t != nil {
+					l = fmt.Sprintf("want %s, not %s", goTypeName(t[3]), t[2])
+				}
+				n, _ := strconv.Atoi(m[1])
+				if field := fieldAt(docOf(&root), n); field != "" && !strings.Contains(l, " not found in type ") {
+					l = field + ": " + l
+				}
+				l = m[1] + ": " + l
 			}
 			l = strings.ReplaceAll(l, "in type main.ServerConfig", "in an mcpServers entry")
 			l = strings.ReplaceAll(l, "in type main.FileConfig", "at the top level")
@@ -216,8 +407,6 @@ func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*Fi
 		}
 		return nil, errors.New(strings.Join(lines, "\n"))
 	}
-	var root yaml.Node
-	_ = yaml.Unmarshal(data, &root)
 	fc.root = &root
 	fc.nodes, fc.toolNodes = map[string]*yaml.Node{}, map[string]map[string]int{}
 	fc.lines = map[string]int{}
@@ -320,6 +509,7 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 	var errs []error
 	errs = append(errs, fc.validateCommands(getenv)...)
 	errs = append(errs, fc.validateHTTPJobs(getenv)...)
+	errs = append(errs, fc.validateNames()...)
 	switch fc.Drain.Fallback {
 	case "", "refuse", "sync":
 	default:
@@ -388,6 +578,68 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// demoTools are the names of the demo tools (package demo; a test keeps
+// the list in step with it).
+var demoTools = []string{"long_computation", "deploy_with_confirmation", "flaky_migration", "lint_report", "echo"}
+
+// validateNames checks that each tool name of the file names one tool (a
+// command, an HTTP job, a demo tool, a job tool, a tool an upstream's
+// tools list names), and that drain.tools names tools of the file.
+func (fc *FileConfig) validateNames() []error {
+	var errs []error
+	owner := map[string]string{}
+	if fc.demoEnabled() {
+		for _, n := range demoTools {
+			owner[n] = "a demo tool's (set demo: false, or choose another name)"
+		}
+	}
+	if fc.JobTools.Enabled {
+		for _, n := range mcptask.JobToolNames(fc.JobTools.prefix()) {
+			owner[n] = "a job tool's (jobTools)"
+		}
+	}
+	open := []string{} // prefixes of upstreams whose tools are not listed
+	for _, name := range slices.Sorted(maps.Keys(fc.MCPServers)) {
+		s := fc.MCPServers[name]
+		if len(s.Tools) == 0 {
+			open = append(open, s.Prefix)
+		}
+		for _, t := range s.Tools {
+			if _, ok := owner[s.Prefix+t]; !ok {
+				owner[s.Prefix+t] = "a tool's of mcpServers." + name
+			}
+		}
+	}
+	for _, section := range []struct {
+		name  string
+		names []string
+	}{{"commands", slices.Sorted(maps.Keys(fc.Commands))}, {"httpJobs", slices.Sorted(maps.Keys(fc.HTTPJobs))}} {
+		for _, n := range section.names {
+			if o, ok := owner[n]; ok {
+				errs = append(errs, fmt.Errorf("%d: %s.%s: the name is also %s: a tool name names one tool", fc.line(section.name, n), section.name, n, o))
+			}
+		}
+	}
+	var items []*yaml.Node
+	if n := child(child(docOf(fc.root), "drain"), "tools"); n != nil {
+		items = n.Content
+	}
+	for i, t := range fc.Drain.Tools {
+		_, known := owner[t]
+		_, command := fc.Commands[t]
+		_, job := fc.HTTPJobs[t]
+		if known || command || job || slices.ContainsFunc(open, func(p string) bool { return strings.HasPrefix(t, p) }) {
+			continue
+		}
+		line := fc.line("drain", "tools")
+		if i < len(items) {
+			line = items[i].Line
+		}
+		errs = append(errs, fmt.Errorf("%d: drain.tools: %q names no tool of this file (no command, HTTP job, demo tool, job tool or upstream tool of that name)", line, t))
+	}
+	return errs
 }
 
 func checkTask(s string) error {
