@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -91,5 +92,53 @@ func TestHealthzPing(t *testing.T) {
 	st.pingErr = nil
 	if code, status, detail := health(t, st); code != http.StatusServiceUnavailable || !strings.Contains(detail, "closed") {
 		t.Errorf("healthz of a closed Pinger: %d %q %q", code, status, detail)
+	}
+}
+
+// TestHealthzUpstreamDetails: without authentication, on a loopback
+// listener, /healthz says why an upstream is down to a loopback client
+// only (the admin endpoint's rule); a request whose Host is not loopback
+// (a page reached through DNS rebinding) reads "down" and no more.
+func TestHealthzUpstreamDetails(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "mcptaskd.yaml")
+	// Port 9 (discard) on loopback: nothing answers.
+	if err := os.WriteFile(config, []byte("demo: false\nmcpServers:\n  gone:\n    url: \"http://user:pw-secret@127.0.0.1:9/mcp?token=q-secret\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := serveApp(t, nil, "-addr", "127.0.0.1:8080", "-db", filepath.Join(dir, "tasks.db"), "-config", config)
+	get := func(host string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+"/healthz", nil)
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var h struct {
+			Status    string
+			Upstreams map[string]string
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || h.Status != "degraded" {
+			t.Errorf("/healthz (Host %q) with an upstream down: %d %q; want 200 degraded", host, resp.StatusCode, h.Status)
+		}
+		for _, s := range []string{"pw-secret", "q-secret"} {
+			if strings.Contains(h.Upstreams["gone"], s) {
+				t.Errorf("/healthz shows a secret of the upstream's URL: %q", h.Upstreams["gone"])
+			}
+		}
+		return h.Upstreams["gone"]
+	}
+	if got := get("evil.example:8080"); got != "down" {
+		t.Errorf("/healthz with a foreign Host: %q; want down, no details", got)
+	}
+	if got := get(""); !strings.HasPrefix(got, "down: ") {
+		t.Errorf("/healthz of a loopback client: %q; want why it is down", got)
 	}
 }
