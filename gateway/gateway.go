@@ -232,13 +232,23 @@ func (g *Gateway) retry(u *upstream) {
 			return
 		case <-time.After(wait):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*dialTimeout)
+		limit := u.dialLimit()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*limit)
 		d, err := u.discover(ctx)
 		cancel()
 		if err != nil {
 			u.setPending(err) // the failure counted for the backoff
+			if errors.Is(err, context.DeadlineExceeded) {
+				// Too slow to start: give the next attempt longer.
+				u.mu.Lock()
+				u.dialFor = min(2*limit, maxDialTimeout)
+				u.mu.Unlock()
+			}
 			continue
 		}
+		u.mu.Lock()
+		u.dialFor = 0
+		u.mu.Unlock()
 		select {
 		case <-u.done:
 			if d.tc != nil {
@@ -341,6 +351,8 @@ type upstream struct {
 	// not be reached at Start), says why.
 	pending error
 	done    chan struct{} // closed by close
+	// dialFor, if set, bounds a dial instead of dialTimeout (see retry).
+	dialFor time.Duration
 
 	// tasks, set when the upstream speaks tasks itself, carries the
 	// calls of its task-capable tools as upstream tasks.
@@ -731,7 +743,15 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 
 // dialTimeout bounds the opening of one upstream session (a process that
 // starts but never answers initialize, an HTTP upstream that hangs).
-const dialTimeout = 30 * time.Second
+// While an upstream that could not be reached at Start is tried again,
+// the bound doubles after each attempt that ran out of time, up to
+// maxDialTimeout: an upstream that takes longer to start (npx under load)
+// comes up all the same.
+var dialTimeout = 30 * time.Second
+
+// maxDialTimeout bounds the growing dial timeout of an upstream tried
+// again.
+var maxDialTimeout = 5 * time.Minute
 
 // cancelGrace is how long the session of a cancelled upstream call stays
 // open for the cancellation to reach the upstream.
@@ -774,7 +794,7 @@ func (u *upstream) acquire(ctx context.Context, key string, waiting func()) (*se
 				// Not the call's values: the go-sdk reads the server
 				// request's protocol version from them.
 				dctx, cancel := detach(ctx)
-				dctx, cancelT := context.WithTimeout(dctx, dialTimeout)
+				dctx, cancelT := context.WithTimeout(dctx, u.dialLimit())
 				s, err = u.dial(dctx)
 				cancelT()
 				cancel()
@@ -910,6 +930,16 @@ func (u *upstream) setPending(err error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.pending = err
+}
+
+// dialLimit bounds the opening of a session now.
+func (u *upstream) dialLimit() time.Duration {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.dialFor > 0 {
+		return u.dialFor
+	}
+	return dialTimeout
 }
 
 // nextAttempt is when a dial may be tried again.

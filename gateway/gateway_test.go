@@ -46,6 +46,9 @@ type blockArgs struct {
 }
 
 func runUpstream() int {
+	if d, err := time.ParseDuration(os.Getenv("GATEWAY_TEST_SLOW_START")); err == nil {
+		time.Sleep(d) // an upstream slow to start (npx under load)
+	}
 	if err := upstreamServer(true).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		return 1
 	}

@@ -80,7 +80,7 @@ func newTaskConn(u *upstream) *taskConn {
 // upstream offers tasks for tools/call; when it does, it keeps the
 // connection and returns each tool's task support.
 func (tc *taskConn) probe(ctx context.Context) (map[string]string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, tc.u.dialLimit())
 	defer cancel()
 	c, err := tc.dial(ctx)
 	if err != nil {
