@@ -141,6 +141,10 @@ func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Own
 		adminError(w, http.StatusUnauthorized, "the admin endpoint needs Authorization: Bearer TOKEN")
 		return "", false
 	}
+	if blocked, retry := a.guesses.blocked(r); blocked {
+		refuseGuesses(w, retry)
+		return "", false
+	}
 	if a.adminToken != nil {
 		h := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
@@ -159,6 +163,7 @@ func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Own
 			return task.TokenOwner(info.UserID), true
 		}
 	}
+	a.guesses.failed(r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="`+adminRealm+`", error="invalid_token"`)
 	adminError(w, http.StatusUnauthorized, "the bearer token was refused")
 	a.log.Warn("admin endpoint: a bearer token was refused", "remote", r.RemoteAddr)

@@ -54,6 +54,9 @@ type Config struct {
 	// that no request has authenticated yet, and of one principal; 0: no
 	// limit.
 	MaxConnsPerSource, MaxConnsPerPrincipal int
+	// With authentication: the refused bearer tokens a source IP may
+	// send at once (then one a second); 0: no limit.
+	AuthFailuresPerSource int
 
 	// Per-requester limits (mcptask.Limits) and the audit trail.
 	Limits   mcptask.Limits
@@ -125,6 +128,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "how long a client may take to send a request's body; a slower one is cut (0: no limit)")
 	fs.IntVar(&c.MaxConns, "max-connections", 512, "most HTTP connections served at once (keep it below the open-files limit, ulimit -n); more wait to be accepted (0: no limit)")
 	fs.IntVar(&c.MaxConnsPerSource, "max-connections-per-source", defaultConnsPerSource, "with authentication: most open connections of one source IP not yet authenticated by a request; more are answered 429 and closed (behind a reverse proxy every connection comes from the proxy: raise it; 0: no limit)")
+	fs.IntVar(&c.AuthFailuresPerSource, "auth-failures-per-source", defaultAuthFailures, "with authentication: refused bearer tokens (on /mcp, /admin/drain, /metrics and the dashboard) a source IP may send at once, then one a second; past that its requests with a token are answered 429 with Retry-After (0: no limit)")
 	fs.IntVar(&c.MaxConnsPerPrincipal, "max-connections-per-principal", defaultConnsPerPrincipal, "with authentication: most open connections of one principal; a request on one more is answered 429 and its connection closed (0: no limit)")
 	d := mcptask.DefaultLimits
 	fs.IntVar(&c.Limits.MaxActiveTasks, "max-active-tasks", d.MaxActiveTasks, "most unfinished tasks a requester (an authenticated principal; without authentication, all clients together, or one 2025-11-25 session) may have at once; 0: no limit")
@@ -195,6 +199,9 @@ func (c *Config) validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %v", d.name, d.v))
 		}
+	}
+	if c.AuthFailuresPerSource < 0 {
+		errs = append(errs, fmt.Errorf("-auth-failures-per-source must not be negative, got %d", c.AuthFailuresPerSource))
 	}
 	if c.MaxConnsPerSource < 0 || c.MaxConnsPerPrincipal < 0 {
 		errs = append(errs, fmt.Errorf("-max-connections-per-source and -max-connections-per-principal must not be negative, got %d and %d", c.MaxConnsPerSource, c.MaxConnsPerPrincipal))

@@ -66,6 +66,11 @@ func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, time.T
 	if token == "" {
 		return "", time.Time{}, false
 	}
+	// A source that sent too many refused tokens is refused without its
+	// token being checked (-auth-failures-per-source).
+	if blocked, _ := a.guesses.blocked(r); blocked {
+		return "", time.Time{}, false
+	}
 	if a.adminToken != nil {
 		h := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
@@ -79,8 +84,10 @@ func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, time.T
 		}
 		if err == nil {
 			a.log.Warn("dashboard: a token without the admin scope was refused", "user", info.UserID, "remote", r.RemoteAddr)
+			return "", time.Time{}, false
 		}
 	}
+	a.guesses.failed(r)
 	return "", time.Time{}, false
 }
 

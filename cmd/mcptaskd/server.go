@@ -59,6 +59,7 @@ type App struct {
 	drain      drainSwitch
 	dashboard  *dashboard.Handler // nil with -dashboard=false
 	conns      *connBudget        // the listener's connection budgets
+	guesses    *guessLimiter      // failed bearer tokens per source; nil without authentication
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -232,6 +233,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
 		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), stopTracing: stopTracing}
 	a.conns = &connBudget{log: logger, open: map[string]int{}}
+	if verifier != nil || adminToken != nil {
+		a.guesses = newGuessLimiter(cfg.AuthFailuresPerSource)
+	}
 	if verifier != nil {
 		a.conns.perSource, a.conns.perPrincipal = cfg.MaxConnsPerSource, cfg.MaxConnsPerPrincipal
 	}
@@ -267,7 +271,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		// with an RFC 6750 challenge.
 		// An authenticated request's connection then counts against its
 		// principal's budget (-max-connections-per-principal).
-		mcpHandler = authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...)(a.conns.principalBudget(mcpHandler))
+		// A source that sent too many refused tokens is refused before its
+		// token is checked (-auth-failures-per-source).
+		mcpHandler = a.guesses.limitGuesses(authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...), a.conns.principalBudget(mcpHandler))
 	}
 	mux := http.NewServeMux()
 	// Browsers' cross-origin POSTs are refused; MCP clients outside a
