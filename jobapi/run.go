@@ -307,6 +307,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
 	}
+	var relayed string // the job's last message relayed
 	for {
 		code, answer, err := r.do(ctx, "reading the job's status", http.MethodGet, u, r.Status.Headers, nil, "")
 		if err != nil {
@@ -326,8 +327,12 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 		}
 		if r.Status.Message != "" {
 			if v, err := lookup(doc, r.Status.Message); err == nil {
-				if msg := textOf(v); msg != "" {
-					r.setMessage(ctx, prefix+r.scrub(msg))
+				// Relayed when the job's message changes, or when another
+				// message (an outage's) took its place: a re-attachment's
+				// prefixed message stays until the job says something new.
+				if msg := r.scrub(textOf(v)); msg != "" && (msg != relayed || !strings.HasSuffix(r.last, msg)) {
+					relayed = msg
+					r.setMessage(ctx, prefix+msg)
 					prefix = ""
 				}
 			}

@@ -385,6 +385,8 @@ func TestHTTPJobGracefulHandBack(t *testing.T) {
 	d := startDaemon(t, "mcptaskd#1", db, args...)
 	id := startTask(t, d.client(true), "build", map[string]any{"ref": "term"})
 	job := js.jobOf(id)
+	js.hook("/test/jobs/"+job+"/progress", map[string]any{"progress": "testing term"})
+	waitTask(t, d.client(true), id, 30*time.Second, "the job's progress", func(tk *wiretest.Task) bool { return tk.StatusMessage == "testing term" })
 	if err := d.signal(syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Fatalf("mcptaskd after SIGTERM: %v", err)
 	}
@@ -396,6 +398,19 @@ func TestHTTPJobGracefulHandBack(t *testing.T) {
 	waitTask(t, c, id, 30*time.Second, "re-attached", func(tk *wiretest.Task) bool {
 		return strings.HasPrefix(tk.StatusMessage, "re-attached to job "+job)
 	})
+	// The re-attachment stays the status message until the job says
+	// something new, not one status poll (the takeover tests polled past
+	// it under load).
+	deadline := time.Now().Add(30 * time.Second)
+	for polled := js.stats().StatusRequests; js.stats().StatusRequests < polled+3; {
+		if time.Now().After(deadline) {
+			t.Fatal("mcptaskd stopped polling the job's status")
+		}
+		time.Sleep(10 * time.Millisecond) // the job service counts mcptaskd's polls
+	}
+	if tk := waitTask(t, c, id, 30*time.Second, "read", func(*wiretest.Task) bool { return true }); tk.StatusMessage != "re-attached to job "+job+": testing term" {
+		t.Errorf("status message three polls after the re-attachment: %q", tk.StatusMessage)
+	}
 	js.hook("/test/jobs/"+job+"/finish", "handed back")
 	if r := resultOf(t, waitTask(t, c, id, 30*time.Second, "terminal", terminal)); r.text() != "handed back" {
 		t.Errorf("result: %q", r.text())

@@ -66,6 +66,8 @@ type State struct {
 	Cancels       int `json:"cancels"`
 	// Held counts the start requests held by /test/hold so far.
 	Held int `json:"held"`
+	// StatusRequests counts the status requests of known jobs.
+	StatusRequests int `json:"statusRequests"`
 }
 
 // Service is the job API.
@@ -215,6 +217,7 @@ func (s *Service) status(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if j := s.job(w, r); j != nil {
+		s.st.StatusRequests++
 		writeJSON(w, http.StatusOK, view(j))
 	}
 }
