@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -404,5 +405,45 @@ func TestUpstreamDownAtBoot(t *testing.T) {
 	}
 	if strings.Contains(d.Logs(), secret) {
 		t.Errorf("mcptaskd logged the secret of the upstream's URL:\n%s", d.Logs())
+	}
+}
+
+// TestUpstreamDownAtRecovery: mcptaskd killed (-9) during a task of an
+// HTTP upstream, and started again while that upstream is down, starts:
+// the task left unfinished is resolved (failed, its outcome unknown), not
+// left running, and the boot does not fail.
+func TestUpstreamDownAtRecovery(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "1"}, nil)
+	addHostileTools(up)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	dir := t.TempDir()
+	config := filepath.Join(dir, "mcptaskd.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("demo: true\nmcpServers:\n  web:\n    url: %q\n", hs.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "tasks.db")
+	d := startDaemon(t, "before", db, "-config", config)
+	c := d.client(true)
+	marker := filepath.Join(dir, "block")
+	id := startTask(t, c, "block", map[string]any{"marker": marker})
+	waitUntil(t, 30*time.Second, "the upstream call running", func() (bool, error) {
+		_, err := os.Stat(marker + ".started")
+		return err == nil, nil
+	})
+	d.kill9()
+	hs.CloseClientConnections()
+	hs.Close() // the upstream is down
+
+	d = startDaemon(t, "after", db, "-config", config)
+	c = d.client(true)
+	tk := waitTask(t, c, id, 60*time.Second, "terminal", terminal)
+	if tk.Status != "failed" || tk.Error == nil || !strings.Contains(tk.Error.Message, "unknown") {
+		t.Errorf("the task left running, after a start with its upstream down: %+v %+v; want failed, its outcome unknown", tk, tk.Error)
+	} else {
+		t.Logf("the task left running: %s", tk.Error.Message)
+	}
+	id = startTask(t, c, "long_computation", map[string]any{"n": 100, "steps": 1})
+	if tk := waitTask(t, c, id, 60*time.Second, "terminal", terminal); tk.Status != "completed" {
+		t.Errorf("a demo task after that start: %+v", tk)
 	}
 }
