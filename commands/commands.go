@@ -214,6 +214,15 @@ func Register(ts *mcptask.Server, tools []Tool, log *slog.Logger) (*Commands, er
 		return nil, errors.New("commands: the program must call commands.Supervise at the start of main: its commands run under a copy of it")
 	}
 	c := &Commands{log: log, running: map[*proc]struct{}{}}
+	if len(ready) > 0 {
+		// The directories of runs whose program was killed (kill -9)
+		// before it could remove them.
+		if n, err := sweepRunDirs(); err != nil {
+			log.Warn("cannot remove the directories of dead runs", "err", err)
+		} else if n > 0 {
+			log.Info("removed the directories of dead runs", "count", n)
+		}
+	}
 	for _, t := range ready {
 		schema := t.InputSchema
 		if schema == nil {
@@ -408,11 +417,11 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 	if logName == "" {
 		logName = fmt.Sprintf("call-%d-%d", time.Now().UnixNano(), c.calls.Add(1))
 	}
-	tmp, err := os.MkdirTemp("", "mcptask-command-")
+	tmp, removeTmp, err := newRunDir()
 	if err != nil {
 		return nil, internalError("command %s: %v", t.Name, err)
 	}
-	defer os.RemoveAll(tmp)
+	defer removeTmp()
 	resultPath := filepath.Join(tmp, "result.json")
 	var file *os.File
 	if t.LogDir != "" {

@@ -359,3 +359,42 @@ esac
 		time.Sleep(10 * time.Millisecond) // polling the goroutine count, not timing the test
 	}
 }
+
+// TestRunDirsSwept: a run's directory (its result file) is locked while
+// the run lasts and removed after; Register removes the directories no
+// process locks (runs of a program killed with kill -9), and keeps those
+// a live process locks (another instance's).
+func TestRunDirsSwept(t *testing.T) {
+	parent, err := runParent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := os.MkdirTemp(parent, runDirPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "result.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, release, err := newRunDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	sc := script(t, `dirname "$MCPTASK_RESULT"`+"\n")
+	c := serve(t, true, Tool{Name: "where", Argv: []string{sc}})
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the dead run's directory %s: %v; want it removed", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live run's directory: %v; want it kept", err)
+	}
+	r := resultOf(t, runTask(t, c, "where", nil))
+	dir := strings.TrimSpace(r.text())
+	if filepath.Dir(dir) != parent || !strings.HasPrefix(filepath.Base(dir), runDirPrefix) {
+		t.Errorf("the run's directory %s, want one in %s", dir, parent)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the run's directory after the run: %v; want it removed", err)
+	}
+}

@@ -399,3 +399,38 @@ func BenchmarkCommandOverhead(b *testing.B) {
 	b.ReportMetric(float64(task.Microseconds())/n, "task-µs/op")
 	b.ReportMetric(float64(task)/float64(direct), "ratio")
 }
+
+// TestCommandKill9RunDirRemoved: kill -9 of mcptaskd during a command
+// leaves the run's directory behind (nothing could remove it); the next
+// mcptaskd with commands removes it at start.
+func TestCommandKill9RunDirRemoved(t *testing.T) {
+	t.Parallel()
+	sc := filepath.Join(t.TempDir(), "where.sh")
+	body := "#!/bin/sh\ndirname \"$MCPTASK_RESULT\" > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"\nexec sleep 1000\n"
+	if err := os.WriteFile(sc, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	config := exampleCommandsConfig(t, fmt.Sprintf(`  where:
+    inputSchema: {type: object, properties: {file: {type: string}}, required: [file]}
+    argv: [%q, "{file}"]
+`, sc))
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	d := startDaemon(t, "commands", db, "-config", config)
+	file := filepath.Join(t.TempDir(), "dir")
+	startTask(t, d.client(true), "where", map[string]any{"file": file})
+	var dir string
+	waitUntil(t, 30*time.Second, "the run's directory", func() (bool, error) {
+		b, err := os.ReadFile(file)
+		dir = strings.TrimSpace(string(b))
+		return err == nil, nil
+	})
+	d.kill9()
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the run's directory after kill -9: %v; want it left behind", err)
+	}
+	startDaemon(t, "commands#2", db, "-config", config)
+	waitUntil(t, 30*time.Second, "the dead run's directory to be removed", func() (bool, error) {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err), nil
+	})
+}

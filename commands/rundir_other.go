@@ -1,0 +1,13 @@
+//go:build !unix
+
+package commands
+
+import (
+	"errors"
+)
+
+func newRunDir() (string, func(), error) {
+	return "", nil, errors.New("commands: not supported on this system")
+}
+
+func sweepRunDirs() (int, error) { return 0, nil }
