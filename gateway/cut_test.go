@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/internal/upstreamtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -89,5 +90,33 @@ func TestHTTPUpstreamCutMidCall(t *testing.T) {
 	}
 	if n := ran.Load(); n != 3 {
 		t.Errorf("the upstream ran the rerunnable call %d times, want 3", n)
+	}
+}
+
+// TestTaskUpstreamCutCreate: an upstream that speaks tasks, whose
+// connection breaks each time after it created the task and before its
+// answer left: our task fails saying the outcome is unknown (the upstream
+// may be running it), not that the upstream was unavailable.
+func TestTaskUpstreamCutCreate(t *testing.T) {
+	up := upstreamtest.New(t)
+	url, _ := gatewayOn(t, filepath.Join(t.TempDir(), "gw.db"), gateway.Upstream{Name: "up", URL: up.URL})
+	cut := func(body []byte) bool {
+		return bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"work"`))
+	}
+	up.Cut.Store(&cut)
+	ctx := t.Context()
+	c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: client.Wire20260728})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call, err := c.CallTool(ctx, "work", map[string]any{"label": "deploy"})
+	if err != nil || call.Task == nil {
+		t.Fatalf("work: %+v, %v; want a task", call, err)
+	}
+	_, err = c.Wait(ctx, call.Task.ID, nil)
+	var te *client.TaskError
+	if !errors.As(err, &te) || !strings.Contains(te.Message, "outcome is unknown") || strings.Contains(te.Message, "unavailable") {
+		t.Errorf("a create whose answer the upstream cut: %v; want a failure saying its outcome is unknown", err)
 	}
 }

@@ -340,6 +340,12 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 			if !rpcAnswered(err) {
 				tc.broken(c)
 			}
+			if oe := (*client.OutcomeUnknownError)(nil); ctx.Err() == nil && errors.As(err, &oe) {
+				// Sent (again, with its idempotency key), never answered:
+				// the upstream may have created the task and run it.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+					"upstream %s was sent the call of %s but its answer never came (%v); the outcome is unknown", u.cfg.Name, name, redactErr(oe.Err))}
+			}
 			return nil, u.callError(ctx, name, err)
 		}
 		if call.Task == nil {

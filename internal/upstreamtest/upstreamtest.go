@@ -43,6 +43,10 @@ type TaskServer struct {
 	URL string
 	// Runs counts the starts of the "work" tool, across Restarts.
 	Runs atomic.Int64
+	// Cut, if set, picks POST bodies the upstream handles (a create
+	// creates its task) and then answers by cutting the connection: the
+	// upstream died with the answer on its way.
+	Cut atomic.Pointer[func(body []byte) bool]
 
 	handler atomic.Pointer[http.Handler]
 	release chan struct{}
@@ -104,6 +108,13 @@ func New(t testing.TB) *TaskServer {
 			}
 			u.note(body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if cut := u.Cut.Load(); cut != nil && (*cut)(body) {
+				(*u.handler.Load()).ServeHTTP(httptest.NewRecorder(), r)
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					conn.Close()
+				}
+				return
+			}
 		}
 		(*u.handler.Load()).ServeHTTP(w, r)
 	}))
