@@ -34,15 +34,16 @@ const (
 		SELECT (SELECT min(owner) FROM tasks
 			WHERE queue = ?1 AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required') AND owner > o)
 		FROM owners WHERE o IS NOT NULL
+	), own(o, running, served) AS MATERIALIZED (
+		SELECT o, (SELECT count(*) FROM tasks r
+				WHERE r.queue = ?1 AND r.queued = 0 AND r.queue <> '' AND r.status IN ('working', 'input_required') AND r.owner = o),
+			coalesce((SELECT seq FROM queue_turns WHERE queue_turns.queue = ?1 AND queue_turns.owner = o), 0)
+		FROM owners WHERE o IS NOT NULL
 	), heads(hid, hcreated, turn, served) AS (
-		SELECT t.id, t.created_at_ms, (SELECT count(*) FROM tasks r
-				WHERE r.queue = ?1 AND r.queued = 0 AND r.queue <> '' AND r.status IN ('working', 'input_required') AND r.owner = t.owner)
-			+ row_number() OVER (PARTITION BY t.owner ORDER BY t.created_at_ms, t.id) - 1,
-			coalesce((SELECT seq FROM queue_turns WHERE queue_turns.queue = ?1 AND queue_turns.owner = t.owner), 0)
-		FROM owners CROSS JOIN tasks t ON t.id IN (SELECT u.id FROM tasks u
-			WHERE u.queue = ?1 AND u.queued = 1 AND u.queue <> '' AND u.status IN ('working', 'input_required') AND u.owner = owners.o
+		SELECT t.id, t.created_at_ms, own.running + row_number() OVER (PARTITION BY t.owner ORDER BY t.created_at_ms, t.id) - 1, own.served
+		FROM own CROSS JOIN tasks t ON t.id IN (SELECT u.id FROM tasks u
+			WHERE u.queue = ?1 AND u.queued = 1 AND u.queue <> '' AND u.status IN ('working', 'input_required') AND u.owner = own.o
 			ORDER BY u.created_at_ms, u.id LIMIT ?2)
-		WHERE owners.o IS NOT NULL
 	)
 	SELECT ` + taskColumns + ` FROM heads CROSS JOIN tasks ON tasks.id = heads.hid
 	ORDER BY heads.turn, heads.served, heads.hcreated, heads.hid LIMIT ?2`
@@ -149,18 +150,22 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 		if waiting == 0 || free <= 0 {
 			return nil, nil
 		}
-		head, err := s.queueHead(tx, req.Queue, min(free, waiting))
+		// The tasks to start and, behind them, the places of those that
+		// still wait: in the turn order before the starts, which they
+		// leave as it is but for ties with an owner just served.
+		head, err := s.queueHead(tx, req.Queue, min(free, waiting)+store.MaxQueueMessages)
 		if err != nil {
 			return nil, err
+		}
+		n := min(int(free), len(head))
+		last := map[task.Owner]int{} // each started owner's last start
+		for i, t := range head[:n] {
+			last[t.Owner] = i
 		}
 		var ids []task.ID
 		start := tx.Stmt(s.queueStartStmt)
 		served := tx.Stmt(s.queueServedStmt)
-		last := map[task.Owner]int{} // each started owner's last start in head
-		for i, t := range head {
-			last[t.Owner] = i + 1
-		}
-		for _, t := range head {
+		for i, t := range head[:n] {
 			if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
 				return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
 			}
@@ -174,31 +179,20 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 			if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
 				return nil, err
 			}
-			started = append(started, t)
-			ids = append(ids, t.ID)
-		}
-		// Served in the order of their last start (the insert reads the
-		// latest seq, so insert in that order).
-		for i, t := range head {
-			if last[t.Owner] == i+1 {
+			// Served in the order of their last start (the insert reads
+			// the latest seq).
+			if last[t.Owner] == i {
 				if _, err := served.Exec(req.Queue, string(t.Owner), 1); err != nil {
 					return nil, fmt.Errorf("sqlite store: queue %q: recording a turn: %w", req.Queue, err)
 				}
 			}
+			started = append(started, t)
+			ids = append(ids, t.ID)
 		}
 		if _, err := tx.Stmt(s.queuePruneStmt).Exec(req.Queue); err != nil {
 			return nil, fmt.Errorf("sqlite store: queue %q: forgetting turns: %w", req.Queue, err)
 		}
-		if waiting <= int64(len(head)) {
-			return ids, nil
-		}
-		// The places of the tasks still waiting, in the turn order the
-		// starts left.
-		rest, err := s.queueHead(tx, req.Queue, store.MaxQueueMessages)
-		if err != nil {
-			return nil, err
-		}
-		for i, t := range rest {
+		for i, t := range head[n:] {
 			msg := task.QueuedMessage(int64(i))
 			if _, err := tx.Stmt(s.queueMessageStmt).Exec(msg, string(t.ID), msg); err != nil {
 				return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
