@@ -193,6 +193,12 @@ type tool struct {
 // placeholder that names no property of the input schema, a program
 // that cannot be found: an error, and no tool is added. The program must
 // call Supervise at the start of main.
+//
+// A command's parent is its supervisor, whose environment is the
+// command's own; on Linux, Register also makes the program non-dumpable
+// (PR_SET_DUMPABLE 0, which turns its core dumps off), so that a command
+// running as the same user, unless root, cannot read the program's
+// environment or memory through /proc/PID (environ, mem) nor ptrace it.
 func Register(ts *mcptask.Server, tools []Tool, log *slog.Logger) (*Commands, error) {
 	if log == nil {
 		log = slog.Default()
@@ -215,6 +221,7 @@ func Register(ts *mcptask.Server, tools []Tool, log *slog.Logger) (*Commands, er
 	}
 	c := &Commands{log: log, running: map[*proc]struct{}{}}
 	if len(ready) > 0 {
+		undumpable()
 		// The directories of runs whose program was killed (kill -9)
 		// before it could remove them.
 		if n, err := sweepRunDirs(); err != nil {

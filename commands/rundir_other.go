@@ -11,3 +11,7 @@ func newRunDir() (string, func(), error) {
 }
 
 func sweepRunDirs() (int, error) { return 0, nil }
+
+const runDirPrefix = "run-"
+
+func runParent() (string, error) { return "", errors.New("commands: not supported on this system") }

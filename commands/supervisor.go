@@ -51,6 +51,7 @@ func Supervise() {
 // fd 4 the status pipe ("pid N", then "exit N", "signal N" or "error
 // MESSAGE").
 func supervise(argv []string) int {
+	undumpable() // the command is its child: it may not read it (Linux)
 	ppid := os.Getppid()
 	ctl, status := os.NewFile(3, "control"), os.NewFile(4, "status")
 	if ctl == nil || status == nil {

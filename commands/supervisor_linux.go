@@ -38,3 +38,10 @@ func peekExit(pid int) bool {
 		}
 	}
 }
+
+// undumpable makes the process non-dumpable (PR_SET_DUMPABLE 0): another
+// process of the same user that is not root (a command) can then neither
+// read its /proc files (environ, memory) nor ptrace it.
+func undumpable() {
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
+}

@@ -20,3 +20,6 @@ func commandSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Set
 // peekExit cannot wait without reaping here: the group is killed just
 // after the command is reaped instead.
 func peekExit(int) bool { return false }
+
+// undumpable does nothing here: PR_SET_DUMPABLE is Linux's.
+func undumpable() {}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 )
@@ -433,4 +435,98 @@ func TestCommandKill9RunDirRemoved(t *testing.T) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err), nil
 	})
+}
+
+// environScript prints the environment of the command's parent (its
+// supervisor) and tries its grandparent's (mcptaskd's).
+const environScript = `#!/bin/sh
+echo "parent $PPID:"; tr '\0' '\n' < /proc/$PPID/environ 2>&1 || echo "(unreadable)"
+gp=$(awk '{print $4}' /proc/$PPID/stat)
+echo "grandparent $gp:"; tr '\0' '\n' < /proc/$gp/environ 2>&1 || echo "(unreadable)"
+`
+
+// TestCommandCannotReadDaemonEnv: a command reading /proc/$PPID/environ
+// reads its supervisor's environment, which is its own (nothing of
+// mcptaskd's, such as a secret in its environment); mcptaskd's own,
+// /proc/PID/environ of the grandparent, a command of the same user that
+// is not root cannot read (mcptaskd is not dumpable). Root reads it: run
+// commands as another user than mcptaskd's for that.
+func TestCommandCannotReadDaemonEnv(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("/proc/PID/environ is Linux's")
+	}
+	// Everything as a user other than root may read it.
+	dir, err := os.MkdirTemp("", "mcptask-environ-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data := filepath.Join(dir, "data")
+	sc := filepath.Join(dir, "environ.sh")
+	config := filepath.Join(dir, "mcptaskd.yaml")
+	bin := filepath.Join(dir, "mcptaskd")
+	exe, err := os.ReadFile(daemonBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		path, body string
+		mode       os.FileMode
+	}{{sc, environScript, 0o755}, {config, fmt.Sprintf("demo: false\ncommands:\n  environ:\n    argv: [%q]\n", sc), 0o644}, {bin, string(exe), 0o755}} {
+		if err := os.WriteFile(f.path, []byte(f.body), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(data, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, data} {
+		if err := os.Chmod(p, map[bool]os.FileMode{true: 0o777, false: 0o755}[p == data]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(name string, prefix ...string) (parent, grandparent string) {
+		t.Helper()
+		args := append(prefix, bin, "-addr", "127.0.0.1:0", "-db", filepath.Join(data, name+".db"), "-config", config, "-log-format", "json",
+			"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0", "-max-poll-interval", "0")
+		p, err := proctest.Start(proctest.Config{Path: args[0], Args: args[1:], Env: append(os.Environ(), "MCPTASK_TEST_SECRET=hunter2")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &daemon{Process: p, t: t, name: name}
+		t.Cleanup(func() {
+			d.Kill()
+			if t.Failed() {
+				t.Logf("--- log of %s ---\n%s", name, d.Logs())
+			}
+		})
+		if d.URL, err = d.WaitListening(context.Background(), 60*time.Second); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, d.Logs())
+		}
+		c := d.client(true)
+		tk := waitTask(t, c, startTask(t, c, "environ", nil), 60*time.Second, "the end", terminal)
+		out := resultOf(t, tk).text()
+		parent, grandparent, _ = strings.Cut(out, "grandparent ")
+		if strings.Contains(parent, "hunter2") {
+			t.Errorf("%s: the command's parent has mcptaskd's secret in its environment:\n%s", name, out)
+		}
+		return parent, grandparent
+	}
+	// As root: the supervisor's environment, readable, is the command's;
+	// mcptaskd's own is readable too (root).
+	parent, gp := run("root")
+	if !strings.Contains(parent, "MCPTASK_TASK_ID=") {
+		t.Errorf("the command did not read its parent's environment:\n%s", parent)
+	}
+	t.Logf("root reads mcptaskd's environment: %v", strings.Contains(gp, "hunter2"))
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Getuid() != 0 || err != nil {
+		t.Skip("the same-user case needs root and setpriv (to run mcptaskd as nobody)")
+	}
+	// As another user: neither the supervisor's nor mcptaskd's.
+	parent, gp = run("nobody", setpriv, "--reuid=65534", "--regid=65534", "--clear-groups")
+	if strings.Contains(gp, "hunter2") || !strings.Contains(gp, "(unreadable)") || !strings.Contains(parent, "(unreadable)") {
+		t.Errorf("a command of the same user (not root) read its supervisor's or mcptaskd's environment:\nparent %s\ngrandparent %s", parent, gp)
+	}
 }
