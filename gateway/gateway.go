@@ -22,7 +22,11 @@
 // Each upstream call runs on a session of its own for its duration (a
 // small pool of sessions per upstream, one child process each for a stdio
 // upstream), so that the requests an upstream sends during a call belong
-// to that call: stdio carries no link between them.
+// to that call: stdio carries no link between them. A session serves the
+// calls of one requester only, and what the upstream asks between calls
+// is refused. An upstream that cannot be reached at Start is tried again
+// in the background; URLs are redacted in everything the gateway logs or
+// reports.
 package gateway
 
 import (
