@@ -122,6 +122,12 @@ type Tool struct {
 	// that matches sets the status message to the first group, or the
 	// whole line without one.
 	Progress *regexp.Regexp
+	// Secrets are values (say those of Env.Set read from secret files)
+	// never to show: in the command's output (its log, result, status
+	// messages, input requests) and its result file, each is replaced by
+	// "[redacted]" before anything is stored or sent. Values shorter
+	// than 4 bytes are ignored.
+	Secrets []string
 }
 
 // Env is a command's environment: nothing of the program's but the
@@ -522,6 +528,9 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 		return res, nil
 	}
 	res, err := readResult(resultPath)
+	if res != nil && len(t.Secrets) > 0 {
+		res = t.scrubResult(res)
+	}
 	if err != nil {
 		return toolError("%s exited with code 0, but its result file ($%s) is not valid: %v\n%s", t.Name, ResultEnv, err, t.tailText(tail, dropped, logName)), nil
 	}

@@ -398,3 +398,43 @@ func TestRunDirsSwept(t *testing.T) {
 		t.Errorf("the run's directory after the run: %v; want it removed", err)
 	}
 }
+
+// TestCommandSecretsScrubbed: a secret of the tool (an env.set value read
+// from a secret) that the command prints, puts in a progress line or in
+// its result file shows nowhere: not in the result, its structured
+// content, the status message or the task's log.
+func TestCommandSecretsScrubbed(t *testing.T) {
+	const secret = "s3cr3t-d3pl0y-t0k3n"
+	sc := script(t, `echo "==> using $TOKEN"
+echo "token: $TOKEN" >&2
+case "$1" in
+file) printf '{"content":[{"type":"text","text":"got %s"}],"structuredContent":{"k":"%s","%s":[1,"x%s"]}}' "$TOKEN" "$TOKEN" "$TOKEN" "$TOKEN" > "$MCPTASK_RESULT" ;;
+any) printf '{"k":"%s"}' "$TOKEN" > "$MCPTASK_RESULT" ;;
+fail) exit 3 ;;
+esac
+`)
+	c := serve(t, true, Tool{Name: "leak", InputSchema: strSchema("kind"), Argv: []string{sc, "{kind}"},
+		Env: Env{Set: map[string]string{"TOKEN": secret}}, Secrets: []string{secret}, Progress: regexp.MustCompile(`^==> (.*)$`)})
+	for _, kind := range []string{"tail", "file", "any", "fail"} {
+		tk := runTask(t, c, "leak", map[string]any{"kind": kind})
+		var r result
+		if err := json.Unmarshal(tk.Result, &r); err != nil {
+			t.Fatalf("%s: result %s: %v", kind, tk.Result, err)
+		}
+		var logs struct {
+			Contents []struct {
+				Text string `json:"text"`
+			} `json:"contents"`
+		}
+		if err := c.Result(context.Background(), "resources/read", map[string]any{"uri": "mcptask://tasks/" + tk.TaskID + "/log"}, &logs); err != nil {
+			t.Fatal(err)
+		}
+		all := string(tk.Result) + tk.StatusMessage + fmt.Sprint(logs)
+		if strings.Contains(all, secret) {
+			t.Errorf("%s: the secret shows:\n%s", kind, all)
+		}
+		if !strings.Contains(all, "[redacted]") {
+			t.Errorf("%s: no [redacted] in:\n%s", kind, all)
+		}
+	}
+}

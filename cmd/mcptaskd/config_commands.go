@@ -118,7 +118,13 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 			tail = *cc.Log.TailKiB << 10
 		}
 		set := map[string]string{}
+		var secrets []string // the values of ${...}: never shown
 		for _, k := range slices.Sorted(maps.Keys(cc.Env.Set)) {
+			for _, ref := range envRef.FindAllString(cc.Env.Set[k], -1) {
+				if sec, _ := expand(ref, getenv); sec != "" {
+					secrets = append(secrets, sec)
+				}
+			}
 			if k == "" || strings.ContainsAny(k, "=\x00") {
 				bad("env.set."+k, "%q is not an environment variable's name", k)
 			}
@@ -143,6 +149,7 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 			Timeout: time.Duration(cc.Timeout), KillGrace: time.Duration(cc.KillGrace),
 			Support: mcptask.TaskSupport(cc.Task), Rerunnable: cc.Rerunnable, MaxConcurrent: cc.MaxConcurrent,
 			MaxTTL: time.Duration(cc.MaxTTL), LogTail: tail, LogDir: fc.path(cc.Log.Dir), Progress: progress,
+			Secrets: secrets,
 		}
 		if len(errs) == n {
 			if err := commands.Check(t); err != nil {

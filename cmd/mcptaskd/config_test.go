@@ -299,3 +299,23 @@ func TestCheckConfigGapsBinary(t *testing.T) {
 		t.Errorf("the alias bomb took %v", d)
 	}
 }
+
+// TestCommandSecretsFromConfig: the values of a command's env.set
+// ${NAME} and ${file:PATH} references are its secrets (scrubbed from its
+// output); plain values are not.
+func TestCommandSecretsFromConfig(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("from-a-file-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "demo: false\ncommands:\n  x:\n    argv: [/bin/true]\n    env:\n      set: {A: \"Bearer ${CMD_TEST_SECRET}\", B: \"${file:" + file + "}\", LANG: C.UTF-8}\n"
+	fc, err := parseFileConfig([]byte(cfg), func(n string) string { return map[string]string{"CMD_TEST_SECRET": "from-the-env-secret"}[n] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := fc.commandTools()
+	if len(tools) != 1 || !slices.Equal(slices.Sorted(slices.Values(tools[0].Secrets)), []string{"from-a-file-secret", "from-the-env-secret"}) {
+		t.Fatalf("secrets %v", tools[0].Secrets)
+	}
+}
