@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // leaveUnknown runs the rollout tool once through c and sets the
@@ -118,5 +120,31 @@ func TestUnknownEffectCoversJobTools(t *testing.T) {
 				t.Errorf("job_start of another tool: %+v %v", res, err)
 			}
 		})
+	}
+}
+
+// TestAnswerAfterCancel: the user answers a task's question after the
+// task was cancelled; the server refuses the late tasks/update (the task
+// ended), and Wait ends with the task's end, ErrCancelled, not with an
+// error about sending the answer. On the 2026-07-28 wire (2025-11-25 has
+// no tasks/update).
+func TestAnswerAfterCancel(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, serverOpts{})
+	var c *client.Client
+	c = dial(t, s.URL, &client.Options{ProtocolVersion: client.Wire20260728,
+		Elicit: func(ctx context.Context, taskID string, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			if _, err := c.Cancel(ctx, taskID); err != nil {
+				return nil, err
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, nil
+		}})
+	ctx := testCtx(t)
+	call, err := c.CallTool(ctx, "deploy_with_confirmation", map[string]any{"service": "api", "build_steps": 1, "step_delay_ms": 0})
+	if err != nil || call.Task == nil {
+		t.Fatalf("CallTool: %+v, %v", call, err)
+	}
+	if _, err := c.Wait(ctx, call.Task.ID, nil); !errors.Is(err, client.ErrCancelled) {
+		t.Fatalf("Wait of a task cancelled while its question was answered: %v, want ErrCancelled", err)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -314,6 +316,13 @@ func (s *wire2026) answer(w *waiter, requests map[string]json.RawMessage) error 
 			c.log.Info("answered a task's input requests", "task", w.id, "keys", answered)
 			return nil
 		}
+		if st := finishedRefusal(err); st != "" {
+			// The task ended before the answers arrived, or after an
+			// earlier send that landed and whose reply was lost: they
+			// can change nothing now. The wait's next poll reads the end.
+			c.log.Info("a task's answers arrived after it ended", "task", w.id, "keys", answered, "status", st)
+			return nil
+		}
 		if d, ok := rateLimited(err); ok {
 			if err := w.backOff(d); err != nil {
 				s.unclaim(w.id, answered)
@@ -331,6 +340,26 @@ func (s *wire2026) answer(w *waiter, requests map[string]json.RawMessage) error 
 		s.unclaim(w.id, answered)
 		return w.fail("sending the answers to its input requests", err)
 	}
+}
+
+// finishedRefusal returns the status of the task a tasks/update was
+// refused for because it ended (mcptask's -32602 with {"status": S} as
+// its data, S terminal), else "".
+func finishedRefusal(err error) string {
+	we, ok := rpcError(err)
+	if !ok || we.Code != jsonrpc.CodeInvalidParams || len(we.Data) == 0 {
+		return ""
+	}
+	var data struct {
+		Status string `json:"status"`
+	}
+	if json.Unmarshal(we.Data, &data) != nil {
+		return ""
+	}
+	if !task.Status(data.Status).Terminal() {
+		return ""
+	}
+	return data.Status
 }
 
 // claim marks input request keys of a task as being answered and returns

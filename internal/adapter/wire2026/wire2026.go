@@ -7,6 +7,7 @@ package wire2026
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -202,18 +204,36 @@ func (w *Wire) update(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		return nil, adapter.InvalidParams(fmt.Sprintf("inputResponses[%q]: %v; nothing was stored, and the task still waits for an answer", bad.Key, bad.Err))
 	}
 	if errors.As(err, &term) {
-		// The task needs no input any more (it ended, possibly just after
-		// the client's last answer): the answers are ignored, as answers
-		// to unknown keys are.
-		return ext2026.Ack(), nil
+		// The task ended: its answers can reach nothing any more (a
+		// question answered after the task was cancelled or failed), and
+		// an acknowledgement would tell the client they were taken. This
+		// is stricter than SEP-2663's "SHOULD ignore" of responses to keys
+		// not outstanding, which mcptask keeps for a task still running
+		// (below: the spec says so and the official conformance suite
+		// checks it); here the client learns at once that its answer was
+		// not used, with the status in the data. Nothing is stored.
+		return nil, finishedError(id, term.Status)
 	}
 	if err != nil {
 		return nil, w.c.EngineError(ctx, r.Method, owner, id, err)
 	}
 	if len(ignored) > 0 {
+		// Responses to keys not outstanding (never issued, answered
+		// already, or mistyped) are ignored and acknowledged: SEP-2663
+		// says a server SHOULD, and the official conformance suite sends
+		// one and expects the acknowledgement. A key that was never
+		// issued is most likely a client's bug, so it is logged.
 		w.c.Log().Debug("tasks/update ignored answers for unknown or answered input requests", "task", id, "keys", ignored)
 	}
 	return ext2026.Ack(), nil
+}
+
+// finishedError is the refusal of a tasks/update of a task that ended
+// (status): -32602, with {"status": status} as its data.
+func finishedError(id task.ID, status task.Status) error {
+	data, _ := json.Marshal(map[string]string{"status": string(status)})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data,
+		Message: fmt.Sprintf("task %s is %s: it takes no more input; the inputResponses were not stored", id, status)}
 }
 
 func (w *Wire) cancel(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
