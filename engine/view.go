@@ -48,13 +48,19 @@ func (e *Engine) viewByReads(ctx context.Context, owner task.Owner, id task.ID) 
 		return nil, err
 	}
 	view := &store.View{Task: t}
+	// A failure because the request's client gave up is not logged (no
+	// one reads the answer).
 	if op, err := e.LatestOperation(ctx, id); err != nil {
-		e.log.Warn("reading the task's latest operation", "task", id, "err", err)
+		if ctx.Err() == nil {
+			e.log.Warn("reading the task's latest operation", "task", id, "err", err)
+		}
 	} else {
 		view.Operation = op
 	}
 	if p, err := e.LogPosition(ctx, id); err != nil {
-		e.log.Warn("reading the task's log position", "task", id, "err", err)
+		if ctx.Err() == nil {
+			e.log.Warn("reading the task's log position", "task", id, "err", err)
+		}
 	} else {
 		view.Log = p
 	}

@@ -28,6 +28,9 @@ func (c *Core) EngineError(ctx context.Context, method string, owner task.Owner,
 		return InvalidParams(fmt.Sprintf("task %q is already %s", id, term.Status))
 	case errors.Is(err, engine.ErrClosed):
 		return InternalError("the server is shutting down")
+	case abandoned(ctx, err):
+		c.log.Debug("request abandoned by its client before its task was read", "task", id, "method", method, "err", err)
+		return InternalError("the request was cancelled")
 	}
 	if c.eng.Transient(err) {
 		c.log.Warn("task store briefly unavailable", "task", id, "method", method, "err", err)
@@ -35,6 +38,16 @@ func (c *Core) EngineError(ctx context.Context, method string, owner task.Owner,
 	}
 	c.log.Error("task operation failed", "task", id, "err", err)
 	return InternalError("internal error while accessing the task")
+}
+
+// abandoned reports whether err is only that ctx, a request's context,
+// is done: its client gave up (closed its connection, cancelled it) and
+// no one reads the answer. Such a failure is no fault of the server's and
+// is not logged as one: after a pause (a SIGSTOP, a long GC), every
+// request its clients gave up on meanwhile fails so at once, and each
+// logged an ERROR line (issue 25, L11).
+func abandoned(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && errors.Is(err, ctx.Err())
 }
 
 // storeRetryAfter is the pause a client is asked to make after a

@@ -40,7 +40,9 @@ func LogTemplate() *mcp.ResourceTemplate {
 func (c *Core) WithLog(ctx context.Context, t *task.Task, meta mcp.Meta) mcp.Meta {
 	p, err := c.eng.LogPosition(ctx, t.ID)
 	if err != nil {
-		c.Log().Warn("reading the task's log position for tasks/get", "task", t.ID, "err", err)
+		if !abandoned(ctx, err) {
+			c.Log().Warn("reading the task's log position for tasks/get", "task", t.ID, "err", err)
+		}
 		return meta
 	}
 	return WithLogOf(t.ID, p, meta)
@@ -77,7 +79,7 @@ func WithView(v *store.View, meta mcp.Meta) mcp.Meta {
 func (c *Core) WithEvidence(ctx context.Context, owner task.Owner, t *task.Task, meta mcp.Meta) mcp.Meta {
 	v, err := c.eng.View(ctx, owner, t.ID, store.ViewOptions{})
 	if err != nil {
-		if !errors.Is(err, engine.ErrNotFound) {
+		if !errors.Is(err, engine.ErrNotFound) && !abandoned(ctx, err) {
 			c.Log().Warn("reading the task's latest operation and log position", "task", t.ID, "err", err)
 		}
 		return meta

@@ -21,7 +21,9 @@ import (
 func (c *Core) WithOperation(ctx context.Context, t *task.Task, meta mcp.Meta) mcp.Meta {
 	op, err := c.eng.LatestOperation(ctx, t.ID)
 	if err != nil {
-		c.Log().Warn("reading the task's latest operation for tasks/get", "task", t.ID, "err", err)
+		if !abandoned(ctx, err) {
+			c.Log().Warn("reading the task's latest operation for tasks/get", "task", t.ID, "err", err)
+		}
 		return meta
 	}
 	return WithOperationOf(op, meta)
