@@ -387,7 +387,13 @@ func testDuplicateID(t *testing.T, jsonResponse bool) {
 		}
 		if jsonResponse {
 			// The question is held with the answer: nothing tells that
-			// the call is in flight.
+			// the call is in flight. A call records the session on the
+			// fast lane before it is answered (notifications/initialized
+			// is answered 202 before it is handled, so it need not have),
+			// as any call on the lane would have.
+			if _, err := s.Call(ctx, "tasks/get", map[string]any{"taskId": taskID}); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
 		// tasks/result waits for the task, and asks its question on its
