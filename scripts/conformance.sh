@@ -188,6 +188,9 @@ const [results, group, ...runs] = process.argv.slice(2);
 const ids = fs.readFileSync(path.join(results, 'baseline.ids'), 'utf8').split('\n').filter(Boolean);
 const baselined = new Set(ids);
 const used = new Set();
+// The tasks-* scenarios this suite version skips itself (README):
+// tasks-status-notifications awaits a harness for subscriptions/listen.
+const suiteSkips = new Set(['tasks-status-notifications']);
 const lines = [];
 let unexpected = 0;
 for (const run of runs) {
@@ -209,6 +212,12 @@ for (const run of runs) {
     scenarios.add(scenario);
     for (const c of JSON.parse(fs.readFileSync(file, 'utf8'))) {
       counts[c.status] = (counts[c.status] || 0) + 1;
+      if (c.status === 'SKIPPED' && group === 'tasks' && !suiteSkips.has(scenario)) {
+        // A tasks-* scenario that stops running would pass unseen.
+        unexpected++;
+        lines.push(`  FAILURE   ${scenario}:${c.id}: SKIPPED, and not one the suite is known to skip: ${(c.errorMessage || '').replace(/\s+/g, ' ').slice(0, 300)}`);
+        continue;
+      }
       if (c.status !== 'FAILURE') continue;
       const keys = [scenario, scenario + ':' + c.id, c.id];
       const hit = keys.find((k) => baselined.has(k));
