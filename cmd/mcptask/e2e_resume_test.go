@@ -83,3 +83,28 @@ func TestResumeSeveral(t *testing.T) {
 		t.Fatalf("resume outcomes %v (exit %d), want %s:0 %s:1 %s:2, exit 2\n%s", got, r.code, ids[0], ids[1], ids[2], r)
 	}
 }
+
+// TestListOtherURL: list and resume under a --url (or MCPTASK_URL) that
+// no task of the journal has do not say "no tasks in flight" while the
+// journal holds tasks of another server: they say how many, name the
+// server and how to see them; nothing connects to the named server.
+func TestListOtherURL(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	r := c.run("call", "--detach", "long_computation", "n=1000", "steps=2", "step_delay_ms=60000")
+	expect(t, r, exitOK, nil, nil)
+	id := strings.TrimSpace(r.stdout)
+	// A server that is not there: nothing of the journal is its.
+	elsewhere := &cli{t: t, url: "http://127.0.0.1:1/mcp", journal: c.journal}
+	for _, verb := range []string{"list", "resume"} {
+		r := elsewhere.run(verb)
+		expect(t, r, exitOK, nil, []string{"http://127.0.0.1:1/mcp", "1 of 1 other server", "1 task(s) in flight of " + d.URL,
+			"mcptask --url " + d.URL + " " + verb, "without --url"})
+		if strings.Contains(r.stderr, "no tasks in flight") {
+			t.Errorf("%s says there is nothing in flight:\n%s", verb, r)
+		}
+	}
+	// The server's own list shows the task.
+	expect(t, c.run("list"), exitOK, []string{id}, nil)
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,7 +26,9 @@ func journalTool(c *client.Client, id string) string {
 // command line or environment names, else every server of the journal
 // that mcptask can reach by itself (HTTP); none when the journal holds no
 // task for them, so that nothing needs a connection. skipped counts the
-// journal's tasks of --stdio servers left out, by command.
+// journal's tasks left out, by server: those of --stdio servers (and of
+// servers mcptask cannot reach by itself) when none is named, those of
+// every other server when one is.
 func (a *app) targets() (targets []string, skipped map[string]int) {
 	path := a.g.journalPath()
 	if path == "" {
@@ -36,16 +39,23 @@ func (a *app) targets() (targets []string, skipped map[string]int) {
 		// Connecting to the named server reports what is wrong with it.
 		return []string{a.g.target()}, nil
 	}
-	if a.g.targetSet {
-		if slices.ContainsFunc(entries, func(e client.JournalEntry) bool { return e.Target == a.g.target() }) {
-			return []string{a.g.target()}, nil
-		}
-		return nil, nil
-	}
 	skipped = map[string]int{}
+	if a.g.targetSet {
+		for _, e := range entries {
+			switch {
+			case e.Target == a.g.target():
+				if len(targets) == 0 {
+					targets = []string{e.Target}
+				}
+			case e.Target != "":
+				skipped[e.Target]++
+			}
+		}
+		return targets, skipped
+	}
 	for _, e := range entries {
 		switch {
-		case strings.HasPrefix(e.Target, "http://") || strings.HasPrefix(e.Target, "https://"):
+		case isHTTP(e.Target):
 			if !slices.Contains(targets, e.Target) {
 				targets = append(targets, e.Target)
 			}
@@ -56,14 +66,32 @@ func (a *app) targets() (targets []string, skipped map[string]int) {
 	return targets, skipped // none when the journal is empty
 }
 
+// isHTTP reports whether target is a server's URL (not a stdio command).
+func isHTTP(target string) bool {
+	return strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://")
+}
+
+// countSkipped returns how many tasks skipped counts, and on how many
+// servers.
+func countSkipped(skipped map[string]int) (tasks, servers int) {
+	for _, n := range skipped {
+		tasks += n
+	}
+	return tasks, len(skipped)
+}
+
 // noteSkipped says which tasks of the journal targets left out, and how
-// to resume them.
-func (a *app) noteSkipped(skipped map[string]int) {
-	for target, n := range skipped {
-		cmd, ok := strings.CutPrefix(target, "stdio:")
-		if ok {
-			a.notef("mcptask: the journal holds %d task(s) of a stdio server; resume them with: mcptask --stdio %s resume", n, shellQuote(cmd))
-		} else {
+// to reach them with verb ('list' or 'resume').
+func (a *app) noteSkipped(skipped map[string]int, verb string) {
+	for _, target := range slices.Sorted(maps.Keys(skipped)) {
+		n := skipped[target]
+		cmd, stdio := strings.CutPrefix(target, "stdio:")
+		switch {
+		case stdio:
+			a.notef("mcptask: the journal holds %d task(s) of a stdio server; %s them with: mcptask --stdio %s %s", n, verb, shellQuote(cmd), verb)
+		case isHTTP(target) && a.g.targetSet:
+			a.notef("mcptask: the journal holds %d task(s) in flight of %s; %s them with: mcptask --url %s %s (or without --url, for every server's)", n, target, verb, shellQuote(target), verb)
+		default:
 			a.notef("mcptask: the journal holds %d task(s) of %s, which mcptask cannot reach by itself", n, target)
 		}
 	}

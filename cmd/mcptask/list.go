@@ -90,8 +90,8 @@ func runList(a *app, ctx context.Context, pos []string) int {
 		}
 		c.Close()
 	}
-	a.noteSkipped(skipped)
 	if a.g.json {
+		a.noteSkipped(skipped, "list")
 		printRowsJSON(a, rows)
 		return code
 	}
@@ -102,10 +102,16 @@ func runList(a *app, ctx context.Context, pos []string) int {
 		} else {
 			where += " (off)"
 		}
-		fmt.Fprintf(a.stderr, "mcptask: no tasks in flight in %s\n", where)
+		if n, servers := countSkipped(skipped); n > 0 && a.g.targetSet {
+			fmt.Fprintf(a.stderr, "mcptask: no tasks of %s in flight in %s, but %d of %d other server(s):\n", a.g.target(), where, n, servers)
+		} else {
+			fmt.Fprintf(a.stderr, "mcptask: no tasks in flight in %s\n", where)
+		}
+		a.noteSkipped(skipped, "list")
 		return code
 	}
 	printRows(a, rows, len(targets) > 1)
+	a.noteSkipped(skipped, "list")
 	return code
 }
 

@@ -125,15 +125,18 @@ func runResume(a *app, ctx context.Context, pos []string) int {
 		c.Close()
 	}
 	a.stopView()
-	a.noteSkipped(skipped)
 	if a.g.json {
 		a.printJSON(outs)
 	}
-	switch {
+	switch n, servers := countSkipped(skipped); {
 	case code == exitInterrupted:
 		a.notef("mcptask: interrupted; the tasks keep running on the server: run '%s resume' again later", a.selfCommand())
+	case code == exitOK && printed == 0 && len(outs) == 0 && n > 0 && a.g.targetSet:
+		fmt.Fprintf(a.stderr, "mcptask: nothing to resume for %s: the journal (%s) has no tasks of it in flight, but %d of %d other server(s):\n",
+			a.g.target(), a.g.journalPath(), n, servers)
 	case code == exitOK && printed == 0 && len(outs) == 0:
 		fmt.Fprintf(a.stderr, "mcptask: nothing to resume: the journal (%s) has no tasks in flight\n", a.g.journalPath())
 	}
+	a.noteSkipped(skipped, "resume")
 	return code
 }
