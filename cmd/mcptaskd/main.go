@@ -66,6 +66,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"os/signal"
 	"slices"
@@ -104,6 +105,18 @@ func main() {
 	}
 }
 
+// publicURL is raw as -check-config shows it: without its userinfo, query
+// and fragment, any of which may hold a secret (${VAR} values are
+// expanded by then).
+func publicURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}
+
 // checkConfig is -check-config: it validates the file and says what it
 // declares (exit 0) or what is wrong (exit 2). It starts no upstream.
 func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -114,7 +127,7 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "%s: ok: demo tools %s, %d upstream server(s)\n", path, map[bool]string{true: "on", false: "off"}[fc.demoEnabled()], len(fc.MCPServers))
 	for _, u := range fc.upstreams() {
-		where := u.URL
+		where := publicURL(u.URL)
 		if u.Command != "" {
 			where = "stdio: " + u.Command
 		}
@@ -137,8 +150,7 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
 		j := fc.HTTPJobs[name]
-		start, _, _ := strings.Cut(j.Start.URL, "?") // a query may hold a secret
-		fmt.Fprintf(stdout, "  %s (http job: %s %s)\n", name, cmp.Or(j.Start.Method, "POST"), start)
+		fmt.Fprintf(stdout, "  %s (http job: %s %s)\n", name, cmp.Or(j.Start.Method, "POST"), publicURL(j.Start.URL))
 	}
 	if d := fc.Drain; d.All || len(d.Tools) > 0 {
 		what := "all tools"

@@ -117,6 +117,7 @@ func TestConfigQueueErrors(t *testing.T) {
 func TestCheckConfigSummary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mcptaskd.yaml")
 	body := "drain: {tools: [echo], fallback: sync}\njobTools: {enabled: true}\nmcpServers:\n  ci:\n    url: http://127.0.0.1:1/mcp\n    maxConcurrent: 4\n    toolOptions:\n      deploy: {maxConcurrent: 1}\n" +
+		"  keyed:\n    url: \"http://bob:secret@127.0.0.1:2/mcp?api_key=secret\"\n" +
 		"httpJobs:\n  build:\n    start: {url: \"http://127.0.0.1:1/jobs?token=secret\", jobId: /id}\n    status: {url: \"http://127.0.0.1:1/jobs/{jobId}\", state: /state, working: [running], completed: [done]}\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -130,6 +131,7 @@ func TestCheckConfigSummary(t *testing.T) {
 		"drain: echo (fallback sync)",
 		`job tools: on (prefix "job_")`,
 		"build (http job: POST http://127.0.0.1:1/jobs)",
+		"keyed (http://127.0.0.1:2/mcp)",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("-check-config output lacks %q:\n%s", want, out)
