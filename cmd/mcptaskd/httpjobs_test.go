@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -597,5 +598,49 @@ func TestHTTPJobCrashBeforeRecord(t *testing.T) {
 	}
 	if st := js.stats(); st.Created != 2 || st.StartRequests != 3 {
 		t.Errorf("the job service created %d jobs from %d start requests, want 2 from 3 (one sent again)", st.Created, st.StartRequests)
+	}
+}
+
+// TestHTTPJobRedirectElsewhere: through mcptaskd, a job API whose status
+// answer is a 302 to another port of the same host gets the task failed
+// saying so; the other port receives nothing (neither the token nor the
+// request) and its answer never becomes the job's.
+func TestHTTPJobRedirectElsewhere(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var stolen []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		stolen = append(stolen, r.Method+" "+r.RequestURI+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"x","state":"succeeded","data":"the other port's answer"}`)
+	}))
+	t.Cleanup(other.Close)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"j1"}`)
+			return
+		}
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(api.Close)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(jobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := writeConfig(t, "demo: false\nhttpJobs:\n"+httpJobTool("build", api.URL, tokenFile, true))
+	d := startDaemon(t, "httpjobs", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
+	c := d.client(true)
+	tk := waitTask(t, c, startTask(t, c, "build", map[string]any{"ref": "main"}), 60*time.Second, "the end", terminal)
+	if tk.Status != "failed" || tk.Error == nil || !strings.Contains(tk.Error.Message, "redirected to another origin ("+other.URL+")") {
+		t.Fatalf("task %s %+v; want it failed, saying the job API redirected to another origin", tk.Status, tk.Error)
+	}
+	noSecret(t, tk.Error.Message, d.Logs())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stolen) != 0 {
+		t.Errorf("the other port received %q; want nothing", stolen)
 	}
 }
