@@ -637,7 +637,7 @@ func (a *App) engineHealth() error {
 // It also makes a refusal written before the body was read (401, 403,
 // 413, 429, ...: any status >= 400) go out at once and end the connection:
 // the answer gets Connection: close, and once the handler returns the
-// rest of the body is not read. (net/http otherwise reads an unread body,
+// rest of the body is read for refusalLinger at most. (net/http otherwise reads an unread body,
 // up to 256 KiB, before it writes the answer, to keep the connection: a
 // client without a token trickling its body got its 401 only after d,
 // holding a connection all along; issue 25, H2.)
@@ -657,12 +657,18 @@ func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
 		next.ServeHTTP(rw, r)
 		if rw.refused {
 			// The answer is written before the server closes the body,
-			// which would read what is left of it first: nothing more is
-			// read.
-			_ = rc.SetReadDeadline(time.Now())
+			// which reads what is left of it first (up to 256 KiB): for
+			// refusalLinger at most, long enough for the client to read
+			// the answer before the connection closes (closing with
+			// unread data resets it).
+			_ = rc.SetReadDeadline(time.Now().Add(refusalLinger))
 		}
 	})
 }
+
+// refusalLinger is how long the rest of a refused request's body may
+// still be read before its connection closes.
+const refusalLinger = time.Second
 
 // deadlineBody clears the read deadline once the body has been read.
 type deadlineBody struct {
