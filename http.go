@@ -11,6 +11,7 @@ import (
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -160,7 +161,8 @@ func liftTaskParam(r *http.Request, body []byte) []byte {
 // header (or its session) says otherwise, and the go-sdk would answer
 // that the header's version "is not supported" while listing it as
 // supported (issue 25, L12). It says instead that the two disagree,
-// naming both, with -32020 (header mismatch), and reports whether it
+// naming both, with -32020 (header mismatch; -32602 for a 2025-11-25
+// version in _meta, which has none), and reports whether it
 // answered. body is r's body read whole (nil: not read; the go-sdk
 // answers); notifications and batches are left to the go-sdk.
 func refuseMetaVersion(w http.ResponseWriter, r *http.Request, body []byte) bool {
@@ -181,7 +183,7 @@ func refuseMetaVersion(w http.ResponseWriter, r *http.Request, body []byte) bool
 		return false
 	}
 	header := r.Header.Get("Mcp-Protocol-Version")
-	var text string
+	code, text := mcp.CodeHeaderMismatch, ""
 	switch {
 	case header != "" && header != metaVersion:
 		text = fmt.Sprintf("the Mcp-Protocol-Version header %q and the request's _meta %q %q disagree: send the same version in both "+
@@ -191,12 +193,13 @@ func refuseMetaVersion(w http.ResponseWriter, r *http.Request, body []byte) bool
 		text = fmt.Sprintf("the request's _meta %q is %q, which is stateless, but it was sent on a session (Mcp-Session-Id): "+
 			"send it without Mcp-Session-Id and with Mcp-Protocol-Version %q", mcp.MetaKeyProtocolVersion, metaVersion, metaVersion)
 	default:
+		code = jsonrpc.CodeInvalidParams
 		text = fmt.Sprintf("the request's _meta %q names %q, but a per-request protocol version is of %s and later: "+
 			"a %s request carries none (its version is the session's)", mcp.MetaKeyProtocolVersion, metaVersion, ext2026.Version, metaVersion)
 	}
 	data, _ := json.Marshal(map[string]string{"header": header, "meta": metaVersion})
 	out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
-		"error": map[string]any{"code": mcp.CodeHeaderMismatch, "message": text, "data": json.RawMessage(data)}})
+		"error": map[string]any{"code": code, "message": text, "data": json.RawMessage(data)}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(out)

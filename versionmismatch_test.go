@@ -80,6 +80,21 @@ func TestProtocolHeaderAndMetaDisagree(t *testing.T) {
 		code, raw := post(t, map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, list)
 		check(t, code, raw)
 	})
+	t.Run("a 2025-11-25 version in _meta", func(t *testing.T) {
+		m := map[string]any{ext2026.MetaProtocolVersion: "2025-11-25"}
+		code, raw := post(t, map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
+			map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": map[string]any{"_meta": m}})
+		var resp struct {
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(raw), &resp) != nil || resp.Error == nil || code != http.StatusBadRequest || resp.Error.Code != -32602 ||
+			strings.Contains(resp.Error.Message, "not supported") || !strings.Contains(resp.Error.Message, ext2026.Version+" and later") {
+			t.Fatalf("%d %s: want 400, -32602 saying a per-request version is of %s and later", code, raw, ext2026.Version)
+		}
+	})
 	t.Run("on a 2025-11-25 session", func(t *testing.T) {
 		code, sid := post(t, nil, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
 			"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
