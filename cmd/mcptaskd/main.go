@@ -22,6 +22,8 @@
 //	         [-log-format text|json] [-log-level info]
 //	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
 //	         [-jwt-audience AUD] [-jwt-tenant-claim tenant] [-required-scope SCOPE]
+//	         [-max-connections-per-source 64] [-max-connections-per-principal 128]
+//	         [-auth-failures-per-source 20]
 //	         [-max-active-tasks 100] [-create-rate 10] [-create-burst 50]
 //	         [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
 //	         [-audit-log FILE|off]
