@@ -639,6 +639,7 @@ func (u *upstream) call(ctx context.Context, tk *mcptask.Task, name string, req 
 	res, err := s.cs.CallTool(cctx, params)
 	endCall(span, res, err)
 	cancel()
+	s.notes.settle(ctx) // the log lines sent before the answer are the call's
 	lost := s.wasLost()
 	s.end()
 	u.release(s, err)

@@ -71,6 +71,13 @@ func upstreamServer(stdio bool) *mcp.Server {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("did %d steps", in.Steps)}}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "chatty", Description: "logs many lines at once, then answers"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in slowArgs) (*mcp.CallToolResult, any, error) {
+			for i := 1; i <= in.Steps; i++ {
+				_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "chatty", Data: fmt.Sprintf("line %d", i)})
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "said it all"}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "asks the user"},
 		func(ctx context.Context, req *mcp.CallToolRequest, in askArgs) (*mcp.CallToolResult, any, error) {
 			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: map[string]any{
@@ -171,6 +178,58 @@ func TestGateway(t *testing.T) {
 		for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
 			t.Run(kind+"/"+wire, func(t *testing.T) { gatewayFlows(t, url, wire) })
 		}
+	}
+}
+
+// TestGatewayLogTail: the log lines an upstream sends just before its
+// answer are all in the task's log. The go-sdk hands notifications to a
+// queue of their own and the answer straight to the call: the call ended
+// before the last lines were handled, which were then dropped as sent
+// outside any call (TestGateway lost its first line so once under load).
+func TestGatewayLogTail(t *testing.T) {
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstreamServer(false) }, nil))
+	t.Cleanup(hs.Close)
+	for _, up := range []gateway.Upstream{stdioUpstream(), {Name: "up", URL: hs.URL}} {
+		kind := "stdio"
+		if up.URL != "" {
+			kind = "http"
+		}
+		t.Run(kind, func(t *testing.T) {
+			url := gatewayServer(t, up)
+			ctx := t.Context()
+			c, err := client.Dial(ctx, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			const lines = 300
+			for round := range 3 {
+				call, err := c.CallTool(ctx, "chatty", map[string]any{"steps": lines})
+				if err != nil || call.Task == nil {
+					t.Fatalf("chatty: %+v, %v; want a task", call, err)
+				}
+				if res, err := c.Wait(ctx, call.Task.ID, nil); err != nil || text(res) != "said it all" {
+					t.Fatalf("chatty: %q, %v", text(res), err)
+				}
+				var got []string
+				for cursor := int64(0); ; {
+					page, err := c.ReadLog(ctx, call.Task.ID, cursor, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, l := range page.Lines {
+						got = append(got, l.Text)
+					}
+					cursor = page.Next
+					if !page.More {
+						break
+					}
+				}
+				if len(got) != lines || got[lines-1] != fmt.Sprintf("[info] line %d", lines) {
+					t.Fatalf("round %d: the task's log has %d of the %d lines the upstream sent before its answer (last %q)", round, len(got), lines, got[len(got)-1:])
+				}
+			}
+		})
 	}
 }
 

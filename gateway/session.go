@@ -40,6 +40,9 @@ type session struct {
 	// lost: since the call began, a POST of the session (an HTTP
 	// upstream's) was sent and its answer lost: the call may have run.
 	lost bool
+	// notes counts the notifications read and handled, so that a call
+	// ends after those the upstream sent before its answer.
+	notes notes
 }
 
 var tokens atomic.Int64
@@ -148,6 +151,7 @@ func (s *session) sample(_ context.Context, req *mcp.CreateMessageRequest) (*mcp
 // progress turns the upstream's progress of the call in flight into the
 // task's status message.
 func (s *session) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	defer s.notes.sawHandled()
 	s.mu.Lock()
 	ctx, tk, tok := s.ctx, s.task, s.tok
 	s.mu.Unlock()
@@ -170,6 +174,7 @@ func (s *session) progress(_ context.Context, req *mcp.ProgressNotificationClien
 // the upstream logger's name (or "upstream"). A message that is not a
 // string is written as its JSON.
 func (s *session) logMessage(_ context.Context, req *mcp.LoggingMessageRequest) {
+	defer s.notes.sawHandled()
 	_, tk, ok := s.current()
 	if !ok {
 		// Between calls: no task's. An upstream may log on its own.
@@ -215,9 +220,9 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 		}
 		cmd.Stderr = &logWriter{log: u.log}
 		dieWithParent(cmd)
-		t = &mcp.CommandTransport{Command: cmd}
+		t = countingTransport{Transport: &mcp.CommandTransport{Command: cmd}, n: &s.notes}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient(s.sentAndLost)}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient(s.sentAndLost, &s.notes)}
 	}
 	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	if err != nil {
@@ -254,10 +259,10 @@ func (u *upstream) logLevel() string {
 // (the tool's arguments) to a server nobody configured. lost, if not nil,
 // is called when a POST was sent but its answer never came (the
 // connection broke after the request went out).
-func (u *upstream) httpClient(lost func()) *http.Client {
+func (u *upstream) httpClient(lost func(), n *notes) *http.Client {
 	origin, _ := url.Parse(u.cfg.URL)
 	return &http.Client{
-		Transport:     &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin, lost: lost},
+		Transport:     &headers{base: http.DefaultTransport, h: u.cfg.Headers, origin: origin, lost: lost, notes: n},
 		CheckRedirect: httpguard.SameOriginRedirects(nil),
 	}
 }
@@ -269,6 +274,7 @@ type headers struct {
 	h      map[string]string
 	origin *url.URL
 	lost   func() // a POST was written, and no answer came
+	notes  *notes // counts the notifications of event streams, if not nil
 }
 
 func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -279,7 +285,7 @@ func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	if t.lost == nil || r.Method != http.MethodPost {
-		return t.base.RoundTrip(r)
+		return t.counting(t.base.RoundTrip(r))
 	}
 	var wrote atomic.Bool
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
@@ -288,6 +294,15 @@ func (t *headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	res, err := t.base.RoundTrip(r)
 	if err != nil && wrote.Load() {
 		t.lost()
+	}
+	return t.counting(res, err)
+}
+
+// counting gives an event stream's answer a body that counts its
+// notifications.
+func (t *headers) counting(res *http.Response, err error) (*http.Response, error) {
+	if err == nil && t.notes != nil && eventStream(res.Header.Get("Content-Type")) {
+		res.Body = &countingBody{ReadCloser: res.Body, n: t.notes}
 	}
 	return res, err
 }

@@ -124,7 +124,7 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		RequestMeta: tracing.ToMeta,
 	}
 	if u.cfg.URL != "" {
-		opts.HTTPClient = u.httpClient(nil)
+		opts.HTTPClient = u.httpClient(nil, nil)
 		return client.Dial(ctx, u.cfg.URL, opts)
 	}
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
