@@ -518,7 +518,7 @@ func TestSecurity(t *testing.T) {
 				ownDeploy := a.start26(t, "deploy_with_confirmation", map[string]any{"service": a.principal + "-svc", "build_steps": 1, "step_delay_ms": 0}, nil)
 				ownRun := a.start26(t, "long_computation", running, nil)
 				a.wait26(t, ownDeploy, "input_required", isInput)
-				for _, v := range victims {
+				for i, v := range victims {
 					meta := meta26(related(v))
 					// The task ID in params is the only source of truth.
 					if tk := decodeTask26(t, a.call26(t, "tasks/get", map[string]any{"taskId": ownRun, "_meta": meta}), "tasks/get"); tk.TaskID != ownRun || tk.Status != "working" {
@@ -543,8 +543,14 @@ func TestSecurity(t *testing.T) {
 						expectErr(method+" without taskId, with alice's related-task", a.call26(t, method, p("", meta)), -32602)
 					}
 					// Alice's key, sent to the attacker's own task, answers
-					// at most that task.
-					r := a.call26(t, "tasks/update", map[string]any{"taskId": ownDeploy, "_meta": meta,
+					// at most that task (a waiting one: the decline ends
+					// it, and a finished task takes no more input).
+					deploy := ownDeploy
+					if i > 0 {
+						deploy = a.start26(t, "deploy_with_confirmation", map[string]any{"service": a.principal + "-svc", "build_steps": 1, "step_delay_ms": 0}, nil)
+						a.wait26(t, deploy, "input_required", isInput)
+					}
+					r := a.call26(t, "tasks/update", map[string]any{"taskId": deploy, "_meta": meta,
 						"inputResponses": map[string]any{key: map[string]any{"action": "decline"}}})
 					if r.Error != nil {
 						t.Errorf("tasks/update of its own task: %s", r.Body)
