@@ -69,6 +69,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/secrets"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -126,7 +127,7 @@ type Tool struct {
 	// never to show: in the command's output (its log, result, status
 	// messages, input requests) and its result file, each is replaced by
 	// "[redacted]" before anything is stored or sent. Values shorter
-	// than 4 bytes are ignored.
+	// than 4 bytes (spaces aside) are ignored.
 	Secrets []string
 }
 
@@ -192,6 +193,7 @@ type tool struct {
 	program  string
 	tmpl     template
 	defaults map[string]json.RawMessage
+	secrets  secrets.Set // of Tool.Secrets
 }
 
 // Register checks tools and adds them to ts, which must not have started
@@ -283,6 +285,9 @@ func prepare(t Tool) (*tool, error) {
 		t.LogTail = DefaultLogTail
 	}
 	rt := &tool{Tool: t, tmpl: parseTemplate(t.Argv), defaults: map[string]json.RawMessage{}}
+	for _, v := range t.Secrets {
+		rt.secrets.Add(v)
+	}
 	if len(Placeholders(t.Argv[:1])) > 0 {
 		return nil, bad("argv[0] (the program) must not hold a placeholder: an argument never chooses the program")
 	}
@@ -528,9 +533,7 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 		return res, nil
 	}
 	res, err := readResult(resultPath)
-	if res != nil && len(t.Secrets) > 0 {
-		res = t.scrubResult(res)
-	}
+	t.secrets.Result(res)
 	if err != nil {
 		return toolError("%s exited with code 0, but its result file ($%s) is not valid: %v\n%s", t.Name, ResultEnv, err, t.tailText(tail, dropped, logName)), nil
 	}

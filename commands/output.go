@@ -38,7 +38,7 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 	}
 	for {
 		line, err := br.ReadSlice('\n')
-		line = t.scrub(line)
+		line = t.secrets.Bytes(line)
 		if len(line) > 0 {
 			complete := err == nil || (errors.Is(err, io.EOF) && !inLong)
 			switch {
@@ -242,55 +242,4 @@ func readResult(path string) (*mcp.CallToolResult, error) {
 		}
 	}
 	return &res, nil
-}
-
-// redacted replaces a secret.
-const redacted = "[redacted]"
-
-// scrub replaces the tool's secrets in b (a copy if it has any).
-func (t *tool) scrub(b []byte) []byte {
-	for _, sec := range t.Secrets {
-		if len(sec) >= 4 && bytes.Contains(b, []byte(sec)) {
-			b = bytes.ReplaceAll(b, []byte(sec), []byte(redacted))
-		}
-	}
-	return b
-}
-
-// scrubResult is res with the tool's secrets replaced in its texts and
-// in the strings and keys of its structured content.
-func (t *tool) scrubResult(res *mcp.CallToolResult) *mcp.CallToolResult {
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			tc.Text = string(t.scrub([]byte(tc.Text)))
-		}
-	}
-	if res.StructuredContent != nil {
-		b, err := json.Marshal(res.StructuredContent)
-		var v any
-		if err != nil || json.Unmarshal(b, &v) != nil {
-			res.StructuredContent = nil
-			return res
-		}
-		res.StructuredContent = t.scrubValue(v)
-	}
-	return res
-}
-
-func (t *tool) scrubValue(v any) any {
-	switch v := v.(type) {
-	case string:
-		return string(t.scrub([]byte(v)))
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[string(t.scrub([]byte(k)))] = t.scrubValue(e)
-		}
-		return out
-	case []any:
-		for i, e := range v {
-			v[i] = t.scrubValue(e)
-		}
-	}
-	return v
 }

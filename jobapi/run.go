@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/internal/secrets"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -36,7 +37,7 @@ type jobTool struct {
 	client  *http.Client
 	log     *slog.Logger
 	tracer  trace.Tracer // makes the spans of the job requests
-	secrets []string     // longest first
+	secrets secrets.Set  // the headers' values and Tool.Secrets
 	// down holds what failed in the last request to the job API (see
 	// Tools.Health); nil when it was answered, or none was sent yet.
 	down atomic.Pointer[error]
@@ -67,11 +68,7 @@ func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerPr
 	if jt.PollInterval == 0 {
 		jt.PollInterval = DefaultPollInterval
 	}
-	add := func(v string) {
-		if len(strings.TrimSpace(v)) >= 4 && !slices.Contains(jt.secrets, v) {
-			jt.secrets = append(jt.secrets, v)
-		}
-	}
+	add := jt.secrets.Add
 	for _, h := range []map[string]string{t.Start.Headers, t.Status.Headers, t.Result.Headers, t.Cancel.Headers} {
 		for _, v := range h {
 			add(v)
@@ -84,7 +81,6 @@ func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerPr
 	for _, v := range t.Secrets {
 		add(v)
 	}
-	slices.SortFunc(jt.secrets, func(a, b string) int { return len(b) - len(a) })
 	return jt
 }
 
@@ -144,16 +140,7 @@ type run struct {
 // tool's secrets (a job API may echo them in a result).
 func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	res, err := jt.call(ctx, req)
-	if res != nil {
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				tc.Text = jt.scrub(tc.Text)
-			}
-		}
-		if res.StructuredContent != nil {
-			res.StructuredContent = jt.scrubValue(res.StructuredContent)
-		}
-	}
+	jt.secrets.Result(res)
 	var je *jsonrpc.Error
 	switch {
 	case err == nil:
@@ -658,35 +645,8 @@ func (r *run) bounded(s string) string {
 	return s[:cut] + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
-// scrubValue is v (decoded JSON) with the secrets replaced in its
-// strings and keys.
-func (jt *jobTool) scrubValue(v any) any {
-	switch v := v.(type) {
-	case string:
-		return jt.scrub(v)
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[jt.scrub(k)] = jt.scrubValue(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = jt.scrubValue(e)
-		}
-		return out
-	}
-	return v
-}
-
 // scrub replaces the secrets in s.
-func (jt *jobTool) scrub(s string) string {
-	for _, sec := range jt.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
+func (jt *jobTool) scrub(s string) string { return jt.secrets.String(s) }
 
 // describe is a request's error without its URL's query (an argument may
 // be there) and without secrets.
