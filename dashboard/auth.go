@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -232,7 +232,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	// Each failed sign-in takes a token from its source's bucket; one
 	// that succeeds gives it back.
-	allowed, retry, undo := h.logins.Reserve(sourceIP(r), h.now())
+	allowed, retry, undo := h.logins.Reserve(httpguard.SourceIP(r.RemoteAddr), h.now())
 	if !allowed {
 		w.Header().Set("Retry-After", strconv.Itoa(int(retry/time.Second)+1))
 		h.render(w, http.StatusTooManyRequests, "login", &loginPage{Base: base(r), Next: next, Error: "Too many failed sign-ins from your address: wait a few seconds and try again."})
@@ -281,15 +281,6 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
 	redirect(w, base(r)+"login")
-}
-
-// sourceIP is the IP a request comes from (the connection's peer).
-func sourceIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // secure reports whether the browser reached us over HTTPS (directly or

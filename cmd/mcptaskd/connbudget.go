@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -25,13 +26,9 @@ const (
 	// defaultConnsPerPrincipal is -max-connections-per-principal's default.
 	defaultConnsPerPrincipal = 128
 	// maxRefusing bounds the connections being refused at once (each is
-	// answered 429 and closed within refuseLinger); past it, a connection
+	// answered 429 and closed within refusalLinger); past it, a connection
 	// over its budget is closed without an answer.
 	maxRefusing = 256
-	// refuseLinger is how long a refused connection is kept to read what
-	// its client sent, so that closing it does not reset the connection
-	// before the client reads the 429.
-	refuseLinger = time.Second
 )
 
 // refusedConnAnswer is the answer to a connection over its source's
@@ -149,11 +146,11 @@ func (l *budgetListener) Accept() (net.Conn, error) {
 			done()
 			return nil, err
 		}
-		key := "src:" + sourceIP(c.RemoteAddr())
+		key := "src:" + httpguard.SourceIP(c.RemoteAddr().String())
 		if !l.b.take(key, l.b.perSource) {
 			done()
 			l.b.noteRefused("a connection over its source's budget was refused (-max-connections-per-source)",
-				"source", sourceIP(c.RemoteAddr()), "max", l.b.perSource)
+				"source", httpguard.SourceIP(c.RemoteAddr().String()), "max", l.b.perSource)
 			l.b.refuse(c)
 			continue
 		}
@@ -168,7 +165,7 @@ func (l *budgetListener) Close() error {
 }
 
 // refuse answers c 429 and closes it, reading what the client sent for
-// up to refuseLinger first (without, the close may reset the connection
+// up to refusalLinger first (without, the close may reset the connection
 // before the client reads the answer).
 func (b *connBudget) refuse(c net.Conn) {
 	if b.refusing.Add(1) > maxRefusing {
@@ -179,7 +176,7 @@ func (b *connBudget) refuse(c net.Conn) {
 	go func() {
 		defer b.refusing.Add(-1)
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(refuseLinger))
+		_ = c.SetDeadline(time.Now().Add(refusalLinger))
 		if _, err := c.Write([]byte(refusedConnAnswer)); err != nil {
 			return
 		}
@@ -193,18 +190,6 @@ func (b *connBudget) refuse(c net.Conn) {
 			}
 		}
 	}()
-}
-
-// sourceIP is the IP of a remote address.
-func sourceIP(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
 
 // connKey is the context key of a request's *budgetConn.

@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/mcptask/mcptask/internal/httpguard"
+	"github.com/mcptask/mcptask/internal/quota"
 )
 
 // Failed bearer-token guesses are limited per source IP (issue 25, L3):
@@ -22,67 +21,29 @@ const (
 	defaultAuthFailures = 20
 	// guessRefill is how many failed guesses a second a source gets back.
 	guessRefill = 1
-	// maxGuessSources bounds the sources remembered; past it, those whose
-	// bucket is full again are forgotten (a new one would be the same).
-	maxGuessSources = 4096
 )
 
 // guessLimiter holds one bucket of failed guesses per source IP. A nil
 // *guessLimiter limits nothing.
 type guessLimiter struct {
-	burst int
-	mu    sync.Mutex
-	srcs  map[string]*rate.Limiter
+	failures *quota.Limiters
 }
 
 func newGuessLimiter(burst int) *guessLimiter {
 	if burst <= 0 {
 		return nil
 	}
-	return &guessLimiter{burst: burst, srcs: map[string]*rate.Limiter{}}
+	return &guessLimiter{failures: quota.NewLimiters(guessRefill, burst)}
 }
 
-// blocked reports whether the source of r has no failed guess left, and
-// how long until it has one.
-func (g *guessLimiter) blocked(r *http.Request) (bool, time.Duration) {
+// guess takes one failed guess ahead from the bucket of r's source: ok is
+// false, with how long until one is back, when none is left. accepted
+// gives it back, for a token that was not refused.
+func (g *guessLimiter) guess(r *http.Request) (ok bool, retry time.Duration, accepted func()) {
 	if g == nil {
-		return false, 0
+		return true, 0, func() {}
 	}
-	now := time.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l := g.srcs[remoteIP(r)]
-	if l == nil {
-		return false, 0
-	}
-	if tok := l.TokensAt(now); tok < 1 {
-		return true, time.Duration((1 - tok) / guessRefill * float64(time.Second))
-	}
-	return false, 0
-}
-
-// failed counts a failed guess of r's source.
-func (g *guessLimiter) failed(r *http.Request) {
-	if g == nil {
-		return
-	}
-	now := time.Now()
-	ip := remoteIP(r)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l := g.srcs[ip]
-	if l == nil {
-		if len(g.srcs) >= maxGuessSources {
-			for k, b := range g.srcs {
-				if b.TokensAt(now) >= float64(g.burst) {
-					delete(g.srcs, k)
-				}
-			}
-		}
-		l = rate.NewLimiter(guessRefill, g.burst)
-		g.srcs[ip] = l
-	}
-	l.AllowN(now, 1)
+	return g.failures.Reserve(httpguard.SourceIP(r.RemoteAddr), time.Now())
 }
 
 // refuse answers a blocked source: 429, Retry-After, Connection: close.
@@ -114,23 +75,17 @@ func (g *guessLimiter) limitGuesses(auth func(http.Handler) http.Handler, next h
 			inner.ServeHTTP(w, r)
 			return
 		}
-		if blocked, retry := g.blocked(r); blocked {
+		// The guess takes a failure from its source's bucket, given back
+		// once its token is accepted.
+		ok, retry, undo := g.guess(r)
+		if !ok {
 			refuseGuesses(w, retry)
 			return
 		}
 		accepted := false
 		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), acceptedKey{}, &accepted)))
-		if !accepted {
-			g.failed(r)
+		if accepted {
+			undo()
 		}
 	})
-}
-
-// remoteIP is the IP of r's peer.
-func remoteIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

@@ -666,8 +666,10 @@ func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-// refusalLinger is how long the rest of a refused request's body may
-// still be read before its connection closes.
+// refusalLinger is how long what the client of a refused request (or
+// connection) still sends is read before its connection closes: closing
+// with unread data resets the connection, and the client may not have
+// read the refusal yet.
 const refusalLinger = time.Second
 
 // deadlineBody clears the read deadline once the body has been read.

@@ -100,3 +100,13 @@ func SameOriginRedirects(next func(*http.Request, []*http.Request) error) func(*
 		return nil
 	}
 }
+
+// SourceIP is the IP of a peer's address (a request's RemoteAddr, a
+// connection's), the key of the limits kept per source.
+func SourceIP(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return remoteAddr
+	}
+	return host
+}
