@@ -121,13 +121,22 @@ func (c countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // countingBody is the body of an HTTP upstream's event stream: it counts
 // the notifications of the events the go-sdk reads from it (see notes).
 // An event is counted when its ending blank line is read, before the
-// go-sdk can parse it.
+// go-sdk can parse it. Only the first maxNoteEvent bytes of an event are
+// kept, and parsed only if they name a notification counted: an answer,
+// however large, costs a scan for line ends.
 type countingBody struct {
 	io.ReadCloser
 	n    *notes
-	line []byte // the part of a line read so far
-	data []byte // the data lines of the current event
+	line []byte // the part of a line read so far, up to maxNoteEvent
+	size int    // the length of that part, kept or not
+	data []byte // the data lines of the current event, up to maxNoteEvent
+	over bool   // the current event is longer than maxNoteEvent
 }
+
+// maxNoteEvent bounds the events countingBody counts: a log message or
+// progress notification longer is not counted (its call may end before
+// it is handled, as without the count).
+const maxNoteEvent = 64 << 10
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	k, err := b.ReadCloser.Read(p)
@@ -139,34 +148,42 @@ func (b *countingBody) scan(p []byte) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			if len(b.line) < maxEventLine {
-				b.line = append(b.line, p...)
-			}
+			b.keep(p)
 			return
 		}
-		b.line = append(b.line, p[:i]...)
+		b.keep(p[:i])
 		p = p[i+1:]
 		line := bytes.TrimSuffix(b.line, []byte("\r"))
 		switch {
-		case len(line) == 0:
-			b.event()
+		case b.size == 0 || b.size == 1 && len(line) == 0:
+			b.event() // a blank line (or "\r") ends the event
+		case b.over:
 		case bytes.HasPrefix(line, []byte("data:")):
-			if len(b.data) < maxEventLine {
-				b.data = append(b.data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-				b.data = append(b.data, '\n')
-			}
+			b.data = append(b.data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+			b.data = append(b.data, '\n')
+			b.over = len(b.data) > maxNoteEvent
 		}
-		b.line = b.line[:0]
+		b.line, b.size = b.line[:0], 0
 	}
 }
 
-// maxEventLine bounds what countingBody keeps of one event: a method is
-// near its start, and an event beyond it is not a notification counted.
-const maxEventLine = 1 << 20
+// keep adds p to the line being read, unless the event is too long to
+// be counted.
+func (b *countingBody) keep(p []byte) {
+	b.size += len(p)
+	if b.over {
+		return
+	}
+	if len(b.line)+len(p) > maxNoteEvent {
+		b.over = true
+		return
+	}
+	b.line = append(b.line, p...)
+}
 
 func (b *countingBody) event() {
-	defer func() { b.data = b.data[:0] }()
-	if len(b.data) == 0 {
+	defer func() { b.data, b.over = b.data[:0], false }()
+	if b.over || !bytes.Contains(b.data, []byte(`"notifications/`)) {
 		return
 	}
 	var m struct {
