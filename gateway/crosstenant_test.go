@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,36 +16,19 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/internal/proctest"
 	"github.com/mcptask/mcptask/internal/servertest"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // tenantsGateway is a gateway of up behind bearer tokens: the token
 // "alice" is alice of tenant a, "bob" bob of tenant b. It returns the
 // endpoint and the gateway's log.
-func tenantsGateway(t *testing.T, up gateway.Upstream) (string, *syncBuffer) {
+func tenantsGateway(t *testing.T, up gateway.Upstream) (string, *proctest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &proctest.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		switch token {
@@ -98,7 +80,7 @@ func TestCrossTenantLateRequests(t *testing.T) {
 	}
 }
 
-func lateRequestsAttack(t *testing.T, url, wire string, logs *syncBuffer) {
+func lateRequestsAttack(t *testing.T, url, wire string, logs *proctest.Buffer) {
 	ctx := t.Context()
 	dial := func(token string, asked *[]string, mu *sync.Mutex) *client.Client {
 		c, err := client.Dial(ctx, url, &client.Options{ProtocolVersion: wire, BearerToken: token,
