@@ -141,22 +141,19 @@ func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Own
 		adminError(w, http.StatusUnauthorized, "the admin endpoint needs Authorization: Bearer TOKEN")
 		return "", false
 	}
-	ok, retry, accepted := a.guesses.guess(r)
-	if !ok {
+	if blocked, retry := a.guesses.blocked(r); blocked {
 		refuseGuesses(w, retry)
 		return "", false
 	}
 	if a.adminToken != nil {
 		h := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
-			accepted()
 			return task.UserOwner("", adminTokenPrincipal), true
 		}
 	}
 	if a.verifier != nil {
 		info, err := a.verifier.Verify(r.Context(), token, r)
 		if err == nil {
-			accepted()
 			if !slices.Contains(info.Scopes, a.cfg.AdminScope) {
 				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error="insufficient_scope", scope=%q`, adminRealm, a.cfg.AdminScope))
 				adminError(w, http.StatusForbidden, fmt.Sprintf("the token lacks the scope %q the admin endpoint needs", a.cfg.AdminScope))
@@ -166,6 +163,7 @@ func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Own
 			return task.TokenOwner(info.UserID), true
 		}
 	}
+	a.guesses.failed(r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="`+adminRealm+`", error="invalid_token"`)
 	adminError(w, http.StatusUnauthorized, "the bearer token was refused")
 	a.log.Warn("admin endpoint: a bearer token was refused", "remote", r.RemoteAddr)

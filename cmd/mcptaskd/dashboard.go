@@ -68,28 +68,26 @@ func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, time.T
 	}
 	// A source that sent too many refused tokens is refused without its
 	// token being checked (-auth-failures-per-source).
-	ok, _, accepted := a.guesses.guess(r)
-	if !ok {
+	if blocked, _ := a.guesses.blocked(r); blocked {
 		return "", time.Time{}, false
 	}
 	if a.adminToken != nil {
 		h := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
-			accepted()
 			return task.UserOwner("", adminTokenPrincipal), time.Time{}, true
 		}
 	}
 	if a.verifier != nil {
 		info, err := a.verifier.Verify(r.Context(), token, r)
+		if err == nil && slices.Contains(info.Scopes, a.cfg.AdminScope) {
+			return task.TokenOwner(info.UserID), info.Expiration, true
+		}
 		if err == nil {
-			accepted()
-			if slices.Contains(info.Scopes, a.cfg.AdminScope) {
-				return task.TokenOwner(info.UserID), info.Expiration, true
-			}
 			a.log.Warn("dashboard: a token without the admin scope was refused", "user", info.UserID, "remote", r.RemoteAddr)
 			return "", time.Time{}, false
 		}
 	}
+	a.guesses.failed(r)
 	return "", time.Time{}, false
 }
 

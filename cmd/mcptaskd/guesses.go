@@ -36,14 +36,20 @@ func newGuessLimiter(burst int) *guessLimiter {
 	return &guessLimiter{failures: quota.NewLimiters(guessRefill, burst)}
 }
 
-// guess takes one failed guess ahead from the bucket of r's source: ok is
-// false, with how long until one is back, when none is left. accepted
-// gives it back, for a token that was not refused.
-func (g *guessLimiter) guess(r *http.Request) (ok bool, retry time.Duration, accepted func()) {
+// blocked reports whether the source of r has no failed guess left, and
+// how long until it has one.
+func (g *guessLimiter) blocked(r *http.Request) (bool, time.Duration) {
 	if g == nil {
-		return true, 0, func() {}
+		return false, 0
 	}
-	return g.failures.Reserve(httpguard.SourceIP(r.RemoteAddr), time.Now())
+	return g.failures.Empty(httpguard.SourceIP(r.RemoteAddr), time.Now())
+}
+
+// failed counts a failed guess of r's source.
+func (g *guessLimiter) failed(r *http.Request) {
+	if g != nil {
+		g.failures.Allow(httpguard.SourceIP(r.RemoteAddr), time.Now())
+	}
 }
 
 // refuse answers a blocked source: 429, Retry-After, Connection: close.
@@ -75,17 +81,14 @@ func (g *guessLimiter) limitGuesses(auth func(http.Handler) http.Handler, next h
 			inner.ServeHTTP(w, r)
 			return
 		}
-		// The guess takes a failure from its source's bucket, given back
-		// once its token is accepted.
-		ok, retry, undo := g.guess(r)
-		if !ok {
+		if blocked, retry := g.blocked(r); blocked {
 			refuseGuesses(w, retry)
 			return
 		}
 		accepted := false
 		inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), acceptedKey{}, &accepted)))
-		if accepted {
-			undo()
+		if !accepted {
+			g.failed(r)
 		}
 	})
 }

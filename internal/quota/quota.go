@@ -83,6 +83,25 @@ func (l *Limiters) Reserve(key string, now time.Time) (ok bool, retryAfter time.
 	return true, 0, func() { r.CancelAt(now) }
 }
 
+// Empty reports whether key's bucket has no token at now, and how long
+// until it has one. It takes nothing (a key without a bucket has a full
+// one): for a limit that charges only some events, after the fact.
+func (l *Limiters) Empty(key string, now time.Time) (empty bool, retryAfter time.Duration) {
+	if l == nil {
+		return false, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return false, 0
+	}
+	if tok := b.lim.TokensAt(now); tok < 1 {
+		return true, time.Duration((1 - tok) / float64(l.limit) * float64(time.Second))
+	}
+	return false, 0
+}
+
 // evict forgets the buckets unused for long enough to be full again: a
 // new bucket would behave the same.
 func (l *Limiters) evict(now time.Time) {

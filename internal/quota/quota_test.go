@@ -160,3 +160,25 @@ func TestMillis(t *testing.T) {
 		t.Fatal("Millis")
 	}
 }
+
+func TestLimitersEmpty(t *testing.T) {
+	l := NewLimiters(1, 2)
+	at := time.Unix(1000, 0)
+	if empty, _ := l.Empty("a", at); empty {
+		t.Fatal("a key never charged is empty")
+	}
+	l.Allow("a", at)
+	if empty, _ := l.Empty("a", at); empty {
+		t.Fatal("empty after one of two")
+	}
+	if empty, _ := l.Empty("a", at); empty || l.Len() != 1 {
+		t.Fatal("Empty took a token, or made a bucket")
+	}
+	l.Allow("a", at)
+	if empty, retry := l.Empty("a", at); !empty || retry != time.Second {
+		t.Fatalf("after two of two: empty %v, retry %v; want true, 1s", empty, retry)
+	}
+	if empty, _ := l.Empty("a", at.Add(time.Second)); empty {
+		t.Fatal("still empty once a token is back")
+	}
+}
