@@ -14,7 +14,7 @@ import (
 // file marker+".go", then sends on the same connection a log message and
 // an elicitation that name the first caller's data ("alice-private-data"),
 // and writes the elicitation's outcome to marker ("refused: ..." or
-// "answered: ...").
+// "answered: ..."), at once.
 func LateRequests(ss *mcp.ServerSession, marker string) {
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -35,5 +35,8 @@ func LateRequests(ss *mcp.ServerSession, marker string) {
 	if err == nil {
 		out = fmt.Sprintf("answered: %s %v", res.Action, res.Content)
 	}
-	_ = os.WriteFile(marker, []byte(out), 0o600)
+	// Whole or not at all: the test reads marker as soon as it exists.
+	if os.WriteFile(marker+".tmp", []byte(out), 0o600) == nil {
+		_ = os.Rename(marker+".tmp", marker)
+	}
 }
