@@ -393,9 +393,15 @@ func TestInputRequired(t *testing.T) {
 		if tk, _ := c.Get(ctx, h.TaskID); tk.InputRequests[key] != nil {
 			t.Fatalf("answered key %q still outstanding", key)
 		}
-		// Answering the same key again is ignored.
-		if err := c.Result(ctx, "tasks/update", map[string]any{"taskId": h.TaskID, "inputResponses": map[string]any{key: answer}}, nil); err != nil {
+		// Answering the same key again is ignored while the task runs;
+		// once it finished (the last answer may end it at once), the
+		// update is refused, naming its status.
+		r, err := c.Call(ctx, "tasks/update", map[string]any{"taskId": h.TaskID, "inputResponses": map[string]any{key: answer}}, nil)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if r.Error != nil && (round == 0 || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "is completed")) {
+			t.Fatalf("the same answer again: %+v", r.Error)
 		}
 	}
 	tk, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
