@@ -169,16 +169,21 @@ func (e *env) complete(id task.ID, text string) {
 // waitStatus waits until the task has status s.
 func (e *env) waitStatus(id task.ID, s task.Status) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
 	for {
+		// Watch before reading: a change between the read and the wait
+		// is not missed (the wait never ended when it was).
+		changed := e.eng.Watch(id)
 		tk, err := e.st.Get(context.Background(), id)
 		if err == nil && tk.Status == s {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-deadline.C:
 			e.t.Fatalf("task %s did not become %s: %+v, %v", id, s, tk, err)
 		}
-		<-e.eng.Watch(id)
 	}
 }
 
