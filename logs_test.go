@@ -261,7 +261,7 @@ func TestResultLink(t *testing.T) {
 		t.Fatalf("tasks/result of the large result on 2025-11-25: %v", res)
 	}
 	if err := rs.call("resources/read", map[string]any{"uri": first["uri"]}, &read); err != nil || len(read.Contents) != 1 ||
-		resultText(t, json.RawMessage(read.Contents[0].Text)) != strings.Repeat("x", 100<<10) {
+		wireResultText(t, json.RawMessage(read.Contents[0].Text), "") != strings.Repeat("x", 100<<10) {
 		t.Errorf("resources/read of the result on 2025-11-25: %v", err)
 	}
 }

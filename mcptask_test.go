@@ -192,7 +192,15 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// resultText returns the text of a stored tool result as a task method
+// inlined it: on the 2026-07-28 wire with resultType "complete" (that
+// revision's CallToolResult requires it), on 2025-11-25 without.
 func resultText(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	return wireResultText(t, raw, "complete")
+}
+
+func wireResultText(t *testing.T, raw json.RawMessage, resultType string) string {
 	t.Helper()
 	var r struct {
 		Content []struct {
@@ -205,8 +213,8 @@ func resultText(t *testing.T, raw json.RawMessage) string {
 	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 {
 		t.Fatalf("result %s: not a CallToolResult with content (%v)", raw, err)
 	}
-	if r.ResultType != "" {
-		t.Errorf("inlined result carries resultType %q", r.ResultType)
+	if r.ResultType != resultType {
+		t.Errorf("inlined result carries resultType %q, want %q", r.ResultType, resultType)
 	}
 	if _, ok := r.Meta["io.modelcontextprotocol/related-task"]; ok {
 		t.Errorf("inlined result carries related-task _meta")

@@ -185,6 +185,11 @@ func TestListenTaskNotifications(t *testing.T) {
 	if !json.Valid(done.Result) || len(done.Result) < 10 {
 		t.Fatalf("completed notification lacks the result: %s", done.Result)
 	}
+	// The result is a 2026-07-28 CallToolResult, resultType included, as
+	// tasks/get inlines it (ext-tasks validates both).
+	if err := wiretest.CheckCallToolResult(done.Result); err != nil {
+		t.Errorf("the completed notification's result: %v", err)
+	}
 	end := next(t, ctx, s.Messages)
 	if string(end.ID) != wantSub || end.Result == nil {
 		t.Fatalf("last message = %+v, want the listen's result", end)

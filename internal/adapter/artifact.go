@@ -11,6 +11,7 @@ import (
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -75,7 +76,8 @@ func parseResultURI(raw string) (task.ID, bool) {
 // handler of [ResultTemplate]) for the requester, as tasks/get does: a
 // task the requester may not see is an unknown resource (the denial
 // audited), and so is a task without a result (not completed). The
-// content is the stored result as is, bounded by the engine's result cap.
+// content is the stored result, bounded by the engine's result cap, with
+// resultType "complete" when read on the 2026-07-28 wire.
 func (c *Core) ReadResultResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	// A task's resources are read at the tasks/* request rate.
 	if err := c.AllowRequest(ctx, MethodResourcesRead, req); err != nil {
@@ -98,7 +100,13 @@ func (c *Core) ReadResultResource(ctx context.Context, req *mcp.ReadResourceRequ
 		return nil, mcp.ResourceNotFoundError(raw)
 	}
 	c.AuditOutcome(ctx, MethodResourcesRead, owner, t)
-	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: raw, MIMEType: "application/json", Text: string(t.Result)}}}
+	text := t.Result
+	if ext2026.UsesWire(req.Params.GetMeta()) {
+		// Read on the 2026-07-28 wire, the result is that revision's
+		// CallToolResult, as tasks/get would have inlined it.
+		text = wire.WithResultType(text, ext2026.ResultTypeComplete)
+	}
+	res := &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: raw, MIMEType: "application/json", Text: string(text)}}}
 	res.CacheScope = "private"
 	return res, nil
 }

@@ -122,7 +122,35 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 	if err := json.Unmarshal(msg, &env); err != nil {
 		return nil, fmt.Errorf("HTTP %d: decoding %q: %w", resp.StatusCode, msg, err)
 	}
+	if err := checkEmbedded(method, env.Result); err != nil {
+		return nil, fmt.Errorf("%s answered %w", method, err)
+	}
 	return &Response{HTTPStatus: resp.StatusCode, Result: env.Result, Error: env.Error}, nil
+}
+
+// checkEmbedded checks the tool results in a successful answer against
+// the 2026-07-28 schema, as that revision's clients validate them: a
+// complete tools/call answer, and a completed task's result in a
+// tasks/get answer. Every test that uses a Client checks them so.
+func checkEmbedded(method string, result json.RawMessage) error {
+	if len(result) == 0 {
+		return nil
+	}
+	var probe struct {
+		ResultType string          `json:"resultType"`
+		Status     string          `json:"status"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(result, &probe) != nil {
+		return nil // the caller's decoding reports it
+	}
+	switch {
+	case method == "tools/call" && probe.ResultType != ext2026.ResultTypeTask:
+		return CheckCallToolResult(result)
+	case method == wire.MethodTasksGet && probe.Status == "completed":
+		return CheckCallToolResult(probe.Result)
+	}
+	return nil
 }
 
 // lastMessage extracts the JSON-RPC response from a JSON or SSE body.

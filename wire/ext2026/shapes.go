@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -136,7 +137,9 @@ func Detailed(t *task.Task) *GetTaskResult {
 	r := &GetTaskResult{ResultType: ResultTypeComplete, TaskFields: fields(t)}
 	switch t.Status {
 	case task.Completed:
-		r.Result = t.Result
+		// The stored result is the plain CallToolResult: on this wire it
+		// says resultType too.
+		r.Result = wire.WithResultType(t.Result, ResultTypeComplete)
 	case task.Failed:
 		r.Error = t.Error
 		if r.Error == nil {
