@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -47,10 +50,14 @@ import (
 const DefaultAwaitExternalRef = 30 * time.Second
 
 // externalRef is what the gateway records on a task whose work is an
-// upstream task.
+// upstream task. Session is the upstream's MCP session ID (Mcp-Session-Id)
+// the task was created in, if it gave one: an upstream that no longer
+// knows the task is asked there, to tell why (lostWhy). It never leaves
+// mcptaskd's store (a session ID is a credential of the gateway's).
 type externalRef struct {
 	Upstream string `json:"upstream"`
 	TaskID   string `json:"taskId"`
+	Session  string `json:"session,omitempty"`
 }
 
 // taskConn is the connection to an upstream that speaks tasks: one
@@ -60,6 +67,11 @@ type taskConn struct {
 
 	mu sync.Mutex
 	c  *client.Client
+
+	// seen is the MCP session ID of the HTTP client's latest exchange
+	// with the upstream ("" when it has no sessions).
+	smu  sync.Mutex
+	seen string
 
 	// calls routes the upstream's input requests to the task waiting on
 	// them: upstream task ID → our task and its work's context.
@@ -125,6 +137,7 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 	}
 	if u.cfg.URL != "" {
 		opts.HTTPClient = u.httpClient(nil, nil)
+		opts.HTTPClient.Transport = &sessionWatch{base: opts.HTTPClient.Transport, tc: tc}
 		return client.Dial(ctx, u.cfg.URL, opts)
 	}
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
@@ -309,6 +322,8 @@ func (u *upstream) settleOp(ctx context.Context, tk *mcptask.Task, op *mcptask.O
 func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Client, tk *mcptask.Task, op *mcptask.Op, raw, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tc := u.tasks
 	var id string
+	// created is the upstream session the task was created in.
+	var created string
 	// relayPrefix starts the first upstream status message relayed after
 	// a re-attachment, so that our status message keeps saying so.
 	relayPrefix := ""
@@ -319,7 +334,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		if err := json.Unmarshal([]byte(raw), &ref); err != nil || ref.TaskID == "" || ref.Upstream != u.cfg.Name {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the task's recorded upstream task %q is not one of upstream %s; its outcome is unknown", raw, u.cfg.Name)}
 		}
-		id = ref.TaskID
+		id, created = ref.TaskID, ref.Session
 		u.log.Info("re-attaching to an upstream task", "task", tk.ID(), "upstreamTask", id)
 		note := fmt.Sprintf("re-attached to the task %s of upstream %s", id, u.cfg.Name)
 		_ = tk.SetStatusMessage(ctx, note)
@@ -360,7 +375,8 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 				u.log.Warn("recording the upstream task on the operation ledger", "task", tk.ID(), "upstreamTask", id, "err", err)
 			}
 		}
-		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: id})
+		created = tc.session()
+		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: id, Session: created})
 		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
 			// The upstream task runs, but a crash now could not find it:
 			// say so, and stop it rather than leave it unwatched.
@@ -420,7 +436,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		return nil, &jsonrpc.Error{Code: te.Code, Message: te.Message, Data: te.Data}
 	case errors.Is(err, client.ErrTaskNotFound):
 		return nil, &upstreamError{lost: true, rpc: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
-			"upstream %s no longer knows its task %s (it restarted, expired the task, or ties its tasks to the session that created them): the outcome of %s is unknown", u.cfg.Name, id, name)}}
+			"upstream %s no longer knows its task %s (%s): the outcome of %s is unknown", u.cfg.Name, id, tc.lostWhy(uctx, id, created), name)}}
 	case errors.Is(err, client.ErrCancelled):
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s cancelled its task %s", u.cfg.Name, id)}
 	case errors.As(err, &ue) && u.cfg.URL == "":
@@ -437,6 +453,134 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		tc.broken(c)
 	}
 	return nil, u.callError(ctx, name, err)
+}
+
+// session returns the upstream's MCP session ID last seen.
+func (tc *taskConn) session() string {
+	tc.smu.Lock()
+	defer tc.smu.Unlock()
+	return tc.seen
+}
+
+// sessionWatch notes the MCP session ID of each exchange of the task
+// client with the upstream: the one an answer gives (initialize), else
+// the one the request carried.
+type sessionWatch struct {
+	base http.RoundTripper
+	tc   *taskConn
+}
+
+func (w *sessionWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := w.base.RoundTrip(r)
+	id := r.Header.Get(sessionHeader)
+	if err == nil && res.Header.Get(sessionHeader) != "" {
+		id = res.Header.Get(sessionHeader)
+	}
+	if err == nil && r.Method == http.MethodPost {
+		w.tc.smu.Lock()
+		w.tc.seen = id
+		w.tc.smu.Unlock()
+	}
+	return res, err
+}
+
+const sessionHeader = "Mcp-Session-Id"
+
+// lostUnknown is why an upstream no longer knows a task when the gateway
+// cannot tell.
+const lostUnknown = "it restarted, expired the task, or ties its tasks to the session that created them"
+
+// lostWhy tells, where it can, why the upstream answered that it does not
+// know its task id, created in the session created: an upstream without
+// sessions, or one asked in the session that created the task, restarted
+// or expired it; else the gateway asks again in that session (tasks/get
+// with its Mcp-Session-Id, read only): an upstream that knows the task
+// there ties its tasks to the session that created them (as mcp-go's
+// in-memory tasks do: a new session, after a restart of mcptaskd, cannot
+// re-attach); one that no longer knows the session restarted or ended it.
+func (tc *taskConn) lostWhy(ctx context.Context, id, created string) string {
+	now := tc.session()
+	switch {
+	case tc.u.cfg.URL == "" || (created == "" && now != ""):
+		return lostUnknown
+	case created == "":
+		return "it restarted or expired the task: it has no sessions to tie tasks to"
+	case created == now:
+		return "it restarted or expired the task: the session that created it no longer knows it"
+	}
+	known, err := tc.askInSession(ctx, id, created)
+	switch {
+	case errors.Is(err, errSessionGone):
+		return "the session that created the task is gone: the upstream restarted, or ended that session"
+	case err != nil:
+		tc.u.log.Debug("asking the upstream for its task in the session that created it", "upstreamTask", id, "err", redactErr(err))
+		return lostUnknown
+	case known:
+		return "it ties its tasks to the session that created them: it still knows the task in that session, not in the gateway's new one, so it cannot be re-attached"
+	default:
+		return "it restarted or expired the task: the session that created it no longer knows it either"
+	}
+}
+
+// errSessionGone: the upstream answered 404 to a request in a session
+// (the Streamable HTTP transport's answer for a session it does not know).
+var errSessionGone = errors.New("the upstream does not know the session")
+
+// askInSession sends tasks/get of the task id in the upstream session
+// sid and reports whether the upstream knows the task there.
+func (tc *taskConn) askInSession(ctx context.Context, id, sid string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "mcptask-lost-task", "method": wire.MethodTasksGet,
+		"params": map[string]any{"taskId": id}})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tc.u.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(sessionHeader, sid)
+	req.Header.Set("Mcp-Protocol-Version", tc.u.cfg.ProtocolVersion)
+	res, err := tc.u.httpClient(nil, nil).Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusNotFound {
+		return false, errSessionGone
+	}
+	if res.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("HTTP %s", res.Status)
+	}
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	if err != nil {
+		return false, err
+	}
+	// The answer, as JSON or as the data of an event-stream event.
+	for _, msg := range append([][]byte{raw}, eventData(raw)...) {
+		var ans struct {
+			ID     string `json:"id"`
+			Result *struct {
+				TaskID string `json:"taskId"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(msg, &ans) != nil || ans.ID != "mcptask-lost-task" {
+			continue
+		}
+		return ans.Result != nil && ans.Result.TaskID == id, nil
+	}
+	return false, errors.New("no answer to tasks/get")
+}
+
+// eventData returns the data of each event of an event stream.
+func eventData(raw []byte) [][]byte {
+	var out [][]byte
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
+			out = append(out, bytes.TrimSpace(d))
+		}
+	}
+	return out
 }
 
 // logRelay copies the log of an upstream task (an upstream that speaks

@@ -287,9 +287,15 @@ func flows2025(t *testing.T, r rig) {
 			t.Errorf("unknown tool as a task: %v; want -32601", err)
 		}
 		for name, call := range map[string]func() error{
-			"tasks/get":    func() error { _, err := c.GetTask(t.Context(), getReq("no-such-task")); return err },
-			"tasks/result": func() error { _, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: "no-such-task"}}); return err },
-			"tasks/cancel": func() error { _, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: "no-such-task"}}); return err },
+			"tasks/get": func() error { _, err := c.GetTask(t.Context(), getReq("no-such-task")); return err },
+			"tasks/result": func() error {
+				_, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: "no-such-task"}})
+				return err
+			},
+			"tasks/cancel": func() error {
+				_, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: "no-such-task"}})
+				return err
+			},
 		} {
 			if err := call(); rpcCode(err) != mcp.INVALID_PARAMS {
 				t.Errorf("%s of an unknown task: %v; want -32602", name, err)

@@ -111,7 +111,7 @@ type upstream struct {
 }
 
 // startUpstream starts mcpgo-upstream over HTTP on a free loopback port
-// with flags (-stateless, -detach).
+// with flags (-stateless, -detach; a later -http names the address).
 func startUpstream(t testing.TB, flags ...string) *upstream {
 	t.Helper()
 	p, err := proctest.Start(proctest.Config{Path: upstreamBin, Args: append([]string{"-http", "127.0.0.1:0"}, flags...)})

@@ -21,25 +21,27 @@
 //   - iserror {} [optional]: returns an isError result.
 //
 // Without -http it serves stdio. With -http ADDR (loopback) it serves
-// Streamable HTTP on http://ADDR/mcp, stateful (sessions) unless
-// -stateless, prints "listening on URL" on standard output once it
-// accepts connections, and exits on SIGTERM/SIGINT or when its standard
-// input is closed.
+// Streamable HTTP on http://ADDR/mcp, with mcp-go's default sessions
+// (IDs given, any ID accepted), validated ones with -stateful (an unknown
+// session is answered 404), none with -stateless, prints "listening on URL" on standard output once it
+// accepts connections, and exits on SIGTERM/SIGINT.
 //
 // mcp-go v1.2.1 runs a task under the context of the tools/call that
-// created it; over HTTP that context ends once the CreateTaskResult is
-// written, so a tool that heeds its context is cancelled at once. With
-// -detach the HTTP requests' contexts are detached from their
-// connections (server.WithHTTPContextFunc), the workaround a server
-// author needs for tasks that wait or ask (a task is still cancelled by
-// tasks/cancel: mcp-go cancels its own context for it).
+// created it, which MCPServer.HandleMessage cancels as soon as it has
+// answered the call with the CreateTaskResult (on every transport): a
+// tool that heeds its context is cancelled at once, and mcp-go reports
+// its task cancelled ("context canceled"). With -detach the tools run on
+// their context without its cancellation (context.WithoutCancel), the
+// workaround a server author needs for tasks that wait or ask; a
+// tasks/cancel then still makes the task cancelled (mcp-go drops the
+// late result), but no longer stops the tool's work (block waits for
+// release).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"net"
@@ -57,10 +59,11 @@ import (
 func main() {
 	addr := flag.String("http", "", "serve Streamable HTTP on this loopback address (port 0: a free one) instead of stdio")
 	stateless := flag.Bool("stateless", false, "with -http: no sessions (server.WithStateLess)")
-	detach := flag.Bool("detach", false, "with -http: detach the requests' contexts from their connections (see the package comment)")
+	stateful := flag.Bool("stateful", false, "with -http: sessions validated, an unknown one answered 404 (server.WithStateful)")
+	detach := flag.Bool("detach", false, "run the tools on their context without its cancellation (see the package comment)")
 	flag.Parse()
 
-	s := newServer()
+	s := newServer(*detach)
 	if *addr == "" {
 		if err := server.ServeStdio(s); err != nil {
 			log.Fatal(err)
@@ -76,12 +79,8 @@ func main() {
 	}
 	opts := []server.StreamableHTTPOption{
 		server.WithStateLess(*stateless),
+		server.WithStateful(*stateful),
 		server.WithStreamableHTTPLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
-	}
-	if *detach {
-		opts = append(opts, server.WithHTTPContextFunc(func(ctx context.Context, _ *http.Request) context.Context {
-			return context.WithoutCancel(ctx)
-		}))
 	}
 	h := server.NewStreamableHTTPServer(s, opts...)
 	ln, err := net.Listen("tcp", *addr)
@@ -94,14 +93,9 @@ func main() {
 	go func() { _ = hs.Serve(ln) }()
 	fmt.Printf("listening on http://%s/mcp\n", ln.Addr())
 
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(done) }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case <-done:
-	case <-sig:
-	}
+	<-sig
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(ctx)
@@ -114,20 +108,29 @@ type blocks struct {
 	release chan struct{}
 }
 
-func newServer() *server.MCPServer {
+func newServer(detach bool) *server.MCPServer {
 	s := server.NewMCPServer("mcpgo-upstream", "1.2.1",
 		server.WithToolCapabilities(false),
 		server.WithTaskCapabilities(true, true, true),
 		server.WithElicitation(),
 	)
 	text := mcp.NewToolResultText
+	add := func(tool mcp.Tool, h server.ToolHandlerFunc) {
+		if detach {
+			inner := h
+			h = func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return inner(context.WithoutCancel(ctx), req)
+			}
+		}
+		s.AddTool(tool, h)
+	}
 
-	s.AddTool(mcp.NewTool("echo", mcp.WithDescription("answers its text at once"), mcp.WithString("text")),
+	add(mcp.NewTool("echo", mcp.WithDescription("answers its text at once"), mcp.WithString("text")),
 		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return text("echo: " + req.GetString("text", "")), nil
 		})
 
-	s.AddTool(mcp.NewTool("slow", mcp.WithDescription("sends progress, then answers"),
+	add(mcp.NewTool("slow", mcp.WithDescription("sends progress, then answers"),
 		mcp.WithNumber("ms"), mcp.WithNumber("steps"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			steps := int(req.GetFloat("steps", 3))
@@ -153,7 +156,7 @@ func newServer() *server.MCPServer {
 		})
 
 	b := &blocks{release: make(chan struct{})}
-	s.AddTool(mcp.NewTool("block", mcp.WithDescription("runs until release is called"), mcp.WithTaskSupport(mcp.TaskSupportRequired)),
+	add(mcp.NewTool("block", mcp.WithDescription("runs until release is called"), mcp.WithTaskSupport(mcp.TaskSupportRequired)),
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			b.mu.Lock()
 			b.runs++
@@ -166,7 +169,7 @@ func newServer() *server.MCPServer {
 				return nil, ctx.Err()
 			}
 		})
-	s.AddTool(mcp.NewTool("release", mcp.WithDescription("ends the block runs; answers how many there were")),
+	add(mcp.NewTool("release", mcp.WithDescription("ends the block runs; answers how many there were")),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			b.mu.Lock()
 			defer b.mu.Unlock()
@@ -175,7 +178,7 @@ func newServer() *server.MCPServer {
 			return text(fmt.Sprintf("block runs: %d", b.runs)), nil
 		})
 
-	s.AddTool(mcp.NewTool("ask", mcp.WithDescription("asks the client for a name"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
+	add(mcp.NewTool("ask", mcp.WithDescription("asks the client for a name"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
 		func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			res, err := s.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
 				Message: "What is your name?",
@@ -195,7 +198,7 @@ func newServer() *server.MCPServer {
 			return text("ask: accepted, name " + name), nil
 		})
 
-	s.AddTool(mcp.NewTool("sample", mcp.WithDescription("asks the client to sample"), mcp.WithString("prompt"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
+	add(mcp.NewTool("sample", mcp.WithDescription("asks the client to sample"), mcp.WithString("prompt"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			res, err := s.RequestSampling(ctx, mcp.CreateMessageRequest{CreateMessageParams: mcp.CreateMessageParams{
 				Messages:  []mcp.SamplingMessage{{Role: mcp.RoleUser, Content: mcp.NewTextContent(req.GetString("prompt", "hello"))}},
@@ -211,11 +214,11 @@ func newServer() *server.MCPServer {
 			return text(fmt.Sprintf("sample: %s (model %s)", got, res.Model)), nil
 		})
 
-	s.AddTool(mcp.NewTool("fail", mcp.WithDescription("fails"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
+	add(mcp.NewTool("fail", mcp.WithDescription("fails"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, fmt.Errorf("the tool failed on purpose")
 		})
-	s.AddTool(mcp.NewTool("iserror", mcp.WithDescription("answers an isError result"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
+	add(mcp.NewTool("iserror", mcp.WithDescription("answers an isError result"), mcp.WithTaskSupport(mcp.TaskSupportOptional)),
 		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return mcp.NewToolResultError("a tool error result"), nil
 		})
