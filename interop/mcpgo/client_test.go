@@ -107,7 +107,7 @@ func flows2025(t *testing.T, r rig) {
 
 	t.Run("task to completion with status messages", func(t *testing.T) {
 		c, _ := dial(t, nil)
-		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 4, "step_delay_ms": 200}, 60000)
+		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 6, "step_delay_ms": 400}, 60000)
 		if task.Status != mcp.TaskStatusWorking || task.PollInterval == nil || *task.PollInterval != pollIntervalMs || task.TTL == nil || *task.TTL != 60000 {
 			t.Errorf("the created task: %+v", task)
 		}
@@ -115,8 +115,15 @@ func flows2025(t *testing.T, r rig) {
 		if last.Status != mcp.TaskStatusCompleted {
 			t.Fatalf("status %s (%s)", last.Status, last.StatusMessage)
 		}
-		if !containsAll(messages, "step 1 of 4", "step 3 of 4") {
-			t.Errorf("status messages seen while polling: %q", messages)
+		// Polled every 500 ms, steps of 400 ms: two steps at least.
+		steps := 0
+		for _, m := range messages {
+			if strings.Contains(m, " of 6") {
+				steps++
+			}
+		}
+		if steps < 2 {
+			t.Errorf("status messages seen while polling: %q; want two steps at least", messages)
 		}
 		res, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: task.TaskId}})
 		if err != nil || !strings.Contains(textOf(res.Content), "2262 primes") {
@@ -131,28 +138,37 @@ func flows2025(t *testing.T, r rig) {
 		h := &host{}
 		c, _ := dial(t, h)
 		task := createTask(t, c, "deploy_with_confirmation", map[string]any{"service": "web", "version": "1.2", "build_steps": 1, "step_delay_ms": 10}, 0)
-		pollUntil(t, c, task.TaskId, status(mcp.TaskStatusInputRequired))
-		// WaitForTask only polls tasks/get: the question is delivered on
-		// a tasks/result stream, so it waits while the task waits.
+		pollUntil(t, c, task.TaskId, func(g *mcp.GetTaskResult) bool {
+			return g.Status == mcp.TaskStatusInputRequired || g.Status.IsTerminal()
+		})
+		// WaitForTask only polls tasks/get. mcptaskd delivers the
+		// question on a tasks/result stream: WaitForTask then waits while
+		// the task waits. (Should mcptaskd also send it outside
+		// tasks/result, issue 26 item 2, the client answers it there and
+		// WaitForTask sees the end: both are checked.)
 		wctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		_, err := c.WaitForTask(wctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: task.TaskId}}, time.Second)
+		got, err := c.WaitForTask(wctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: task.TaskId}}, time.Second)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("WaitForTask of a task waiting for input: %v; want it still waiting at its deadline", err)
-		}
-		if n := len(h.questions()); n != 0 {
-			t.Errorf("asked %d times before tasks/result", n)
-		}
-		res, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: task.TaskId}})
-		if err != nil || !strings.Contains(textOf(res.Content), "Deployed web@") {
-			t.Fatalf("tasks/result after accepting: %+v, %v", res, err)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			if n := len(h.questions()); n != 0 {
+				t.Errorf("asked %d times while WaitForTask polled", n)
+			}
+			res, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: task.TaskId}})
+			if err != nil || !strings.Contains(textOf(res.Content), "Deployed web@") {
+				t.Fatalf("tasks/result after accepting: %+v, %v", res, err)
+			}
+		case err == nil && got.Status == mcp.TaskStatusCompleted:
+			t.Logf("the question reached the client outside tasks/result")
+		default:
+			t.Fatalf("WaitForTask of a task waiting for input: %+v, %v", got, err)
 		}
 		q := h.questions()
 		if len(q) != 1 || !strings.Contains(q[0], "Roll it out") {
 			t.Errorf("questions: %q; want the confirmation, once", q)
 		}
-		if rt, _ := h.lastMeta[mcp.RelatedTaskMetaKey].(map[string]any); rt["taskId"] != task.TaskId {
-			t.Errorf("the elicitation's related-task _meta: %v", h.lastMeta)
+		if rt, _ := h.meta()[mcp.RelatedTaskMetaKey].(map[string]any); rt["taskId"] != task.TaskId {
+			t.Errorf("the elicitation's related-task _meta: %v", h.meta())
 		}
 	})
 
@@ -180,8 +196,8 @@ func flows2025(t *testing.T, r rig) {
 		if err != nil || !strings.Contains(textOf(res.Content), "the sampled answer: 42 (model test-model-7)") {
 			t.Fatalf("tasks/result of the sampling task: %+v, %v", res, err)
 		}
-		if h.sampled != 1 {
-			t.Errorf("sampled %d times, want once", h.sampled)
+		if h.samples() != 1 {
+			t.Errorf("sampled %d times, want once", h.samples())
 		}
 	})
 
@@ -223,8 +239,10 @@ func flows2025(t *testing.T, r rig) {
 
 	t.Run("session closed with an unfinished task", func(t *testing.T) {
 		// A task waiting for input when its client closes (HTTP: DELETE
-		// of the session; stdio: stdin closed, mcptaskd exits).
-		c, db := dial(t, &host{})
+		// of the session; stdio: stdin closed, mcptaskd exits). The host
+		// does not answer (should the question reach it outside
+		// tasks/result, its answer waits for the end of the test).
+		c, db := dial(t, &host{hold: holdUntilEnd(t)})
 		task := createTask(t, c, "deploy_with_confirmation", map[string]any{"service": "web", "version": "2", "build_steps": 1, "step_delay_ms": 10}, 0)
 		pollUntil(t, c, task.TaskId, status(mcp.TaskStatusInputRequired))
 		_ = c.Close()
@@ -384,8 +402,8 @@ func flows2026(t *testing.T, r rig) {
 		h := &host{}
 		c := dial(t, h)
 		_, err := c.CallTool(t.Context(), callReq("up_sample", map[string]any{"prompt": "six times seven?"}, false))
-		if err == nil || !strings.Contains(err.Error(), "does not run as a task") || h.sampled != 0 {
-			t.Fatalf("up_sample as a plain call: %v (sampled %d); want the gateway's refusal", err, h.sampled)
+		if err == nil || !strings.Contains(err.Error(), "does not run as a task") || h.samples() != 0 {
+			t.Fatalf("up_sample as a plain call: %v (sampled %d); want the gateway's refusal", err, h.samples())
 		}
 	})
 
@@ -557,16 +575,6 @@ func pollUntil(t *testing.T, c *mcpclient.Client, id string, done func(*mcp.GetT
 		case <-timer.C:
 		}
 	}
-}
-
-func containsAll(messages []string, want ...string) bool {
-	all := strings.Join(messages, " | ")
-	for _, w := range want {
-		if !strings.Contains(all, w) {
-			return false
-		}
-	}
-	return true
 }
 
 func relatedTask(m *mcp.Meta) string {

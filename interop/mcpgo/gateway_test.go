@@ -28,6 +28,13 @@ type gwHost struct {
 	sampled int
 }
 
+// counts returns the questions asked and the sampling requests answered.
+func (h *gwHost) counts() ([]string, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.asked...), h.sampled
+}
+
 func (h *gwHost) options(wire string) *client.Options {
 	return &client.Options{ProtocolVersion: wire,
 		Elicit: func(_ context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -99,6 +106,11 @@ func waitStatus(t *testing.T, c *client.Client, id string, done func(*client.Tas
 	}
 }
 
+// TestGatewayUpstream: the upstream's tools through mcptaskd, on both of
+// its wires. Over HTTP mcptaskd makes each call of a task-capable tool an
+// upstream task; over stdio only the tools the upstream runs only as
+// tasks (block), the others being plain calls on a session of their own
+// (a stdio upstream dies with mcptaskd: nothing to re-attach to).
 func TestGatewayUpstream(t *testing.T) {
 	httpUp := startUpstream(t, "-detach")
 	for _, up := range []struct {
@@ -116,9 +128,41 @@ func TestGatewayUpstream(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("http, tools that heed their context", func(t *testing.T) {
+		// mcp-go cancels a task's context once its create is answered:
+		// the upstream reports its task cancelled at once.
+		up := startUpstream(t)
+		cfg := writeConfig(t, map[string]any{"demo": false, "mcpServers": map[string]any{"mg": map[string]any{"url": up.URL}}})
+		d := startDaemon(t, filepath.Join(t.TempDir(), "tasks.db"), "-config", cfg)
+		c := dialGateway(t, d.URL, client.Wire20260728, nil)
+		call, err := c.CallTool(t.Context(), "block", map[string]any{})
+		if err != nil || call.Task == nil {
+			t.Fatalf("block: %+v, %v; want a task", call, err)
+		}
+		_, err = c.Wait(t.Context(), call.Task.ID, nil)
+		var te *client.TaskError
+		if !errors.As(err, &te) || !strings.Contains(te.Message, "upstream mg cancelled its task") {
+			t.Fatalf("block on an upstream whose tools heed their context: %v; want it failed, cancelled by the upstream", err)
+		}
+	})
+}
+
+// upstreamTaskOf returns the upstream task the gateway created for our
+// task id (its debug log), or "" when it made none (a plain call).
+func upstreamTaskOf(d *daemon, id string) string {
+	for _, r := range d.LogRecords("upstream task created") {
+		if r["task"] == id {
+			s, _ := r["upstreamTask"].(string)
+			return s
+		}
+	}
+	return ""
 }
 
 func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
+	asTask := transport == "http" // optional tools run as upstream tasks
+
 	t.Run("tools and their task support", func(t *testing.T) {
 		c := dialGateway(t, d.URL, wire, nil)
 		tools, err := c.Tools(t.Context())
@@ -129,10 +173,12 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		for _, tl := range tools {
 			got[tl.Name] = tl.TaskSupport
 		}
-		t.Logf("%v", got)
+		if got["block"] != "required" || got["slow"] != "optional" || len(got) != 8 {
+			t.Errorf("tools: %v; want the upstream's 8, block required", got)
+		}
 	})
 
-	t.Run("task with progress", func(t *testing.T) {
+	t.Run("task followed to completion", func(t *testing.T) {
 		c := dialGateway(t, d.URL, wire, nil)
 		call, err := c.CallTool(t.Context(), "slow", map[string]any{"ms": 150, "steps": 4})
 		if err != nil || call.Task == nil {
@@ -142,24 +188,52 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		var messages []string
 		res, err := c.Wait(t.Context(), call.Task.ID, &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
 			mu.Lock()
-			messages = append(messages, st.Status+": "+st.StatusMessage)
+			messages = append(messages, st.StatusMessage)
 			mu.Unlock()
 		}})
-		t.Logf("slow: %q, %v; statuses %q", resultText(res), err, messages)
+		if err != nil || resultText(res) != "slow: 4 steps done" {
+			t.Fatalf("slow: %q, %v", resultText(res), err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if got := upstreamTaskOf(d, call.Task.ID); (got != "") != asTask {
+			t.Errorf("upstream task %q; want one: %v", got, asTask)
+		}
+		// A plain call's progress is our status message; an mcp-go
+		// task has none to relay (no status message, no progress).
+		if !asTask && !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, "step 2 of 4") }) {
+			t.Errorf("status messages %q; want the upstream's progress", messages)
+		}
+		if asTask && slices.ContainsFunc(messages, func(m string) bool { return m != "" }) {
+			t.Errorf("status messages %q of an mcp-go upstream task; it has none", messages)
+		}
 	})
 
 	for _, decline := range []bool{false, true} {
-		t.Run("elicitation, decline "+map[bool]string{false: "no", true: "yes"}[decline], func(t *testing.T) {
+		name := map[bool]string{false: "input accepted", true: "input declined"}[decline]
+		t.Run(name, func(t *testing.T) {
 			h := &gwHost{decline: decline}
 			c := dialGateway(t, d.URL, wire, h)
 			call, err := c.CallTool(t.Context(), "ask", map[string]any{})
 			if err != nil || call.Task == nil {
 				t.Fatalf("ask: %+v, %v; want a task", call, err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			defer cancel()
-			res, err := c.Wait(ctx, call.Task.ID, nil)
-			t.Logf("ask: %q, %v; asked %q", resultText(res), err, h.asked)
+			res, err := c.Wait(t.Context(), call.Task.ID, nil)
+			asked, _ := h.counts()
+			if asTask {
+				// mcp-go's task asks on the session with no related-task
+				// _meta (nor input_required): the gateway cannot tell
+				// which task asks, and refuses.
+				var te *client.TaskError
+				if !errors.As(err, &te) || !strings.Contains(te.Message, "the upstream asked for input for a task the gateway does not watch") || len(asked) != 0 {
+					t.Fatalf("ask as an upstream task: %v (asked %q); want it failed, the question unroutable", err, asked)
+				}
+				return
+			}
+			want := map[bool]string{false: "ask: accepted, name Ada", true: "ask: decline"}[decline]
+			if err != nil || resultText(res) != want || len(asked) != 1 {
+				t.Fatalf("ask: %q, %v (asked %q); want %q, asked once", resultText(res), err, asked, want)
+			}
 		})
 	}
 
@@ -170,10 +244,18 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		if err != nil || call.Task == nil {
 			t.Fatalf("sample: %+v, %v; want a task", call, err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		defer cancel()
-		res, err := c.Wait(ctx, call.Task.ID, nil)
-		t.Logf("sample: %q, %v; sampled %d", resultText(res), err, h.sampled)
+		res, err := c.Wait(t.Context(), call.Task.ID, nil)
+		_, sampled := h.counts()
+		if asTask {
+			var te *client.TaskError
+			if !errors.As(err, &te) || !strings.Contains(te.Message, "the upstream asked for input for a task the gateway does not watch") || sampled != 0 {
+				t.Fatalf("sample as an upstream task: %v (sampled %d); want it failed, the request unroutable", err, sampled)
+			}
+			return
+		}
+		if err != nil || resultText(res) != "sample: the sampled answer: 42 (model test-model-7)" || sampled != 1 {
+			t.Fatalf("sample: %q, %v (sampled %d)", resultText(res), err, sampled)
+		}
 	})
 
 	t.Run("cancel", func(t *testing.T) {
@@ -182,35 +264,56 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		if err != nil || call.Task == nil {
 			t.Fatalf("block: %+v, %v; want a task", call, err)
 		}
-		waitStatus(t, c, call.Task.ID, func(st *client.TaskStatus) bool { return st.Status == "working" })
-		st, err := c.Cancel(t.Context(), call.Task.ID)
-		t.Logf("cancel: %+v, %v", st, err)
-		_, err = c.Wait(t.Context(), call.Task.ID, nil)
-		t.Logf("after cancel: %v", err)
-		for _, r := range d.LogRecords("upstream task cancelled") {
-			t.Logf("log: %v", r)
+		ut := upstreamTaskOf(d, call.Task.ID)
+		if ut == "" {
+			t.Fatalf("block made no upstream task")
+		}
+		if st, err := c.Cancel(t.Context(), call.Task.ID); err != nil || st.Status != "cancelled" {
+			t.Fatalf("cancel: %+v, %v", st, err)
+		}
+		if _, err := c.Wait(t.Context(), call.Task.ID, nil); !errors.Is(err, client.ErrCancelled) {
+			t.Errorf("after the cancel: %v; want cancelled", err)
+		}
+		// The upstream task got its tasks/cancel (answered: cancelled).
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.ContainsFunc(d.LogRecords("upstream task cancelled"), func(r map[string]any) bool { return r["upstreamTask"] == ut }) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the gateway never cancelled upstream task %s", ut)
+			}
+			waitLog(t)
 		}
 	})
 
-	t.Run("failed and isError", func(t *testing.T) {
+	t.Run("failed task and isError result", func(t *testing.T) {
 		c := dialGateway(t, d.URL, wire, nil)
-		for _, name := range []string{"fail", "iserror"} {
-			call, err := c.CallTool(t.Context(), name, map[string]any{})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if call.Task == nil {
-				t.Logf("%s answered at once: %q isError %v", name, resultText(call.Result), call.Result.IsError)
-				continue
-			}
-			res, err := c.Wait(t.Context(), call.Task.ID, nil)
-			var te *client.TaskError
-			errors.As(err, &te)
-			t.Logf("%s: %q isError %v, %v", name, resultText(res), res != nil && res.IsError, err)
+		call, err := c.CallTool(t.Context(), "fail", map[string]any{})
+		if err != nil || call.Task == nil {
+			t.Fatalf("fail: %+v, %v", call, err)
+		}
+		_, err = c.Wait(t.Context(), call.Task.ID, nil)
+		var te *client.TaskError
+		if !errors.As(err, &te) || !strings.Contains(te.Message, "the tool failed on purpose") {
+			t.Errorf("fail: %v; want the task failed with the upstream's error", err)
+		}
+		call, err = c.CallTool(t.Context(), "iserror", map[string]any{})
+		if err != nil || call.Task == nil {
+			t.Fatalf("iserror: %+v, %v", call, err)
+		}
+		res, err := c.Wait(t.Context(), call.Task.ID, nil)
+		if err != nil || !res.IsError || resultText(res) != "a tool error result" {
+			t.Errorf("iserror: %q isError %v, %v; want the upstream's isError result", resultText(res), res != nil && res.IsError, err)
 		}
 	})
-	_ = slices.Contains[[]string]
-	_ = transport
+}
+
+// waitLog pauses between two reads of a daemon's log.
+func waitLog(t *testing.T) {
+	timer := time.NewTimer(20 * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-t.Context().Done():
+	case <-timer.C:
+	}
 }
 
 // TestGatewayReattach: a task of the mcp-go upstream's block tool (task

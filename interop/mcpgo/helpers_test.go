@@ -154,13 +154,21 @@ type host struct {
 	decline bool
 	// accept is the content of an accepted elicitation (default
 	// {"confirm": true}, what deploy_with_confirmation asks).
-	accept   map[string]any
+	accept map[string]any
+	// hold, if not nil, delays every answer until it is closed.
+	hold     <-chan struct{}
 	asked    []string // elicitation messages
 	sampled  int
 	lastMeta map[string]any
 }
 
-func (h *host) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+func (h *host) Elicit(ctx context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	if h.hold != nil {
+		select {
+		case <-h.hold:
+		case <-ctx.Done():
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.asked = append(h.asked, req.Params.Message)
@@ -183,6 +191,27 @@ func (h *host) CreateMessage(_ context.Context, _ mcp.CreateMessageRequest) (*mc
 	h.mu.Unlock()
 	return &mcp.CreateMessageResult{Model: "test-model-7", StopReason: "endTurn",
 		SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.NewTextContent("the sampled answer: 42")}}, nil
+}
+
+// holdUntilEnd returns a channel closed when the test ends.
+func holdUntilEnd(t *testing.T) <-chan struct{} {
+	ch := make(chan struct{})
+	t.Cleanup(func() { close(ch) })
+	return ch
+}
+
+// meta returns the _meta of the last elicitation.
+func (h *host) meta() map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lastMeta
+}
+
+// samples returns how many sampling requests the host answered.
+func (h *host) samples() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sampled
 }
 
 func (h *host) questions() []string {
