@@ -58,6 +58,9 @@ if ! grep -q '^ok ' .cache/faults.log; then
 	exit 1
 fi
 
+step "interop: the mcp-go v1.2.1 client against mcptaskd, its server behind the gateway (interop/mcpgo, a module of its own)"
+(cd interop/mcpgo && go test -race -count=1 ./...)
+
 installed
 step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio, and the gateway before server-everything)"
 scripts/interop.sh
