@@ -3,8 +3,10 @@ package mcpgo_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -413,4 +415,90 @@ func release(t *testing.T, c *client.Client, want string) {
 	if got := resultText(res); got != want {
 		t.Errorf("release: %q, want %q (the tool was called again?)", got, want)
 	}
+}
+
+// TestGatewayStdioKill: a stdio upstream is a child of mcptaskd: a kill -9
+// of mcptaskd takes it down (its parent-death signal), its in-memory task
+// with it. The new mcptaskd has nothing to re-attach to: our task of
+// block (an upstream task: the tool runs only as one) fails.
+func TestGatewayStdioKill(t *testing.T) {
+	cfg := writeConfig(t, map[string]any{"demo": false, "mcpServers": map[string]any{
+		"mg": map[string]any{"command": upstreamBin, "args": []string{"-detach"}}}})
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	d := startDaemon(t, db, "-config", cfg)
+	c := dialGateway(t, d.URL, client.Wire20260728, nil)
+	call, err := c.CallTool(t.Context(), "block", map[string]any{})
+	if err != nil || call.Task == nil {
+		t.Fatalf("block: %+v, %v; want a task", call, err)
+	}
+	children := childrenOf(t, d.Pid(), upstreamBin)
+	if len(children) == 0 {
+		t.Fatalf("no mcpgo-upstream child of mcptaskd %d", d.Pid())
+	}
+	d.kill9()
+	_ = c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range children {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("upstream process %d outlived mcptaskd's kill -9", pid)
+			}
+			waitLog(t)
+		}
+	}
+
+	d2 := startDaemon(t, db, "-config", cfg)
+	c2 := dialGateway(t, d2.URL, client.Wire20260728, nil)
+	_, err = c2.Wait(t.Context(), call.Task.ID, nil)
+	var te *client.TaskError
+	if !errors.As(err, &te) {
+		t.Fatalf("the task after the restart: %v; want it failed", err)
+	}
+	t.Logf("our task's error: %s", te.Message)
+	if !strings.Contains(te.Message, "outcome") {
+		t.Errorf("the task's error %q does not say the outcome is unknown", te.Message)
+	}
+}
+
+// childrenOf returns the processes whose parent is ppid and whose
+// executable is exe (Linux /proc).
+func childrenOf(t *testing.T, ppid int, exe string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("SKIPPED: no /proc: %v", err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split
+		// after its closing parenthesis.
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		if target, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && target == exe {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	f := strings.Fields(string(stat[i+1:]))
+	return len(f) > 0 && f[0] != "Z"
 }
