@@ -106,7 +106,7 @@ func (s *Splice) Streaming() bool {
 	return s.stream && !s.closed
 }
 
-// Begin writes the response's status now if the handler has set its
+// Begin writes and flushes the response's status now if the handler has set its
 // headers for an event stream but written nothing yet (the go-sdk answers
 // a POST so, with the status going out with its first event), so that
 // events may be written before the handler's first. Call it only once the
@@ -118,6 +118,10 @@ func (s *Splice) Begin() {
 	defer s.mu.Unlock()
 	if !s.wrote && !s.closed && strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") {
 		s.writeHeaderLocked(http.StatusOK)
+		// Sent now: the client knows its stream is open even if no event
+		// comes before the answer (its questions may go on another
+		// stream).
+		_ = http.NewResponseController(s.w).Flush()
 	}
 }
 

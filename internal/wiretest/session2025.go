@@ -181,3 +181,18 @@ func readEvents(ctx context.Context, resp *http.Response) <-chan Message {
 	}()
 	return ch
 }
+
+// Respond answers a server-to-client request of the session (an
+// elicitation/create read from one of its streams) with result.
+func (s *Session) Respond(ctx context.Context, id json.RawMessage, result any) error {
+	resp, err := s.post(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("answering request %s: HTTP %d", id, resp.StatusCode)
+	}
+	return nil
+}

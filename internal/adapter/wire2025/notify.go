@@ -128,30 +128,41 @@ func (c *conn) notifier() {
 func (c *conn) stop() { c.stopped.Do(func() { close(c.done) }) }
 
 // sessionPush is what a session follows: its tasks, until the session
-// ends.
+// ends, and the input requests asked on it (ask.go).
 type sessionPush struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	followed map[task.ID]bool
+	followed map[task.ID]task.Owner
+	asks     map[task.ID]map[string]*askState // by input request key
+	results  map[task.ID]int                  // tasks/result requests waiting
+	refusals map[task.ID]int                  // answers refused, for the pause before asking again
 }
 
-// add reports whether id was not followed yet, and follows it.
-func (p *sessionPush) add(id task.ID) bool {
+// add reports whether id was not followed yet, and follows it for owner.
+func (p *sessionPush) add(id task.ID, owner task.Owner) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.followed[id] {
+	if _, ok := p.followed[id]; ok {
 		return false
 	}
-	p.followed[id] = true
+	p.followed[id] = owner
 	return true
 }
 
+// remove ends the follow of id, and the asks of its input requests.
 func (p *sessionPush) remove(id task.ID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, a := range p.asks[id] {
+		if a.cancel != nil {
+			a.cancel()
+		}
+	}
 	delete(p.followed, id)
+	delete(p.asks, id)
+	delete(p.refusals, id)
 }
 
 // session returns the follows of ss, set up at its first use and ended
@@ -161,7 +172,8 @@ func (w *Wire) session(ss *mcp.ServerSession) *sessionPush {
 		return p.(*sessionPush)
 	}
 	ctx, cancel := context.WithCancel(w.base)
-	p := &sessionPush{ctx: ctx, cancel: cancel, followed: map[task.ID]bool{}}
+	p := &sessionPush{ctx: ctx, cancel: cancel, followed: map[task.ID]task.Owner{},
+		asks: map[task.ID]map[string]*askState{}, results: map[task.ID]int{}, refusals: map[task.ID]int{}}
 	if old, loaded := w.sessions.LoadOrStore(ss, p); loaded {
 		cancel()
 		return old.(*sessionPush)
@@ -205,8 +217,12 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 		return
 	}
 	p := w.session(ss)
-	if !p.add(t.ID) {
+	if !p.add(t.ID, owner) {
 		return
+	}
+	if t.Status == task.InputRequired {
+		// The client may not call tasks/result to see the question (ask.go).
+		w.askOnSession(ss, t.ID)
 	}
 	go func() {
 		defer p.remove(t.ID)
@@ -214,18 +230,23 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 			if n, err := statusNotification(t); err == nil {
 				send(n)
 			}
+			if t.Status == task.InputRequired {
+				w.askOnSession(ss, t.ID)
+			} else {
+				p.cancelAsks(t.ID)
+			}
 			return nil // advisory: a client without a stream polls
 		})
 	}()
 }
 
-// statusNotification is the notifications/tasks/status of t, with the
-// related-task _meta.
+// statusNotification is the notifications/tasks/status of t. It carries
+// no related-task _meta: "the notifications/tasks/status notification
+// SHOULD NOT include the io.modelcontextprotocol/related-task metadata,
+// as the task ID is already present in the notification parameters"
+// (2025-11-25, Task Notifications).
 func statusNotification(t *task.Task) (*jsonrpc.Request, error) {
-	b, err := json.Marshal(struct {
-		v1.Task
-		Meta map[string]any `json:"_meta"`
-	}{v1.FromTask(t), map[string]any{v1.MetaRelatedTask: v1.RelatedTask(t.ID)}})
+	b, err := json.Marshal(v1.FromTask(t))
 	if err != nil {
 		return nil, err
 	}
@@ -242,8 +263,9 @@ type streamSet struct {
 }
 
 type stream struct {
-	sp   *push.Splice
-	task task.ID // the task of a tasks/result stream; "" for a GET stream
+	sp     *push.Splice
+	task   task.ID       // the task of a tasks/result stream; "" for a GET stream
+	closed chan struct{} // closed when the stream ends
 }
 
 func (w *Wire) streamsOf(sessionID string) *streamSet {
@@ -324,18 +346,20 @@ func (w *Wire) serveWith(rw http.ResponseWriter, r *http.Request, sdk http.Handl
 		return
 	}
 	sp := push.NewSplice(rw)
+	closed := make(chan struct{})
 	var set *streamSet
 	for {
 		set = w.streamsOf(sid)
 		set.mu.Lock()
 		if !set.gone { // else removed meanwhile: take the new one
-			set.open = append(set.open, stream{sp: sp, task: id})
+			set.open = append(set.open, stream{sp: sp, task: id, closed: closed})
 			set.mu.Unlock()
 			break
 		}
 		set.mu.Unlock()
 	}
 	defer func() {
+		close(closed)
 		sp.Close()
 		set.mu.Lock()
 		defer set.mu.Unlock()
@@ -357,6 +381,18 @@ func (w *Wire) serveWith(rw http.ResponseWriter, r *http.Request, sdk http.Handl
 	defer cancel()
 	stop := context.AfterFunc(w.base, cancel)
 	defer stop()
+	go func() {
+		// Once the go-sdk serves the stream (its status written while it
+		// takes the stream), the session's pending input requests may go
+		// on it: asked again after a reconnection (ask.go).
+		select {
+		case <-sp.Started():
+			if sp.Streaming() {
+				w.askOnStream(sid)
+			}
+		case <-closed:
+		}
+	}()
 	sdk.ServeHTTP(sp, r.WithContext(ctx))
 }
 

@@ -41,6 +41,22 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops forwards still waiting for the client
 	w.beginResultStreams(r.Session, id)
+	var p *sessionPush
+	ended := false
+	if r.Session != nil {
+		// While this request waits, it asks the task's input requests,
+		// not the session's own channel (ask.go): each once per session.
+		p = w.session(r.Session)
+		done := p.waitResult(id)
+		defer func() {
+			done()
+			if !ended {
+				// Given up before the task ended: what it was asking
+				// may go on the session's channel now.
+				go w.askOnSession(r.Session, id)
+			}
+		}()
+	}
 	for {
 		changed := eng.Watch(id)
 		v, err := eng.View(ctx, owner, id, ResultView)
@@ -49,6 +65,7 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		}
 		t := v.Task
 		if t.Status.Terminal() {
+			ended = true
 			w.c.AuditOutcome(ctx, r.Method, owner, t)
 			return finalResult(w.c.Presented(t))
 		}
@@ -56,9 +73,18 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		// is open (ServeResultStream), else on the session's.
 		w.follow(r.Req, owner, t, t)
 		for key, req := range t.InputRequests {
-			if !forwarded[key] && r.Session != nil && !time.Now().Before(notBefore[key]) {
+			if !forwarded[key] && p != nil && !time.Now().Before(notBefore[key]) && p.claim(id, key) {
 				forwarded[key] = true
-				go w.forwardInput(ctx, r.Session, owner, id, key, req, refused)
+				go func() {
+					out := w.forwardInput(ctx, r.Session, owner, id, key, req)
+					p.settle(id, key, out == forwardDelivered)
+					if out == forwardRefused {
+						select {
+						case refused <- key:
+						default:
+						}
+					}
+				}()
 			}
 		}
 		select {
@@ -92,18 +118,34 @@ func finalResult(t *task.Task) (mcp.Result, error) {
 	}
 }
 
+// forwardOutcome is how a forwarded input request ended.
+type forwardOutcome int
+
+const (
+	// forwardDelivered: the client answered and the answer was delivered
+	// to the task (or the task had ended meanwhile).
+	forwardDelivered forwardOutcome = iota
+	// forwardRefused: the request could not be sent, the client answered
+	// with an error, or its answer does not fit; it is asked again.
+	forwardRefused
+	// forwardStopped: the forward's context ended first.
+	forwardStopped
+)
+
 // forwardInput sends one input request of a task to the client as a
 // server-to-client request tied to the task, and delivers the answer. An
 // answer that fails (the go-sdk checks it against the requested schema)
-// or does not fit the request (adapter.CheckAnswer) is not delivered: the
-// key goes to refused, and the request is asked again.
-func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage, refused chan<- string) {
+// or does not fit the request (adapter.CheckAnswer) is not delivered
+// (forwardRefused): the request is asked again. The request goes on the
+// stream of the request ctx belongs to (tasks/result), else on the
+// session's own channel (ask.go).
+func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner task.Owner, id task.ID, key string, raw json.RawMessage) forwardOutcome {
 	var req struct {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
 	if err := json.Unmarshal(raw, &req); err != nil {
-		return
+		return forwardRefused
 	}
 	related := map[string]any{v1.MetaRelatedTask: v1.RelatedTask(id)}
 	var answer any
@@ -137,19 +179,17 @@ func (w *Wire) forwardInput(ctx context.Context, ss *mcp.ServerSession, owner ta
 		}
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			w.c.Log().Warn("forwarding a task's input request; it is asked again", "task", id, "key", key, "method", req.Method, "err", err)
-			select {
-			case refused <- key:
-			default:
-			}
+		if ctx.Err() != nil {
+			return forwardStopped
 		}
-		return
+		w.c.Log().Warn("forwarding a task's input request; it is asked again", "task", id, "key", key, "method", req.Method, "err", err)
+		return forwardRefused
 	}
 	var term *engine.TerminalError
 	if delivered != nil && !errors.As(delivered, &term) {
 		w.c.Log().Warn("delivering a task's input", "task", id, "key", key, "err", delivered)
 	}
+	return forwardDelivered
 }
 
 func withMeta(m mcp.Meta, add map[string]any) mcp.Meta {
