@@ -222,9 +222,11 @@ func flows2025(t *testing.T, r rig) {
 	t.Run("resume by task ID from a new client", func(t *testing.T) {
 		// HTTP: a new session of the same mcptaskd. stdio: a new
 		// mcptaskd process on the same SQLite file, after the first one
-		// exited with the task running (long_computation is re-run).
+		// exited with the task running: the task (3 s) outlasts the
+		// shutdown grace (2 s), is handed back, and the new process
+		// re-runs it (long_computation is re-runnable).
 		c, db := dial(t, nil)
-		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 3, "step_delay_ms": 300}, 0)
+		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 6, "step_delay_ms": 500}, 0)
 		_ = c.Close()
 		c2 := r.dial(t, wire2025, db, nil)
 		got, err := c2.WaitForTask(t.Context(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: task.TaskId}}, time.Second)
