@@ -63,7 +63,7 @@ export function waitEvent(file, pred, timeoutMs = 30_000, what = 'an event') {
  */
 export async function slowWork({ server, transport, steps, stepMs, signal, progress, meta }) {
   const run = `${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
-  record({ server, transport, tool: 'slow', event: 'started', run, steps, meta });
+  record({ server, transport, tool: 'slow', event: 'started', run, steps, stepMs, meta });
   const aborted = new Promise((resolve) => {
     if (signal.aborted) resolve();
     else signal.addEventListener('abort', () => resolve(), { once: true });

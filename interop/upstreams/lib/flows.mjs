@@ -143,6 +143,22 @@ export function upstreamFlows(v) {
       });
     }
 
+    if (v.protocolVersion === '2026-07-28') {
+      it("a relayed result carries mcptaskd's own _meta, not the upstream's 2026-07-28 serverInfo", {
+        ...T,
+        todo: "mcptask defect: the gateway relays the upstream result's _meta['io.modelcontextprotocol/serverInfo'] (the v2 upstream's name) to the 2025-11-25 client",
+      }, async () => {
+        const c = await connectHttp(server.url);
+        try {
+          const created = await startTask(c.client, 'slow', { steps: 1, stepMs: 10 });
+          const result = await c.client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
+          assert.equal(result._meta?.['io.modelcontextprotocol/serverInfo'], undefined, JSON.stringify(result._meta));
+        } finally {
+          await c.close();
+        }
+      });
+    }
+
     it('a cancel of the task reaches the upstream, which stops the call', T, async () => {
       const c = await connectHttp(server.url);
       try {
@@ -177,26 +193,36 @@ export function upstreamFlows(v) {
         const dir = tempDir();
         let s = await startHttpServer({ dir, extraArgs: ['-config', config], timeoutMs: 60_000 });
         let c = await connectHttp(s.url);
-        const tag = 300 + Math.floor(Math.random() * 100);
+        // Calls of 1.5-3 s, killed right after their first step;
+        // their step counts (once) and step lengths (again) name them.
+        const onceSteps = 40 + Math.floor(Math.random() * 20);
+        const againMs = 300 + Math.floor(Math.random() * 100);
+        const isOnce = mine((e) => e.tool === 'slow' && e.event === 'started' && e.steps === onceSteps);
+        const isAgain = mine((e) => e.tool === 'slow' && e.event === 'started' && e.stepMs === againMs);
         let onceTask, againTask, onceRun, againRun;
         try {
-          onceTask = (await startTask(c.client, 'once_slow', { steps: tag, stepMs: 50 })).taskId;
-          againTask = (await startTask(c.client, 'again_slow', { steps: 8, stepMs: 100 + tag })).taskId;
-          onceRun = await waitEvent(events, mine((e) => e.event === 'started' && e.steps === tag), 20_000, 'start of once_slow');
-          againRun = await waitEvent(events, mine((e) => e.event === 'started' && e.steps === 8), 20_000, 'start of again_slow');
-          await pollTask(c.client, onceTask, (t) => /^step \d+ of/.test(t.statusMessage ?? ''), { maxIntervalMs: 50 });
+          onceTask = (await startTask(c.client, 'once_slow', { steps: onceSteps, stepMs: 50 })).taskId;
+          againTask = (await startTask(c.client, 'again_slow', { steps: 5, stepMs: againMs })).taskId;
+          onceRun = await waitEvent(events, isOnce, 20_000, 'start of once_slow');
+          againRun = await waitEvent(events, isAgain, 20_000, 'start of again_slow');
+          const { task } = await pollTask(c.client, onceTask, (t) => /^step \d+ of/.test(t.statusMessage ?? '') || TERMINAL.has(t.status), { maxIntervalMs: 50 });
+          assert.equal(task.status, 'working', 'the call runs when mcptaskd is killed');
         } finally {
           await c.client.close();
         }
         await s.kill();
+        const ended = (run) => mine((e) => e.run === run.run && (e.event === 'aborted' || e.event === 'done'));
 
         if (v.transport === 'stdio') {
           // A parent-death signal takes the children with mcptaskd.
           await until(() => !alive(onceRun.pid) && !alive(againRun.pid), 10_000, () => `upstream processes ${onceRun.pid}, ${againRun.pid} outlived mcptaskd`);
+          assert.ok(!readEvents(events).some(ended(onceRun)), 'the stdio call died with its process');
         } else {
           assert.ok(alive(upstream.pid), 'the HTTP upstream outlives mcptaskd');
-          // It sees the connection go: the call's signal aborts.
-          await waitEvent(events, mine((e) => e.run === onceRun.run && (e.event === 'aborted' || e.event === 'done')), 20_000, 'the end of the killed call');
+          // What the upstream does with a call whose client went away:
+          // v2 aborts its signal; fastmcp runs it on to its end.
+          const end = await waitEvent(events, ended(onceRun), 20_000, 'the end of the killed call');
+          assert.equal(end.event, v.httpDisconnect ?? 'aborted', `the killed call: ${JSON.stringify(end)}`);
         }
 
         s = await startHttpServer({ dir, extraArgs: ['-config', config], timeoutMs: 60_000 });
@@ -207,9 +233,8 @@ export function upstreamFlows(v) {
           assert.match(lost.task.statusMessage ?? '', /outcome (is )?unknown/i);
           const rerun = await pollTask(c.client, againTask, undefined, { timeoutMs: 40_000 });
           assert.equal(rerun.task.status, 'completed', `statuses ${rerun.statuses}; ${rerun.task.statusMessage}`);
-          const runs = readEvents(events).filter(mine((e) => e.event === 'started' && e.steps === 8 && e.tool === 'slow'));
-          assert.equal(runs.length, 2, 'the rerunnable call was made again, once');
-          assert.equal(readEvents(events).filter(mine((e) => e.event === 'started' && e.steps === tag)).length, 1, 'the other was not');
+          assert.equal(readEvents(events).filter(isAgain).length, 2, 'the rerunnable call was made again, once');
+          assert.equal(readEvents(events).filter(isOnce).length, 1, 'the other was not');
         } finally {
           await c.close();
           const { code, stderr } = await s.stop();
