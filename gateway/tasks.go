@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -552,35 +554,40 @@ func (tc *taskConn) askInSession(ctx context.Context, id, sid string) (bool, err
 	if res.StatusCode != http.StatusOK {
 		return false, fmt.Errorf("HTTP %s", res.Status)
 	}
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<16))
-	if err != nil {
-		return false, err
+	// The answer: a JSON body, or an event of an event stream (read up
+	// to it: the stream may stay open).
+	answer := io.LimitReader(res.Body, 1<<16)
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		raw, err := io.ReadAll(answer)
+		if err != nil {
+			return false, err
+		}
+		return knowsTask(raw, id)
 	}
-	// The answer, as JSON or as the data of an event-stream event.
-	for _, msg := range append([][]byte{raw}, eventData(raw)...) {
-		var ans struct {
-			ID     string `json:"id"`
-			Result *struct {
-				TaskID string `json:"taskId"`
-			} `json:"result"`
+	sc := bufio.NewScanner(answer)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
+			if known, err := knowsTask([]byte(d), id); err == nil {
+				return known, nil
+			}
 		}
-		if json.Unmarshal(msg, &ans) != nil || ans.ID != "mcptask-lost-task" {
-			continue
-		}
-		return ans.Result != nil && ans.Result.TaskID == id, nil
 	}
 	return false, errors.New("no answer to tasks/get")
 }
 
-// eventData returns the data of each event of an event stream.
-func eventData(raw []byte) [][]byte {
-	var out [][]byte
-	for _, line := range bytes.Split(raw, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
-			out = append(out, bytes.TrimSpace(d))
-		}
+// knowsTask reads msg, the answer to askInSession's tasks/get: whether it
+// is a task, id.
+func knowsTask(msg []byte, id string) (bool, error) {
+	var ans struct {
+		ID     string `json:"id"`
+		Result *struct {
+			TaskID string `json:"taskId"`
+		} `json:"result"`
 	}
-	return out
+	if err := json.Unmarshal(msg, &ans); err != nil || ans.ID != "mcptask-lost-task" {
+		return false, errors.New("not the answer to tasks/get")
+	}
+	return ans.Result != nil && ans.Result.TaskID == id, nil
 }
 
 // logRelay copies the log of an upstream task (an upstream that speaks
