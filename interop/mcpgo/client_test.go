@@ -44,6 +44,8 @@ type rig struct {
 	// polls records the tasks/get requests of the clients made with
 	// dial, for the poll-interval flow.
 	polls *pollLog
+	// url is mcptaskd's endpoint over HTTP ("" over stdio).
+	url string
 }
 
 func TestClient(t *testing.T) {
@@ -53,7 +55,7 @@ func TestClient(t *testing.T) {
 
 	httpPolls, stdioPolls := &pollLog{}, &pollLog{}
 	rigs := []rig{{
-		name: "http", polls: httpPolls,
+		name: "http", polls: httpPolls, url: d.URL,
 		dial: func(t *testing.T, wire, _ string, h *host, opts ...mcpclient.ClientOption) *mcpclient.Client {
 			tr, err := transport.NewStreamableHTTP(d.URL, transport.WithHTTPBasicClient(&http.Client{Transport: httpPolls}))
 			if err != nil {
@@ -169,6 +171,41 @@ func flows2025(t *testing.T, r rig) {
 		}
 		if rt, _ := h.meta()[mcp.RelatedTaskMetaKey].(map[string]any); rt["taskId"] != task.TaskId {
 			t.Errorf("the elicitation's related-task _meta: %v", h.meta())
+		}
+	})
+
+	t.Run("input with a standalone GET stream", func(t *testing.T) {
+		// WithContinuousListening: the client keeps the session's GET
+		// stream open and answers the server's requests on it. Whether
+		// the question comes there (issue 26 item 2) or only during
+		// tasks/result, it is asked once.
+		if r.url == "" {
+			t.Skip("SKIPPED: HTTP only (stdio has no GET stream: the connection is the stream)")
+		}
+		tr, err := transport.NewStreamableHTTP(r.url, transport.WithContinuousListening())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &host{}
+		c := connect(t, tr, wire2025, h)
+		task := createTask(t, c, "deploy_with_confirmation", map[string]any{"service": "web", "version": "1.4", "build_steps": 1, "step_delay_ms": 10}, 0)
+		wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		got, err := c.WaitForTask(wctx, getReq(task.TaskId), time.Second)
+		cancel()
+		switch {
+		case err == nil && got.Status == mcp.TaskStatusCompleted:
+			t.Logf("the question came on the GET stream")
+		case errors.Is(err, context.DeadlineExceeded):
+			t.Logf("the question did not come on the GET stream")
+		default:
+			t.Fatalf("WaitForTask: %+v, %v", got, err)
+		}
+		res, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: task.TaskId}})
+		if err != nil || !strings.Contains(textOf(res.Content), "Deployed web@1.4") {
+			t.Fatalf("tasks/result: %+v, %v", res, err)
+		}
+		if q := h.questions(); len(q) != 1 {
+			t.Errorf("asked %d times: %q; want once", len(q), q)
 		}
 	})
 
