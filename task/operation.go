@@ -91,6 +91,11 @@ type Operation struct {
 	// ReconciledAt is when a reconciliation last asked the system of
 	// record; zero if never.
 	ReconciledAt time.Time
+	// Correlation holds the host's correlation keys of the call that
+	// created the operation's task (a copy of Task.Correlation, e.g.
+	// "claudecode/toolUseId" → the host's tool-use ID). Nil when none;
+	// bounded as Task.Correlation is (see [CheckCorrelation]).
+	Correlation map[string]string
 }
 
 // MaxEffect bounds the length of an operation's effect, object, version,
@@ -143,6 +148,10 @@ func (o *Operation) Normalize() error {
 	if !o.State.Valid() {
 		return fmt.Errorf("operation %q: invalid state %q", o.Key, o.State)
 	}
+	if err := CheckCorrelation(o.Correlation); err != nil {
+		return fmt.Errorf("operation %q: %w", o.Key, err)
+	}
+	o.Correlation = CloneCorrelation(o.Correlation)
 	for _, p := range []*string{&o.Object, &o.ObjectVersion, &o.Effect, &o.Receipt, &o.Detail, &o.Tool} {
 		*p = capString(strings.ReplaceAll(strings.ToValidUTF8(*p, "\uFFFD"), "\x00", ""), MaxEffect)
 	}

@@ -74,6 +74,14 @@ type Task struct {
 	// can re-attach to that work instead of failing the task with an
 	// "outcome unknown" error. Empty when the work recorded none.
 	ExternalRef string
+	// Correlation holds the host's correlation keys of the call that
+	// created the task, read from the call's _meta (e.g.
+	// "claudecode/toolUseId" → the host's tool-use ID), so that a host's
+	// record of the call and the task can be matched. Nil when the call
+	// carried none. Bounded (see [CheckCorrelation]): at most
+	// [MaxCorrelationKeys] keys of at most [MaxCorrelationKey] bytes,
+	// values of at most [MaxCorrelationValue] bytes, strings only.
+	Correlation map[string]string
 }
 
 // Error is a JSON-RPC error object stored with a failed task.
@@ -233,6 +241,7 @@ func (t *Task) Clone() *Task {
 	}
 	c.InputRequests = cloneMap(t.InputRequests)
 	c.InputResponses = cloneMap(t.InputResponses)
+	c.Correlation = CloneCorrelation(t.Correlation)
 	return &c
 }
 

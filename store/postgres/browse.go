@@ -40,12 +40,12 @@ func eventArrayTypes(first int) string {
 }
 
 // createSQL is insertSQL that also records the new task's first events
-// (arrays $26 to $32, see eventArrays), numbered from 1, in the same
+// (arrays $27 to $33, see eventArrays), numbered from 1, in the same
 // statement: nothing when the insert found a conflict.
 var createSQL = `WITH ins AS (` + insertSQL + `), ev AS (
 	INSERT INTO %[1]s.task_events (task_id, seq, ` + eventColumns + `)
 	SELECT ins.id, e.ord, e.kind, e.at_ms, e.from_status, e.to_status, e.instance, e.attempt, e.message
-	FROM ins CROSS JOIN unnest(` + eventArrayTypes(26) + `)
+	FROM ins CROSS JOIN unnest(` + eventArrayTypes(27) + `)
 		WITH ORDINALITY AS e(kind, at_ms, from_status, to_status, instance, attempt, message, ord)
 )
 SELECT id FROM ins`
@@ -297,7 +297,8 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 // row.insertArgs.
 var loadColumns = []string{"id", "owner", "tool", "wire", "status", "status_message", "created_at_ms", "updated_at_ms",
 	"ttl_ns", "poll_ns", "expires_at_ns", "request", "result", "error", "input_requests", "input_responses", "input_seq",
-	"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref"}
+	"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref",
+	"correlation"}
 
 // LoadTasks inserts tasks with one COPY, encoded as Create encodes them
 // but without their histories and without Create's checks (idempotency

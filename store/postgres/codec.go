@@ -20,7 +20,7 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, queue, queued, external_ref`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -37,13 +37,14 @@ type row struct {
 	queue                                        string
 	queued                                       bool
 	externalRef                                  string
+	correlation                                  string // JSON object, '' when none
 }
 
 // insertArgs binds the columns of insertSQL, in order.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq,
-		r.runner, r.attempts, r.leaseMS, r.idemKey, r.keyOwner, r.queue, r.queued, r.externalRef}
+		r.runner, r.attempts, r.leaseMS, r.idemKey, r.keyOwner, r.queue, r.queued, r.externalRef, r.correlation}
 }
 
 // insertSQL inserts a task unless its ID or its (owner, idempotency key)
@@ -54,25 +55,25 @@ func (r *row) insertArgs() []any {
 // every creation of every instance.
 const insertSQL = `INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
-		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref)
+		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-		$23, $24, $25)
+		$23, $24, $25, $26)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
-// updateSQL writes every column of a task but its ID ($25), and announces
-// the change on the change channel ($26). It returns one row when the task
+// updateSQL writes every column of a task but its ID ($26), and announces
+// the change on the change channel ($27). It returns one row when the task
 // exists.
 const updateSQL = `WITH upd AS (
 	UPDATE %[1]s.tasks SET owner = $1, tool = $2, wire = $3, status = $4, status_message = $5,
 		created_at_ms = $6, updated_at_ms = $7, ttl_ns = $8, poll_ns = $9, expires_at_ns = $10,
 		request = $11, result = $12, error = $13, input_requests = $14, input_responses = $15,
 		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20,
-		key_owner = $21, queue = $22, queued = $23, external_ref = $24
-	WHERE id = $25
+		key_owner = $21, queue = $22, queued = $23, external_ref = $24, correlation = $25
+	WHERE id = $26
 	RETURNING id
 )
-SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($26, upd.id) AS n`
+SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($27, upd.id) AS n`
 
 // updateArgs binds the parameters of updateSQL but the channel: every
 // column but the ID, then the ID.
@@ -130,6 +131,9 @@ func encodeTask(t *task.Task) (*row, error) {
 		r.idemKey = &k
 	}
 	var err error
+	if r.correlation, err = jsoncol.EncodeCorrelation(t.Correlation); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: %w", t.ID, err)
+	}
 	if r.request, err = rawArg(t.Request); err != nil {
 		return nil, fmt.Errorf("postgres store: task %s: request %w", t.ID, err)
 	}
@@ -233,6 +237,7 @@ type taskCols struct {
 	request, result, errJSON, reqs, resps []byte
 	leaseMS                               *int64
 	idemKey                               *string
+	correlation                           string
 }
 
 // dest returns the scan destinations of the columns.
@@ -240,7 +245,7 @@ func (c *taskCols) dest() []any {
 	t := &c.t
 	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
 		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef}
+		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation}
 }
 
 // task returns the task the scanned columns hold.
@@ -266,6 +271,10 @@ func (c *taskCols) task() (*task.Task, error) {
 	}
 	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	var err error
+	if t.Correlation, err = jsoncol.DecodeCorrelation(c.correlation); err != nil {
+		return nil, fmt.Errorf("postgres store: task %s: %w", t.ID, err)
 	}
 	return &t, nil
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/task"
 )
 
 var _ store.Ledger = (*Store)(nil)
 
 const opColumns = `key, task_id, tool, owner, object, object_version, effect, state, receipt, detail,
-	created_at_ms, updated_at_ms, reconciled_at_ms`
+	created_at_ms, updated_at_ms, reconciled_at_ms, correlation`
 
 // opMS is a ledger time as Unix milliseconds, 0 for the zero time.
 func opMS(t time.Time) int64 {
@@ -40,11 +41,15 @@ func scanOp(sc pgx.Row) (*task.Operation, error) {
 		o                         task.Operation
 		taskID, owner, state      string
 		created, updated, reconMS int64
+		corr                      string
 	)
 	err := sc.Scan(&o.Key, &taskID, &o.Tool, &owner, &o.Object, &o.ObjectVersion, &o.Effect, &state,
-		&o.Receipt, &o.Detail, &created, &updated, &reconMS)
+		&o.Receipt, &o.Detail, &created, &updated, &reconMS, &corr)
 	if err != nil {
 		return nil, err
+	}
+	if o.Correlation, err = jsoncol.DecodeCorrelation(corr); err != nil {
+		return nil, fmt.Errorf("operation %q: %w", o.Key, err)
 	}
 	o.TaskID, o.Owner, o.State = task.ID(taskID), task.Owner(owner), task.OpState(state)
 	o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(created), msTime(updated), opTime(reconMS)
@@ -72,13 +77,17 @@ func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.
 	if o.UpdatedAt.IsZero() {
 		o.UpdatedAt = o.CreatedAt
 	}
+	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: record operation %q: %w", o.Key, err)
+	}
 	got, err := scanOp(s.pool.QueryRow(ctx, s.opSQL(`WITH ins AS (
 		INSERT INTO %[1]s.operations (`+opColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (key) DO NOTHING RETURNING `+opColumns+`)
 	SELECT `+opColumns+` FROM ins`), o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
-		o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt)))
+		o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt), corr))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key existed (or was inserted by a transaction that has
 		// committed since: ON CONFLICT waited for it).
@@ -118,11 +127,15 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 	if err := o.Normalize(); err != nil {
 		return nil, fmt.Errorf("postgres store: update operation: %w", err)
 	}
+	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
+	}
 	if _, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.operations SET task_id = $1, tool = $2, owner = $3, object = $4,
 		object_version = $5, effect = $6, state = $7, receipt = $8, detail = $9, updated_at_ms = $10,
-		reconciled_at_ms = $11 WHERE key = $12`), string(o.TaskID), o.Tool, string(o.Owner), o.Object,
+		reconciled_at_ms = $11, correlation = $12 WHERE key = $13`), string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
-		opMS(o.ReconciledAt), key); err != nil {
+		opMS(o.ReconciledAt), corr, key); err != nil {
 		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -1061,6 +1061,34 @@ func TestQuotaWaitsForLock(t *testing.T) {
 	}
 }
 
+// TestMigrateFromV8 opens a schema of version 8 (before the correlation
+// columns): Open adds them, the task and the operation of the schema are
+// kept with no correlation, and new ones keep theirs.
+func TestMigrateFromV8(t *testing.T) {
+	schema := newSchema(t)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	s := openTest(t, schema)
+	tk := newTask("alice", now)
+	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordOperation(t.Context(), &task.Operation{Key: "k8", TaskID: tk.ID, Owner: "alice", Effect: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN correlation;
+		ALTER TABLE %[1]s.operations DROP COLUMN correlation;
+		DELETE FROM %[1]s.schema_migrations WHERE version >= 9`, quoted)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, schema)
+	var v int
+	if err := s.pool.QueryRow(t.Context(), fmt.Sprintf(`SELECT max(version) FROM %s.schema_migrations`, quoted)).Scan(&v); err != nil || v != len(migrations) {
+		t.Fatalf("version after migrating a version 8 schema: %d, %v; want %d", v, err, len(migrations))
+	}
+	storetest.CorrelationMigrated(t, s, tk.ID, "k8")
+}
+
 // TestMigrateFromV1 opens a schema of version 1 (before
 // tasks_owner_active): Open adds the index and keeps the tasks.
 func TestMigrateFromV1(t *testing.T) {
@@ -1071,12 +1099,13 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 8 replaced the queue index by one by
+	// Back to version 1: migration 9 added the correlation columns,
+	// migration 8 replaced the queue index by one by
 	// owner and added the queue turns, migration 7 added the histories
 	// and the indexes of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.queue_turns; DROP INDEX %[1]s.tasks_queue_owner; DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN correlation; DROP TABLE %[1]s.queue_turns; DROP INDEX %[1]s.tasks_queue_owner; DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
 		DROP INDEX %[1]s.tasks_status_created; DROP INDEX %[1]s.tasks_tool_created; DROP INDEX %[1]s.tasks_owner_created_status;
 		CREATE INDEX tasks_owner_created ON %[1]s.tasks (owner, created_at_ms, id);
 		DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;

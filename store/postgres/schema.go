@@ -39,6 +39,7 @@ var migrations = []migration{
 	{"task logs", migrateV6},
 	{"task histories and the indexes of browsing", migrateV7},
 	{"the queue index by owner, for turns between owners", migrateV8},
+	{"host correlation keys of tasks and operations", migrateV9},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -291,6 +292,20 @@ CREATE INDEX tasks_queue_owner ON %[1]s.tasks (queue, queued, owner, created_at_
 
 func migrateV8(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV8, m.quoted))
+	return err
+}
+
+// schemaV9 adds the host correlation keys of the call that created a task
+// (task.Task.Correlation), kept with the task and copied to the operations
+// its work records, as the SQLite backend does: a JSON object of strings,
+// empty when none. Existing rows get none.
+const schemaV9 = `
+ALTER TABLE %[1]s.tasks ADD COLUMN correlation text NOT NULL DEFAULT '';
+ALTER TABLE %[1]s.operations ADD COLUMN correlation text NOT NULL DEFAULT '';
+`
+
+func migrateV9(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV9, m.quoted))
 	return err
 }
 

@@ -16,7 +16,7 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, queue, queued, external_ref`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation`
 
 // row is a task encoded into column values, ready to bind.
 type row struct {
@@ -33,13 +33,14 @@ type row struct {
 	queue                                        string
 	queued                                       bool
 	externalRef                                  string
+	correlation                                  string // JSON object, '' when none
 }
 
 // insertArgs binds the columns of insertSQL.
 func (r *row) insertArgs() []any {
 	return []any{r.id, r.owner, r.tool, r.wire, r.status, r.statusMessage, r.createdMS, r.updatedMS,
 		r.ttlNS, r.pollNS, r.expiresNS, r.request, r.result, r.errJSON, r.inReqs, r.inResps, r.inputSeq, r.runner, r.attempts,
-		r.leaseMS, r.idempotencyKey, r.keyOwner, r.queue, r.queued, r.externalRef}
+		r.leaseMS, r.idempotencyKey, r.keyOwner, r.queue, r.queued, r.externalRef, r.correlation}
 }
 
 // updateArgs binds the parameters of updateSQL: every column but the ID,
@@ -50,14 +51,15 @@ func (r *row) updateArgs() []any {
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
 	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
-	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?, queue = ?, queued = ?, external_ref = ?
+	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?, queue = ?, queued = ?, external_ref = ?,
+	correlation = ?
 	WHERE id = ?`
 
 // encodeTask validates t and encodes it into column values. It does not
@@ -97,6 +99,9 @@ func encodeTask(t *task.Task) (*row, error) {
 		r.expiresNS = unixNano(msTime(r.updatedMS).Add(t.TTL))
 	}
 	var err error
+	if r.correlation, err = jsoncol.EncodeCorrelation(t.Correlation); err != nil {
+		return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
+	}
 	if r.errJSON, err = encodeError(t.Error); err != nil {
 		return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
 	}
@@ -203,6 +208,7 @@ type taskCols struct {
 	createdMS, updatedMS, ttlNS, pollNS   int64
 	request, result, errJSON, reqs, resps []byte
 	leaseMS                               int64
+	correlation                           string
 }
 
 // dest returns the scan destinations of the columns.
@@ -210,7 +216,7 @@ func (c *taskCols) dest() []any {
 	t := &c.t
 	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
 		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&c.leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef}
+		&c.leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation}
 }
 
 // task returns the task the scanned columns hold.
@@ -231,6 +237,10 @@ func (c *taskCols) task() (*task.Task, error) {
 	}
 	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
 		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
+	var err error
+	if t.Correlation, err = jsoncol.DecodeCorrelation(c.correlation); err != nil {
+		return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
 	}
 	return &t, nil
 }

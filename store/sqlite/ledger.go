@@ -10,19 +10,20 @@ import (
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/task"
 )
 
 var _ store.Ledger = (*Store)(nil)
 
 const opColumns = `key, task_id, tool, owner, object, object_version, effect, state, receipt, detail,
-	created_at_ms, updated_at_ms, reconciled_at_ms`
+	created_at_ms, updated_at_ms, reconciled_at_ms, correlation`
 
 const opInsertSQL = `INSERT INTO operations (` + opColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`
 
 const opUpdateSQL = `UPDATE operations SET task_id = ?, tool = ?, owner = ?, object = ?, object_version = ?,
-	effect = ?, state = ?, receipt = ?, detail = ?, updated_at_ms = ?, reconciled_at_ms = ? WHERE key = ?`
+	effect = ?, state = ?, receipt = ?, detail = ?, updated_at_ms = ?, reconciled_at_ms = ?, correlation = ? WHERE key = ?`
 
 const opGetSQL = `SELECT ` + opColumns + ` FROM operations WHERE key = ?`
 
@@ -47,11 +48,15 @@ func scanOp(sc scanner) (*task.Operation, error) {
 		o                         task.Operation
 		taskID, owner, state      string
 		created, updated, reconMS int64
+		corr                      string
 	)
 	err := sc.Scan(&o.Key, &taskID, &o.Tool, &owner, &o.Object, &o.ObjectVersion, &o.Effect, &state,
-		&o.Receipt, &o.Detail, &created, &updated, &reconMS)
+		&o.Receipt, &o.Detail, &created, &updated, &reconMS, &corr)
 	if err != nil {
 		return nil, err
+	}
+	if o.Correlation, err = jsoncol.DecodeCorrelation(corr); err != nil {
+		return nil, fmt.Errorf("operation %q: %w", o.Key, err)
 	}
 	o.TaskID, o.Owner, o.State = task.ID(taskID), task.Owner(owner), task.OpState(state)
 	o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(created), msTime(updated), opTime(reconMS)
@@ -73,11 +78,15 @@ func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.
 	if o.UpdatedAt.IsZero() {
 		o.UpdatedAt = o.CreatedAt
 	}
+	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+	}
 	var out *task.Operation
-	err := s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
+	err = s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
 		if _, err := tx.Exec(opInsertSQL, o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
-			o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt)); err != nil {
+			o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt), corr); err != nil {
 			return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
 		}
 		got, err := scanOp(tx.QueryRow(opGetSQL, o.Key))
@@ -117,9 +126,13 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 		if err := o.Normalize(); err != nil {
 			return nil, fmt.Errorf("sqlite store: update operation: %w", err)
 		}
+		corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
+		}
 		if _, err := tx.Exec(opUpdateSQL, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
 			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
-			opMS(o.ReconciledAt), key); err != nil {
+			opMS(o.ReconciledAt), corr, key); err != nil {
 			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
 		}
 		o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())

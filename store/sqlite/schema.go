@@ -28,6 +28,7 @@ var migrations = []migration{
 	{"task logs", migrateV6},
 	{"task histories and the indexes of browsing", migrateV7},
 	{"the queue index by owner, for turns between owners", migrateV8},
+	{"host correlation keys of tasks and operations", migrateV9},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -290,6 +291,20 @@ CREATE INDEX tasks_queue_owner ON tasks (queue, queued, owner, created_at_ms, id
 
 func migrateV8(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV8)
+	return err
+}
+
+// schemaV9 adds the host correlation keys of the call that created a task
+// (task.Task.Correlation), kept with the task and copied to the operations
+// its work records: a JSON object of strings, empty when none. Existing rows
+// get none.
+const schemaV9 = `
+ALTER TABLE tasks ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+ALTER TABLE operations ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
+`
+
+func migrateV9(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV9)
 	return err
 }
 

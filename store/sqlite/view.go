@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -29,10 +30,12 @@ const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_messag
 	CASE WHEN ?3 THEN t.error END,
 	CASE WHEN ?4 THEN t.input_requests END, CASE WHEN ?5 THEN t.input_responses END,
 	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
+	t.correlation,
 	coalesce(h.last_seq, 0), coalesce(h.dropped, 0),
 	coalesce(o.key, ''), coalesce(o.task_id, ''), coalesce(o.tool, ''), coalesce(o.owner, ''), coalesce(o.object, ''),
 	coalesce(o.object_version, ''), coalesce(o.effect, ''), coalesce(o.state, ''), coalesce(o.receipt, ''),
-	coalesce(o.detail, ''), coalesce(o.created_at_ms, 0), coalesce(o.updated_at_ms, 0), coalesce(o.reconciled_at_ms, 0)
+	coalesce(o.detail, ''), coalesce(o.created_at_ms, 0), coalesce(o.updated_at_ms, 0), coalesce(o.reconciled_at_ms, 0),
+	coalesce(o.correlation, '')
 FROM tasks t
 LEFT JOIN task_log_heads h ON h.task_id = t.id
 LEFT JOIN operations o ON o.key = (SELECT key FROM operations WHERE task_id = t.id
@@ -81,10 +84,11 @@ func scanView(sc scanner) (*store.View, error) {
 		o                             task.Operation
 		opTask, opOwner, opState      string
 		opCreated, opUpdated, opRecon int64
+		opCorr                        string
 	)
 	if err := sc.Scan(append(c.dest(), &last, &dropped,
 		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
-		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon)...); err != nil {
+		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon, &opCorr)...); err != nil {
 		return nil, err
 	}
 	t, err := c.task()
@@ -95,6 +99,9 @@ func scanView(sc scanner) (*store.View, error) {
 	if o.Key != "" {
 		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
 		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
+		if o.Correlation, err = jsoncol.DecodeCorrelation(opCorr); err != nil {
+			return nil, fmt.Errorf("operation %q: %w", o.Key, err)
+		}
 		v.Operation = &o
 	}
 	return v, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -61,6 +62,10 @@ func fullTask() *task.Task {
 		Queue:          "deploys/prod — «eu»",
 		ExternalRef:    `{"upstream":"ci","taskId":"786512e5-2c8b"}`,
 		IdempotencyKey: "retry-key: «é» \"quoted\" 🙂",
+		Correlation: map[string]string{
+			"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9",
+			"example.com/trace":    "«é» \"quoted\" <&>",
+		},
 	}
 }
 
@@ -172,6 +177,9 @@ func diff(got, want *task.Task) string {
 	}
 	if got.ExternalRef != want.ExternalRef {
 		add("ExternalRef", got.ExternalRef, want.ExternalRef)
+	}
+	if !maps.Equal(got.Correlation, want.Correlation) {
+		add("Correlation", got.Correlation, want.Correlation)
 	}
 	return strings.Join(d, "\n")
 }

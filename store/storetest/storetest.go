@@ -23,7 +23,8 @@
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
 // Ledger ([store.Ledger]), Log ([store.TaskLogs]), Count
 // ([store.Counter]), Browse ([store.Browser]), History
-// ([store.Historian]), View ([store.Viewer]), and
+// ([store.Historian]), View ([store.Viewer]), Correlation (the host
+// correlation keys of tasks and operations), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -87,6 +88,7 @@ func Run(t *testing.T, b Backend) {
 		{"Browse", s.runBrowse},
 		{"History", s.runHistory},
 		{"View", s.runView},
+		{"Correlation", s.runCorrelation},
 	} {
 		t.Run(area.name, area.run)
 	}

@@ -97,3 +97,35 @@ func Decode(t *task.Task, errJSON, inputRequests, inputResponses []byte) error {
 	}
 	return nil
 }
+
+// EncodeCorrelation writes a correlation map (task.Task.Correlation,
+// task.Operation.Correlation) as a JSON object with sorted keys, after
+// task.CheckCorrelation. An empty map gives "" (the column's none).
+func EncodeCorrelation(c map[string]string) (string, error) {
+	if len(c) == 0 {
+		return "", nil
+	}
+	if err := task.CheckCorrelation(c); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(c) // encoding/json sorts map keys
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// DecodeCorrelation reads what EncodeCorrelation wrote: nil for "".
+func DecodeCorrelation(col string) (map[string]string, error) {
+	if col == "" {
+		return nil, nil
+	}
+	var c map[string]string
+	if err := json.Unmarshal([]byte(col), &c); err != nil {
+		return nil, fmt.Errorf("corrupt correlation column: %w", err)
+	}
+	if len(c) == 0 {
+		return nil, nil
+	}
+	return c, nil
+}
