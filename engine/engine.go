@@ -555,6 +555,12 @@ type StartSpec struct {
 	// re-attach to it. The task is created (and the work started) as
 	// without it; only the answer waits.
 	AwaitExternalRef time.Duration
+	// Correlation holds the host's correlation keys of the creating call
+	// (e.g. "claudecode/toolUseId" → the host's tool-use ID), stored with
+	// the task (task.Task.Correlation) and copied to the operations its
+	// work records. Nil for none; a map over task.CheckCorrelation's
+	// bounds makes Start fail before anything is written.
+	Correlation map[string]string
 }
 
 // ErrIdempotencyConflict is returned by Start when an idempotency key is
@@ -581,8 +587,12 @@ func (e *Engine) existing(t *task.Task, spec StartSpec) (*task.Task, error) {
 // work's context keeps parent's values but not its cancellation: the
 // request that starts a task may end long before the work does.
 func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task.Task, error) {
+	if err := task.CheckCorrelation(spec.Correlation); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	t := task.New(e.policy, spec.Owner, spec.Tool, spec.TTL, e.now())
 	t.Wire = spec.Wire
+	t.Correlation = task.CloneCorrelation(spec.Correlation)
 	if spec.MaxTTL > 0 && t.TTL > spec.MaxTTL {
 		t.TTL = spec.MaxTTL
 	}

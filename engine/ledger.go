@@ -161,7 +161,8 @@ func (o *Op) move(ctx context.Context, to task.OpState, receipt, detail string) 
 // work is about to do downstream, in state intended: call it BEFORE the
 // side effect starts, then record its receipt, confirmation or rejection
 // on the returned Op. The operation's owner (actor and tenant) is the
-// task's. Recording a key the ledger holds returns the stored operation
+// task's, and so is its Correlation (the host's correlation keys of the
+// call). Recording a key the ledger holds returns the stored operation
 // (a re-run finds what the earlier run recorded, perhaps confirmed); one
 // a reconciliation found rejected gets a new attempt, its key suffixed
 // "#2", "#3"....
@@ -190,6 +191,7 @@ func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, 
 			Key: k, TaskID: t.ID, Tool: t.Tool, Owner: t.Owner,
 			Object: spec.Object, ObjectVersion: spec.ObjectVersion, Effect: spec.Effect,
 			State: task.OpIntended, CreatedAt: h.e.now(), UpdatedAt: h.e.now(),
+			Correlation: task.CloneCorrelation(t.Correlation),
 		})
 		if err != nil {
 			return nil, err
