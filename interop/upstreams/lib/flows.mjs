@@ -14,6 +14,7 @@ import {
   connectHttp,
   pollTask,
   readEvents,
+  runCli,
   startHttpServer,
   startHttpUpstream,
   startTask,
@@ -77,7 +78,7 @@ export function upstreamFlows(v) {
       }
     });
 
-    it('a long call runs as a task, followed: its progress is the status message', T, async () => {
+    it('a long call runs as a task, followed: its progress is the status message, its end notified', T, async () => {
       const c = await connectHttp(server.url);
       try {
         const created = await startTask(c.client, 'slow', { steps: 4, stepMs: 150 });
@@ -94,6 +95,12 @@ export function upstreamFlows(v) {
         assert.equal(task.status, 'completed', `statuses ${statuses}; ${task.statusMessage}`);
         assert.ok(statuses.includes('working'), `statuses ${statuses}`);
         assert.ok([...messages].some((m) => /^step \d of 4$/.test(m)), `status messages: ${[...messages].join(' | ')}`);
+        // The session's GET stream carried notifications/tasks/status too.
+        await until(
+          () => c.statusNotes.some((n) => n.taskId === created.taskId && n.status === 'completed'),
+          10_000,
+          () => `notifications/tasks/status: ${JSON.stringify(c.statusNotes)}`,
+        );
         const result = await c.client.experimental.tasks.getTaskResult(created.taskId, CallToolResultSchema);
         assert.match(textOf(result), new RegExp(`slow done after 4 steps \\(${v.server} over ${v.transport}\\)`));
         const runs = readEvents(events).filter(mine((e) => e.tool === 'slow' && e.event === 'started' && e.steps === 4));
@@ -158,6 +165,21 @@ export function upstreamFlows(v) {
         }
       });
     }
+
+    it('the Go mcptask CLI on the 2026-07-28 wire: a task followed to its result, and a question answered', T, async () => {
+      const slow = await runCli(server.url, ['--wire', '2026-07-28', 'call', 'slow', 'steps:=3', 'stepMs:=100']);
+      assert.equal(slow.code, 0, `exit ${slow.code}; stdout:\n${slow.stdout}\nstderr:\n${slow.stderr}`);
+      assert.match(slow.stdout, /slow done after 3 steps/);
+      assert.match(slow.stderr, /step \d of 3/, 'the status line showed the progress');
+      const ask = await runCli(server.url, ['--wire', '2026-07-28', 'call', 'confirm', 'question=deploy from the CLI?', '--answer', 'approve=true']);
+      if (v.checkAsk) {
+        // The upstream cannot ask (see checkAsk): the tool's isError, exit 1.
+        assert.equal(ask.code, 1, `exit ${ask.code}; stdout:\n${ask.stdout}\nstderr:\n${ask.stderr}`);
+        return;
+      }
+      assert.equal(ask.code, 0, `exit ${ask.code}; stdout:\n${ask.stdout}\nstderr:\n${ask.stderr}`);
+      assert.match(ask.stdout, /answer: accept \{"approve":true\}/);
+    });
 
     it('a cancel of the task reaches the upstream, which stops the call', T, async () => {
       const c = await connectHttp(server.url);

@@ -4,9 +4,9 @@
 // TypeScript SDK 1.32.2 client of interop/ts/lib/client.mjs (both imported
 // by relative path: run `npm ci` in interop/ts too).
 
-import { spawn } from 'node:child_process';
+import { spawn, execFile, execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { writeFileSync, existsSync } from 'node:fs';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startHttpServer, tempDir } from '../../ts/lib/server.mjs';
@@ -98,4 +98,32 @@ export function alive(pid) {
   } catch (e) {
     return e.code === 'EPERM';
   }
+}
+
+let cli;
+
+/** mcptaskPath returns the Go `mcptask` CLI: $MCPTASK, or cmd/mcptask built on first use. */
+export function mcptaskPath() {
+  if (cli) return cli;
+  if (process.env.MCPTASK) {
+    cli = resolve(process.env.MCPTASK);
+    if (!existsSync(cli)) throw new Error(`MCPTASK=${cli} does not exist`);
+    return cli;
+  }
+  const out = join(tempDir('mcptask-upstreams-bin-'), 'mcptask');
+  execFileSync('go', ['build', '-o', out, './cmd/mcptask'], { cwd: resolve(here, '../../..'), stdio: ['ignore', 'inherit', 'inherit'] });
+  cli = out;
+  return cli;
+}
+
+/**
+ * runCli runs `mcptask --url URL --journal off ARGS...` and resolves with
+ * its exit code, stdout and stderr (it never rejects on a non-zero exit).
+ */
+export function runCli(url, args, { timeoutMs = 30_000 } = {}) {
+  return new Promise((resolveRun) => {
+    execFile(mcptaskPath(), ['--url', url, '--journal', 'off', ...args], { timeout: timeoutMs }, (err, stdout, stderr) => {
+      resolveRun({ code: err ? (err.code ?? err.signal) : 0, stdout, stderr });
+    });
+  });
 }
