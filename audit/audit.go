@@ -15,6 +15,8 @@ package audit
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,11 +125,16 @@ type Task struct {
 	ID    string
 	Tool  string
 	Owner task.Owner
+	// Correlation is the task's host correlation keys
+	// (task.Task.Correlation), recorded as the attribute group
+	// "correlation" (e.g. correlation.claudecode/toolUseId) when not
+	// empty. Host-chosen IDs, never arguments.
+	Correlation map[string]string
 }
 
 // TaskOf names t in a record.
 func TaskOf(t *task.Task) Task {
-	return Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner}
+	return Task{ID: string(t.ID), Tool: t.Tool, Owner: t.Owner, Correlation: t.Correlation}
 }
 
 func (a *Logger) write(ctx context.Context, event string, attrs ...slog.Attr) {
@@ -174,7 +181,15 @@ func (a *Logger) DrainChanged(ctx context.Context, c DrainChange) {
 }
 
 func (t Task) attrs() []slog.Attr {
-	return append([]slog.Attr{slog.String("task", t.ID), slog.String("tool", t.Tool)}, who("", t.Owner)...)
+	attrs := append([]slog.Attr{slog.String("task", t.ID), slog.String("tool", t.Tool)}, who("", t.Owner)...)
+	if len(t.Correlation) > 0 {
+		group := make([]any, 0, len(t.Correlation))
+		for _, k := range slices.Sorted(maps.Keys(t.Correlation)) {
+			group = append(group, slog.String(k, t.Correlation[k]))
+		}
+		attrs = append(attrs, slog.Group("correlation", group...))
+	}
+	return attrs
 }
 
 // Created records a new task (the requester is its owner).

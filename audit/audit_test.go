@@ -107,3 +107,24 @@ func TestLimitedCoalesces(t *testing.T) {
 		}
 	}
 }
+
+// TestCorrelationGroup: a task's host correlation keys are one attribute
+// group, "correlation", in its records; a task without any has none.
+func TestCorrelationGroup(t *testing.T) {
+	var buf bytes.Buffer
+	a := New(slog.New(slog.NewJSONHandler(&buf, nil)))
+	ctx := context.Background()
+	a.Created(ctx, Task{ID: "t1", Tool: "deploy", Correlation: map[string]string{"claudecode/toolUseId": "toolu_01", "b/x": "2"}}, "2026-07-28", time.Hour)
+	a.Created(ctx, Task{ID: "t2", Tool: "deploy"}, "2026-07-28", time.Hour)
+	rs := records(t, &buf)
+	if len(rs) != 2 {
+		t.Fatalf("%d records", len(rs))
+	}
+	got, _ := rs[0]["correlation"].(map[string]any)
+	if got["claudecode/toolUseId"] != "toolu_01" || got["b/x"] != "2" || len(got) != 2 {
+		t.Errorf("correlation of the first record: %v", rs[0]["correlation"])
+	}
+	if _, ok := rs[1]["correlation"]; ok {
+		t.Errorf("a task without correlation has %v", rs[1]["correlation"])
+	}
+}
