@@ -83,6 +83,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
 	"github.com/mcptask/mcptask/internal/adapter/wire2026"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -137,7 +138,24 @@ type Options struct {
 	// as the go-sdk does. The 2025-11-25 part needs no EventStore in the
 	// handler's options (the go-sdk's event IDs cannot be reproduced).
 	FastLane bool
+	// CorrelationKeys are the host correlation keys read from the _meta
+	// of a tools/call that becomes a task: each key present with a
+	// non-empty string value is stored with the task
+	// (task.Task.Correlation) and the ledger operations its work records,
+	// shown by tasks/get under wire.MetaCorrelation on both wires, and
+	// recorded by the audit trail. Values of other types are ignored; a
+	// value longer than task.MaxCorrelationValue bytes refuses the call
+	// with invalid params (-32602), rather than store a cut ID. Nil means
+	// [DefaultCorrelationKeys]; an empty non-nil slice reads none. At most
+	// task.MaxCorrelationKeys keys of at most task.MaxCorrelationKey
+	// bytes each (New refuses more).
+	CorrelationKeys []string
 }
+
+// DefaultCorrelationKeys returns the host correlation keys a server reads
+// when Options.CorrelationKeys is nil: Claude Code's tool-use ID
+// (wire.MetaClaudeCodeToolUseID, "claudecode/toolUseId").
+func DefaultCorrelationKeys() []string { return []string{wire.MetaClaudeCodeToolUseID} }
 
 // Server serves MCP Tasks for one mcp.Server from one engine.
 type Server struct {
@@ -184,6 +202,12 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
+	if o.CorrelationKeys == nil {
+		o.CorrelationKeys = DefaultCorrelationKeys()
+	}
+	if err := adapter.CheckCorrelationKeys(o.CorrelationKeys); err != nil {
+		return nil, fmt.Errorf("mcptask: Options.CorrelationKeys: %w", err)
+	}
 	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}}
 	s.fastLane = o.FastLane && o.Owner == nil
 	s.core = adapter.NewCore(adapter.Config{
@@ -196,6 +220,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 
 		ResultLinkBytes: o.ResultLinkBytes,
 		TracerProvider:  o.TracerProvider,
+		CorrelationKeys: o.CorrelationKeys,
 	})
 	if o.TracerProvider != nil {
 		// The store spans: only with a provider set here, so that a

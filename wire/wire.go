@@ -181,6 +181,19 @@ const (
 // none.
 const MetaOperation = MetaPrefix + "operation"
 
+// MetaCorrelation is the _meta key under which tasks/get carries, on both
+// wires, the host correlation keys of the call that created the task: an
+// object of strings, each a key the server reads from the call's _meta
+// (mcptask.Options.CorrelationKeys, by default MetaClaudeCodeToolUseID)
+// and its value, e.g. {"claudecode/toolUseId": "toolu_01…"}. Absent when
+// the call carried none of them.
+const MetaCorrelation = MetaPrefix + "correlation"
+
+// MetaClaudeCodeToolUseID is the _meta key of a tools/call in which Claude
+// Code sends the ID of the tool use the call answers: the default host
+// correlation key (see MetaCorrelation).
+const MetaClaudeCodeToolUseID = "claudecode/toolUseId"
+
 // Operation is the value of MetaOperation.
 type Operation struct {
 	// Key is the operation's key on the ledger.

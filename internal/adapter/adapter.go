@@ -173,6 +173,11 @@ type Config struct {
 	// waits (see [Core.Tracer]); nil means otel.GetTracerProvider(), a
 	// no-op unless the program installed one.
 	TracerProvider trace.TracerProvider
+	// CorrelationKeys are the host correlation keys read from a call's
+	// _meta and stored with the task it creates (see [Core.Correlation]);
+	// none when empty. The caller resolves any default and checks them
+	// ([CheckCorrelationKeys]).
+	CorrelationKeys []string
 }
 
 // Core is what both wires are built on.
@@ -194,6 +199,8 @@ type Core struct {
 	runSpans sync.Map
 
 	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
+
+	corrKeys []string // Config.CorrelationKeys
 }
 
 // Drain is the drain switch: new tasks of every tool (All) or of the
@@ -248,6 +255,7 @@ func NewCore(cfg Config) *Core {
 		nonce:  string(task.NewID()),
 
 		resultLink: cfg.ResultLinkBytes,
+		corrKeys:   slices.Clone(cfg.CorrelationKeys),
 	}
 	if c.log == nil {
 		c.log = slog.Default()

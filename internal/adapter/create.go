@@ -17,7 +17,8 @@ import (
 // StartTask creates a task for the tools/call r on the wire of the given
 // version, with the retention ttl asked for (nil: the default), and starts
 // its work: the rest of the handler chain for that call. Both wires create
-// tasks here: the idempotency key, the creation rate and the cap on
+// tasks here: the idempotency key, the host correlation keys of the
+// call's _meta (see [Core.Correlation]), the creation rate and the cap on
 // unfinished tasks apply alike.
 func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *time.Duration) (*task.Task, error) {
 	params := r.CallParams()
@@ -29,17 +30,22 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	if err != nil {
 		return nil, err
 	}
+	corr, err := c.Correlation(params.Meta)
+	if err != nil {
+		return nil, err
+	}
 	owner := c.Requester(ctx, r.Req)
 	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
-	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
+	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
 	endCreate(span, t, err)
 	return t, err
 }
 
 // create creates a task of tool for owner and starts work, under the drain
 // switch, the creation rate, the cap on unfinished tasks and the
-// idempotency key: every task is created here, whatever asked for it.
-func (c *Core) create(ctx context.Context, owner task.Owner, tool string, request json.RawMessage, version string, ttl *time.Duration, key string, work engine.Work) (*task.Task, error) {
+// idempotency key, with the host correlation keys corr of the call:
+// every task is created here, whatever asked for it.
+func (c *Core) create(ctx context.Context, owner task.Owner, tool string, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
 	if c.Draining().Refuses(tool) {
 		c.eng.Observer().TaskRefused(tool, "draining")
 		return nil, Draining(tool)
@@ -60,6 +66,7 @@ func (c *Core) create(ctx context.Context, owner task.Owner, tool string, reques
 		// The tool's work may have to record where it runs elsewhere
 		// before the requester is told the task exists.
 		AwaitExternalRef: c.Tool(tool).AwaitExternalRef,
+		Correlation:      corr,
 	}, work)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
 		return nil, InvalidParams(fmt.Sprintf("the idempotency key %q was already used for another call (another tool or other arguments): a retry must repeat the call exactly; a new call needs a new key", key))

@@ -48,8 +48,12 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 	// Traced in the trace of the job tool's call (its _meta); the stored
 	// call has no _meta, so a re-run after a restart starts a new trace.
 	meta := MetaOf(req)
+	corr, err := c.Correlation(meta)
+	if err != nil {
+		return nil, nil, err
+	}
 	ctx, span := c.startCreate(ctx, meta, name, JobWire)
-	t, err = c.create(ctx, c.Requester(ctx, req), name, raw, JobWire, nil, key, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
+	t, err = c.create(ctx, c.Requester(ctx, req), name, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
 		h := engine.FromContext(ctx)
 		if h == nil {
 			return nil, &task.Error{Code: task.CodeInternalError, Message: "the job runs without its task"}

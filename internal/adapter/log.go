@@ -65,9 +65,10 @@ func WithLogOf(id task.ID, p *store.LogPage, meta mcp.Meta) mcp.Meta {
 
 // WithView returns meta with what v, a task's view read by
 // engine.Engine.View, holds beside the task: its latest operation (see
-// [WithOperationOf]) and the link to its log (see [WithLogOf]).
+// [WithOperationOf]), the link to its log (see [WithLogOf]) and the host
+// correlation keys of its call (see [WithCorrelationOf]).
 func WithView(v *store.View, meta mcp.Meta) mcp.Meta {
-	return WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))
+	return WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta)))
 }
 
 // WithEvidence returns meta with the latest operation and the log link of
