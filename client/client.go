@@ -231,6 +231,27 @@ type TaskStatus struct {
 	// its latest line's number) once the task's work logged a line; read
 	// it with ReadLog. Nil when the server shows none.
 	Log *wire.LogLink
+	// Correlation holds the host correlation keys of the call that
+	// created the task (tasks/get's io.mcptask/correlation, e.g.
+	// "claudecode/toolUseId" → the host's tool-use ID). Nil when the
+	// server shows none.
+	Correlation map[string]string
+}
+
+// correlationOf reads the io.mcptask/correlation entry of an answer's
+// _meta (string values only).
+func correlationOf(raw json.RawMessage) map[string]string {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaCorrelation] == nil {
+		return nil
+	}
+	var c map[string]string
+	if json.Unmarshal(m.Meta[wire.MetaCorrelation], &c) != nil || len(c) == 0 {
+		return nil
+	}
+	return c
 }
 
 // operationOf reads the io.mcptask/operation entry of an answer's _meta.

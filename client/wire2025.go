@@ -121,6 +121,7 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 	st := status2025(t.Task)
 	st.Operation = operationOf(raw)
 	st.Log = logOf(raw)
+	st.Correlation = correlationOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, err
 	}

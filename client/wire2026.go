@@ -264,6 +264,7 @@ func decodeTask2026(raw json.RawMessage, id, method string) (*ext2026.GetTaskRes
 	st := status2026(g.TaskFields)
 	st.Operation = operationOf(raw)
 	st.Log = logOf(raw)
+	st.Correlation = correlationOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, nil, err
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -332,10 +334,13 @@ type jsonStatus struct {
 	Operation *wire.Operation `json:"operation,omitempty"`
 	// Log links the task's log (mcptask logs ID reads it).
 	Log *wire.LogLink `json:"log,omitempty"`
+	// Correlation is the host correlation keys of the call that created
+	// the task (e.g. claudecode/toolUseId).
+	Correlation map[string]string `json:"correlation,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -372,6 +377,13 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 		row("log", fmt.Sprintf("%d lines logged (mcptask logs %s)", s.Log.Last, s.ID))
 	}
 	row("tool", tool)
+	if len(s.Correlation) > 0 {
+		var pairs []string
+		for _, k := range slices.Sorted(maps.Keys(s.Correlation)) {
+			pairs = append(pairs, k+"="+oneLine(s.Correlation[k]))
+		}
+		row("host", strings.Join(pairs, ", "))
+	}
 	if !s.CreatedAt.IsZero() {
 		row("created", fmt.Sprintf("%s (%s ago)", s.CreatedAt.Local().Format(time.DateTime), formatElapsed(time.Since(s.CreatedAt))))
 	}
