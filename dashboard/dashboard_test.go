@@ -699,7 +699,8 @@ func TestBehindProxyPrefix(t *testing.T) {
 func TestTaskPageParts(t *testing.T) {
 	e := newEnv(t, false, nil)
 	asked := make(chan struct{})
-	tk, err := e.eng.Start(context.Background(), engine.StartSpec{Owner: task.UserOwner("acme", "alice"), Tool: "deploy", Request: json.RawMessage(`{}`)},
+	tk, err := e.eng.Start(context.Background(), engine.StartSpec{Owner: task.UserOwner("acme", "alice"), Tool: "deploy", Request: json.RawMessage(`{}`),
+		Correlation: map[string]string{"claudecode/toolUseId": "toolu_01<b>x</b>"}},
 		func(ctx context.Context) (json.RawMessage, error) {
 			h := engine.FromContext(ctx)
 			h.Log("stdout", "building api\nstep 2 <b>bold</b>")
@@ -734,6 +735,7 @@ func TestTaskPageParts(t *testing.T) {
 		"deploy api to production", "service/api v42", `<span class="badge op-submitted">submitted</span>`, "<code>deploy-7781</code>",
 		`<span class="badge st-working">working</span> → <span class="badge st-input-required">input_required</span>`,
 		"work started (run 1)",
+		"<dt>Host call</dt>", "claudecode/toolUseId <code>toolu_01&lt;b&gt;x&lt;/b&gt;</code>",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the task page lacks %q", want)

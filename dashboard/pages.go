@@ -416,7 +416,13 @@ type taskLive struct {
 	LogKept                                           bool
 	LogDropped                                        int64
 	LogMore                                           int64
+	// Correlation is the host correlation keys of the call that created
+	// the task, sorted by key.
+	Correlation []correlationView
 }
+
+// correlationView is one host correlation key of a task and its value.
+type correlationView struct{ Key, Value string }
 
 // eventView is one entry of a task's timeline.
 type eventView struct {
@@ -501,6 +507,9 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 	}
 	if !t.LeaseExpiresAt.IsZero() {
 		l.Lease = t.LeaseExpiresAt.UTC().Format(shownTime)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Correlation)) {
+		l.Correlation = append(l.Correlation, correlationView{Key: k, Value: t.Correlation[k]})
 	}
 	if h.hist != nil {
 		l.HistoryKept = true
