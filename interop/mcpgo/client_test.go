@@ -109,7 +109,7 @@ func flows2025(t *testing.T, r rig) {
 
 	t.Run("task to completion with status messages", func(t *testing.T) {
 		c, _ := dial(t, nil)
-		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 6, "step_delay_ms": 400}, 60000)
+		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 8, "step_delay_ms": 400}, 60000)
 		if task.Status != mcp.TaskStatusWorking || task.PollInterval == nil || *task.PollInterval != pollIntervalMs || task.TTL == nil || *task.TTL != 60000 {
 			t.Errorf("the created task: %+v", task)
 		}
@@ -117,10 +117,10 @@ func flows2025(t *testing.T, r rig) {
 		if last.Status != mcp.TaskStatusCompleted {
 			t.Fatalf("status %s (%s)", last.Status, last.StatusMessage)
 		}
-		// Polled every 500 ms, steps of 400 ms: two steps at least.
+		// Polled every 500 ms, 8 steps of 400 ms: two steps at least.
 		steps := 0
 		for _, m := range messages {
-			if strings.Contains(m, " of 6") {
+			if strings.Contains(m, " of 8") {
 				steps++
 			}
 		}
@@ -241,7 +241,7 @@ func flows2025(t *testing.T, r rig) {
 	t.Run("cancel mid-way", func(t *testing.T) {
 		c, _ := dial(t, nil)
 		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 50, "step_delay_ms": 200}, 0)
-		pollUntil(t, c, task.TaskId, func(g *mcp.GetTaskResult) bool { return strings.Contains(g.StatusMessage, "step 1 of 50") })
+		pollUntil(t, c, task.TaskId, func(g *mcp.GetTaskResult) bool { return g.Status == mcp.TaskStatusWorking && strings.Contains(g.StatusMessage, " of 50") })
 		cres, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: task.TaskId}})
 		if err != nil || cres.Status != mcp.TaskStatusCancelled {
 			t.Fatalf("tasks/cancel: %+v, %v", cres, err)

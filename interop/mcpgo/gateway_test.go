@@ -151,15 +151,23 @@ func TestGatewayUpstream(t *testing.T) {
 }
 
 // upstreamTaskOf returns the upstream task the gateway created for our
-// task id (its debug log), or "" when it made none (a plain call).
-func upstreamTaskOf(d *daemon, id string) string {
-	for _, r := range d.LogRecords("upstream task created") {
-		if r["task"] == id {
-			s, _ := r["upstreamTask"].(string)
-			return s
+// task id (its debug log), or "" when it made none (a plain call). The
+// log line may follow the create's answer: when want, it waits for it
+// (up to 10 s).
+func upstreamTaskOf(t *testing.T, d *daemon, id string, want bool) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, r := range d.LogRecords("upstream task created") {
+			if r["task"] == id {
+				s, _ := r["upstreamTask"].(string)
+				return s
+			}
 		}
+		if !want || time.Now().After(deadline) {
+			return ""
+		}
+		waitLog(t)
 	}
-	return ""
 }
 
 func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
@@ -198,12 +206,12 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if got := upstreamTaskOf(d, call.Task.ID); (got != "") != asTask {
+		if got := upstreamTaskOf(t, d, call.Task.ID, asTask); (got != "") != asTask {
 			t.Errorf("upstream task %q; want one: %v", got, asTask)
 		}
 		// A plain call's progress is our status message; an mcp-go
 		// task has none to relay (no status message, no progress).
-		if !asTask && !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, "step 2 of 4") }) {
+		if !asTask && !slices.ContainsFunc(messages, func(m string) bool { return strings.Contains(m, " of 4") }) {
 			t.Errorf("status messages %q; want the upstream's progress", messages)
 		}
 		if asTask && slices.ContainsFunc(messages, func(m string) bool { return m != "" }) {
@@ -266,7 +274,7 @@ func upstreamFlows(t *testing.T, d *daemon, transport, wire string) {
 		if err != nil || call.Task == nil {
 			t.Fatalf("block: %+v, %v; want a task", call, err)
 		}
-		ut := upstreamTaskOf(d, call.Task.ID)
+		ut := upstreamTaskOf(t, d, call.Task.ID, true)
 		if ut == "" {
 			t.Fatalf("block made no upstream task")
 		}
