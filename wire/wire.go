@@ -236,6 +236,9 @@ type ListedOperation struct {
 	ObjectVersion string `json:"objectVersion,omitempty"`
 	// Detail is what the last change said, short.
 	Detail string `json:"detail,omitempty"`
+	// Correlation is the host correlation keys of the call that created
+	// its task (see MetaCorrelation), absent when none.
+	Correlation map[string]string `json:"correlation,omitempty"`
 	// CreatedAt and UpdatedAt are RFC 3339 UTC timestamps.
 	CreatedAt string `json:"createdAt"`
 	UpdatedAt string `json:"updatedAt"`

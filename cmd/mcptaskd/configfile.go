@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/gateway"
+	"github.com/mcptask/mcptask/internal/adapter"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -25,6 +26,8 @@ import (
 // serves. YAML (which also reads JSON):
 //
 //	demo: true            # the demo tools (the default)
+//	correlationKeys:      # host correlation keys of a call's _meta, stored
+//	  - claudecode/toolUseId  # with its task (the default; [] for none)
 //	drain:                # refuse new tasks (SIGHUP re-reads this)
 //	  all: false
 //	  tools: [deploy_with_confirmation]
@@ -60,6 +63,10 @@ import (
 // are never logged.
 type FileConfig struct {
 	Demo *bool `yaml:"demo"`
+	// CorrelationKeys are the host correlation keys read from a call's
+	// _meta and stored with its task (mcptask.Options.CorrelationKeys):
+	// absent means mcptask.DefaultCorrelationKeys, an empty list none.
+	CorrelationKeys *[]string `yaml:"correlationKeys"`
 	// Drain stops new tasks, of every tool or of some, while existing
 	// tasks go on; SIGHUP re-reads it without a restart.
 	Drain DrainConfig `yaml:"drain"`
@@ -410,6 +417,12 @@ func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*Fi
 	fc.root = &root
 	fc.nodes, fc.toolNodes = map[string]*yaml.Node{}, map[string]map[string]int{}
 	fc.lines = map[string]int{}
+	if n := child(docOf(&root), "correlationKeys"); n != nil {
+		fc.lines["correlationKeys"] = fc.line("correlationKeys")
+		if fc.CorrelationKeys == nil { // correlationKeys: with no value
+			fc.CorrelationKeys = &[]string{}
+		}
+	}
 	for _, f := range [][2]string{{"drain", "fallback"}, {"jobTools", "prefix"}} {
 		if n := child(child(docOf(&root), f[0]), f[1]); n != nil {
 			fc.lines[f[0]+"."+f[1]] = n.Line
@@ -514,6 +527,11 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 	case "", "refuse", "sync":
 	default:
 		errs = append(errs, fmt.Errorf("%d: drain.fallback: %q: want refuse or sync", fc.lines["drain.fallback"], fc.Drain.Fallback))
+	}
+	if fc.CorrelationKeys != nil {
+		if err := adapter.CheckCorrelationKeys(*fc.CorrelationKeys); err != nil {
+			errs = append(errs, fmt.Errorf("%d: correlationKeys: %v", fc.lines["correlationKeys"], err))
+		}
 	}
 	if p := fc.JobTools.prefix(); !toolNamePattern.MatchString(p) || len(p) > 64 {
 		errs = append(errs, fmt.Errorf("%d: jobTools.prefix: %q: want at most 64 letters, digits, '_', '-' or '.'", fc.lines["jobTools.prefix"], p))
@@ -656,6 +674,16 @@ func (fc *FileConfig) drainState() mcptask.DrainState {
 		return DrainConfig{}.state()
 	}
 	return fc.Drain.state()
+}
+
+// correlationKeys returns the host correlation keys of
+// mcptask.Options.CorrelationKeys: nil (the default keys) without a file
+// or without correlationKeys in it.
+func (fc *FileConfig) correlationKeys() []string {
+	if fc == nil || fc.CorrelationKeys == nil {
+		return nil
+	}
+	return append([]string{}, *fc.CorrelationKeys...)
 }
 
 // demoEnabled reports whether the demo tools are served.

@@ -167,7 +167,8 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		}
 	}()
 	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications, ResultLinkBytes: cfg.ResultLinkBytes,
-		TracerProvider: tp, FastLane: true}) // mcptaskd adds no go-sdk middleware of its own
+		TracerProvider: tp, FastLane: true, // mcptaskd adds no go-sdk middleware of its own
+		CorrelationKeys: fc.correlationKeys()})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -96,6 +96,7 @@ func (c *Core) ListOperations(ctx context.Context, method string, owner task.Own
 			Object:        op.Object,
 			ObjectVersion: op.ObjectVersion,
 			Detail:        op.Detail,
+			Correlation:   op.Correlation,
 			CreatedAt:     task.FormatTime(op.CreatedAt),
 			UpdatedAt:     task.FormatTime(op.UpdatedAt),
 		})
