@@ -113,6 +113,13 @@ type Upstream struct {
 	// the upstream's logger name). Empty means DefaultLogLevel; "off"
 	// sets none, and the upstream sends nothing.
 	LogLevel string
+
+	// ToolMeta adds entries to the _meta of the upstream's tools in
+	// tools/list (both wires), by upstream tool name, "*" for every tool
+	// of the upstream (a tool's own entry wins over "*", both over the
+	// upstream's own _meta of the tool): e.g. a host's hint of the result
+	// size it accepts. See toolMeta.
+	ToolMeta map[string]map[string]any
 }
 
 // Defaults of an Upstream.
@@ -513,6 +520,7 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 		}
 		exported := *t
 		exported.Name = name
+		exported.Meta = u.toolMeta(t)
 		if exported.InputSchema == nil {
 			exported.InputSchema = map[string]any{"type": "object"}
 		}
@@ -568,6 +576,28 @@ func toolNames(tools []*mcp.Tool) string {
 	return strings.Join(names, ", ")
 }
 
+// upstreamOnlyMeta are the _meta keys of an upstream's result that
+// describe the upstream's own exchange with the gateway, not the result:
+// the upstream's server software (a 2026-07-28 key, which names the
+// server producing the response: mcptask's answer says its own), and the
+// upstream's task (its ID is the gateway's reference, never shown).
+var upstreamOnlyMeta = []string{"io.modelcontextprotocol/serverInfo", "io.modelcontextprotocol/related-task"}
+
+// relayed returns an upstream's result as the gateway answers it: without
+// the upstream's upstreamOnlyMeta keys (res is changed in place).
+func relayed(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || res.Meta == nil {
+		return res
+	}
+	for _, k := range upstreamOnlyMeta {
+		delete(res.Meta, k)
+	}
+	if len(res.Meta) == 0 {
+		res.Meta = nil
+	}
+	return res
+}
+
 // handler is the work of a re-exported tool: the upstream call.
 func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -581,7 +611,7 @@ func (u *upstream) handler(name string, p ToolPolicy) mcp.ToolHandler {
 			res, err, died := u.call(ctx, tk, name, req)
 			switch {
 			case !died:
-				return res, err
+				return relayed(res), err
 			case !p.Rerunnable:
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
 					"upstream %s died during the call of %s (its process exited or its connection broke: %v); the outcome is unknown, and %s is not declared rerunnable, so it was not called again",

@@ -251,9 +251,9 @@ func (u *upstream) taskHandler(name string, p ToolPolicy, plain mcp.ToolHandler)
 			if err := tk.SetExternalRef(ctx, ""); err != nil {
 				return nil, err
 			}
-			return u.runUpstreamTask(ctx, tk, name, req)
+			res, err = u.runUpstreamTask(ctx, tk, name, req)
 		}
-		return res, err
+		return relayed(res), err
 	}
 }
 

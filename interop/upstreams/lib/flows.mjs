@@ -151,10 +151,7 @@ export function upstreamFlows(v) {
     }
 
     if (v.protocolVersion === '2026-07-28') {
-      it("a relayed result carries mcptaskd's own _meta, not the upstream's 2026-07-28 serverInfo", {
-        ...T,
-        todo: "mcptask defect: the gateway relays the upstream result's _meta['io.modelcontextprotocol/serverInfo'] (the v2 upstream's name) to the 2025-11-25 client",
-      }, async () => {
+      it("a relayed result carries mcptaskd's own _meta, not the upstream's 2026-07-28 serverInfo", T, async () => {
         const c = await connectHttp(server.url);
         try {
           const created = await startTask(c.client, 'slow', { steps: 1, stepMs: 10 });
