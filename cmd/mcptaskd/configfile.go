@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,9 @@ import (
 //	                                    # together; the others wait, queued
 //	    toolOptions:
 //	      longRunningOperation: {task: required, timeout: 10m, maxConcurrent: 2}
+//	    toolMeta:                       # added to a tool's _meta in tools/list
+//	      longRunningOperation: {"anthropic/maxResultSizeChars": 200000}
+//	      "*": {}                       # (every tool of the server)
 //	  remote:
 //	    url: https://mcp.example.com/mcp
 //	    headers: {Authorization: "Bearer ${REMOTE_TOKEN}"}
@@ -141,6 +145,10 @@ type ServerConfig struct {
 	LogLevel        string   `yaml:"logLevel"`
 	ToolConfig      `yaml:",inline"`
 	ToolOptions     map[string]ToolConfig `yaml:"toolOptions"`
+	// ToolMeta adds entries to the _meta of the server's tools in
+	// tools/list, by upstream tool name ("*": every tool of the server);
+	// see gateway.Upstream.ToolMeta.
+	ToolMeta map[string]map[string]any `yaml:"toolMeta"`
 }
 
 // ToolConfig is how the tools of an upstream run.
@@ -585,6 +593,18 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 				errs = append(errs, fmt.Errorf("%d: mcpServers.%s.toolOptions.%s.maxConcurrent: must not be negative", l, name, tool))
 			}
 		}
+		for _, tool := range slices.Sorted(maps.Keys(s.ToolMeta)) {
+			field := ".toolMeta." + tool
+			switch {
+			case tool == "":
+				bad(".toolMeta", "an empty tool name")
+			case tool != "*" && len(s.Tools) > 0 && !slices.Contains(s.Tools, tool):
+				bad(field, "names a tool that tools does not re-export")
+			}
+			if _, err := json.Marshal(s.ToolMeta[tool]); err != nil {
+				bad(field, "not a JSON object (%v)", err)
+			}
+		}
 		for _, m := range []map[string]string{s.Env, s.Headers} {
 			for k, v := range m {
 				val, problems := expand(v, getenv)
@@ -707,7 +727,8 @@ func (fc *FileConfig) upstreams() []gateway.Upstream {
 			URL: s.URL, Headers: s.Headers, Tools: s.Tools, Prefix: s.Prefix,
 			MaxSessions: s.MaxSessions, ProtocolVersion: s.ProtocolVersion,
 			MaxConcurrent: s.MaxConcurrent, LogLevel: s.LogLevel,
-			Default: s.ToolConfig.policy(gateway.ToolPolicy{}),
+			Default:  s.ToolConfig.policy(gateway.ToolPolicy{}),
+			ToolMeta: s.ToolMeta,
 		}
 		// The server's maxConcurrent caps its tools together, not each.
 		u.Default.MaxConcurrent = 0

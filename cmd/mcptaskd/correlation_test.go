@@ -210,3 +210,39 @@ func TestCorrelationConfiguredKeys(t *testing.T) {
 		t.Errorf("-check-config of a key given twice: %v\n%s", err, out)
 	}
 }
+
+// TestToolMetaConfig: toolMeta of an mcpServers entry reaches the
+// gateway's upstream as given (nested objects as JSON objects); a tool
+// that tools does not re-export, or a value that is no JSON object, is
+// refused with its line.
+func TestToolMetaConfig(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	fc, err := parseFileConfig([]byte(`mcpServers:
+  up:
+    url: http://127.0.0.1:1/mcp
+    tools: [slow]
+    toolMeta:
+      slow: {"anthropic/maxResultSizeChars": 200000, "x/nested": {"a": [1, 2]}}
+      "*": {"x/all": true}
+`), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := fc.upstreams()
+	if len(ups) != 1 {
+		t.Fatalf("upstreams: %+v", ups)
+	}
+	b, err := json.Marshal(ups[0].ToolMeta)
+	if want := `{"*":{"x/all":true},"slow":{"anthropic/maxResultSizeChars":200000,"x/nested":{"a":[1,2]}}}`; err != nil || string(b) != want {
+		t.Errorf("ToolMeta = %s (%v), want %s", b, err, want)
+	}
+	for _, c := range []struct{ config, want string }{
+		{"mcpServers:\n  up:\n    url: http://127.0.0.1:1/mcp\n    tools: [slow]\n    toolMeta:\n      other: {a: 1}\n", "2: mcpServers.up.toolMeta.other: names a tool that tools does not re-export"},
+		{"mcpServers:\n  up:\n    url: http://127.0.0.1:1/mcp\n    toolMeta:\n      slow: [1]\n", "toolMeta"},
+		{"mcpServers:\n  up:\n    url: http://127.0.0.1:1/mcp\n    toolMeta:\n      slow: {1: 2, [a]: b}\n", "mcpServers.up.toolMeta.slow"},
+	} {
+		if _, err := parseFileConfig([]byte(c.config), noEnv); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error with %q", c.config, err, c.want)
+		}
+	}
+}
