@@ -142,10 +142,16 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 				notes = append(notes, fmt.Sprintf("%s: at most %d at once", tool, n))
 			}
 		}
+		if len(u.ToolMeta) > 0 {
+			notes = append(notes, "_meta added to "+strings.Join(slices.Sorted(maps.Keys(u.ToolMeta)), ", "))
+		}
 		if len(notes) > 0 {
 			where += "; " + strings.Join(notes, ", ")
 		}
 		fmt.Fprintf(stdout, "  %s (%s)\n", u.Name, where)
+	}
+	if keys := fc.correlationKeys(); keys != nil {
+		fmt.Fprintf(stdout, "  host correlation keys: %s\n", cmp.Or(strings.Join(keys, ", "), "none"))
 	}
 	for _, l := range fc.describeCommands() {
 		fmt.Fprintf(stdout, "  %s\n", l)
