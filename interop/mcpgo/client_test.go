@@ -241,7 +241,9 @@ func flows2025(t *testing.T, r rig) {
 	t.Run("cancel mid-way", func(t *testing.T) {
 		c, _ := dial(t, nil)
 		task := createTask(t, c, "long_computation", map[string]any{"n": 20000, "steps": 50, "step_delay_ms": 200}, 0)
-		pollUntil(t, c, task.TaskId, func(g *mcp.GetTaskResult) bool { return g.Status == mcp.TaskStatusWorking && strings.Contains(g.StatusMessage, " of 50") })
+		pollUntil(t, c, task.TaskId, func(g *mcp.GetTaskResult) bool {
+			return g.Status == mcp.TaskStatusWorking && strings.Contains(g.StatusMessage, " of 50")
+		})
 		cres, err := c.CancelTask(t.Context(), mcp.CancelTaskRequest{Params: mcp.CancelTaskParams{TaskId: task.TaskId}})
 		if err != nil || cres.Status != mcp.TaskStatusCancelled {
 			t.Fatalf("tasks/cancel: %+v, %v", cres, err)
