@@ -14,7 +14,9 @@ var cmdStatus = &command{
 	summary:  "show the status of tasks",
 	help: `
 Shows the current status of each task: working, input_required, completed,
-failed or cancelled, with its status message and times. It does not wait
+failed or cancelled, with its status message and times, and the host's
+correlation keys of the call that created it (host: e.g.
+claudecode/toolUseId=toolu_01...), when the server shows them. It does not wait
 and does not fetch the result ('mcptask wait ID' does). With --json it
 prints a JSON object (an array for several IDs). Exits 0 when the server
 knows every task, 4 otherwise.`,
