@@ -151,3 +151,33 @@ export function textOf(result) {
     .map((c) => c.text)
     .join('\n');
 }
+
+/**
+ * sortErrors splits the errors a 2025 connection reported into those a
+ * test must fail on and the one race the library has on that wire: when a
+ * notifications/tasks/status arrives while its tasks/get poll is in flight,
+ * ext-tasks aborts the poll, the SDK Client forgets the request, and the
+ * server's answer, when it comes, is reported to onerror as "Received a
+ * response for an unknown message ID". Such an error is set aside only if
+ * the record shows that ID was a tasks/get of this session.
+ */
+export function sortErrors(conn, exchanges) {
+  const abandoned = [];
+  const unexpected = [];
+  for (const e of conn.errors) {
+    const m = /^Received a response for an unknown message ID: (.*)$/s.exec(e?.message ?? '');
+    let id;
+    try {
+      id = m && JSON.parse(m[1]).id;
+    } catch {
+      // not the race
+    }
+    const wasPoll =
+      id !== undefined &&
+      exchanges.some(
+        (x) => x.headers['mcp-session-id'] === conn.transport.sessionId && x.sent.some((s) => s.id === id && s.method === 'tasks/get'),
+      );
+    (wasPoll ? abandoned : unexpected).push(e);
+  }
+  return { abandoned, unexpected };
+}
