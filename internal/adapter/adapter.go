@@ -324,9 +324,28 @@ func InvalidParams(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
 }
 
-// MethodNotFound is a JSON-RPC method-not-found error (-32601).
+// MethodNotFound is a JSON-RPC method-not-found error (-32601) whose
+// message reaches the client. (The go-sdk, v1.8.0, replaces the message
+// of every handler error that errors.Is its method-not-found error, a
+// comparison of codes, with `method not found: "tools/call"`: this error
+// is not one for errors.Is, and converts to the wire error with
+// errors.As, which the go-sdk uses to keep the code.)
 func MethodNotFound(msg string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}
+	return &methodNotFound{&jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: msg}}
+}
+
+// methodNotFound is the error of [MethodNotFound].
+type methodNotFound struct{ e *jsonrpc.Error }
+
+func (m *methodNotFound) Error() string { return m.e.Message }
+
+// As lets errors.As find the wire error.
+func (m *methodNotFound) As(target any) bool {
+	if p, ok := target.(**jsonrpc.Error); ok {
+		*p = m.e
+		return true
+	}
+	return false
 }
 
 // InternalError is a JSON-RPC internal error (-32603).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -271,8 +272,8 @@ func idOf(raw json.RawMessage) jsonrpc.ID {
 // writeError answers a request with a JSON-RPC error, as application/json
 // with the HTTP status the 2026-07-28 wire gives it.
 func writeError(rw http.ResponseWriter, rawID json.RawMessage, status int, err error) {
-	jerr, ok := err.(*jsonrpc.Error)
-	if !ok {
+	var jerr *jsonrpc.Error
+	if !errors.As(err, &jerr) {
 		jerr = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	b, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: idOf(rawID), Error: jerr})

@@ -322,15 +322,16 @@ export function registerFlows(connect) {
     assert.deepEqual((await client.experimental.tasks.listTasks()).tasks, []);
   });
 
-  // Only the codes of the -32601 answers are checked: the go-sdk (v1.8.0,
-  // internal/jsonrpc2 processResult) replaces the message of any -32601 a
-  // handler returns with 'method not found: "tools/call"'.
+  // The -32601 answers say why (the go-sdk v1.8.0 would replace the
+  // message with 'method not found: "tools/call"'; adapter.MethodNotFound
+  // keeps it).
   flow('plain call to a task-required tool: the SDK refuses locally; sent anyway, the server answers -32601', async ({ client }) => {
     await expectMcpError(client.callTool({ name: 'deploy_with_confirmation', arguments: { service: 'api' } }), INVALID_REQUEST, /requires task-based execution/);
     // What a client without the SDK's guard gets from the server.
     await expectMcpError(
       client.request({ method: 'tools/call', params: { name: 'deploy_with_confirmation', arguments: { service: 'api' } } }, CallToolResultSchema),
       METHOD_NOT_FOUND,
+      /must be called as a task/,
     );
   });
 
@@ -341,6 +342,7 @@ export function registerFlows(connect) {
     assert.equal(msgs.length, 1);
     assert.equal(msgs[0].type, 'error');
     assert.equal(msgs[0].error.code, METHOD_NOT_FOUND, msgs[0].error.message);
+    assert.match(msgs[0].error.message, /does not support task-augmented calls/);
     // A plain call (callToolStream adds no task for a forbidden tool).
     const plain = await collect(client.experimental.tasks.callToolStream({ name: 'echo', arguments: { text: 'hi' } }));
     assert.deepEqual(
