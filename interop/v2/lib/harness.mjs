@@ -32,16 +32,16 @@ export async function startServer({ extraArgs = [], timeoutMs = 30_000 } = {}) {
 
 /**
  * until resolves once cond() returns a truthy value (which it returns),
- * checking every 10 ms; it fails after timeoutMs with what() as the
- * message. A deadline wait on a condition, never a fixed sleep.
+ * checking every everyMs (10 ms); it fails after timeoutMs with what() as
+ * the message. A deadline wait on a condition, never a fixed sleep.
  */
-export async function until(cond, timeoutMs, what = () => 'condition not met') {
+export async function until(cond, timeoutMs, what = () => 'condition not met', everyMs = 10) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await cond();
     if (v) return v;
     if (Date.now() > deadline) assert.fail(`after ${timeoutMs} ms: ${what()}`);
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
 
