@@ -17,28 +17,15 @@ import (
 // embedded in a task ("the structure matches the result type of the
 // original request").
 func WithResultType(result json.RawMessage, resultType string) json.RawMessage {
-	if !json.Valid(result) {
+	has := false
+	if !eachMember(result, func(key, _ []byte) bool {
+		has = isMember(key, "resultType")
+		return !has
+	}) || has {
 		return result
 	}
-	i := skipSpace(result, 0)
-	if i == len(result) || result[i] != '{' {
-		return result
-	}
-	open := i
-	i = skipSpace(result, i+1)
-	empty := i < len(result) && result[i] == '}'
-	for i < len(result) && result[i] != '}' {
-		keyEnd := valueEnd(result, i)
-		if isMember(result[i:keyEnd], "resultType") {
-			return result
-		}
-		i = skipSpace(result, keyEnd)
-		i = skipSpace(result, i+1) // the colon
-		i = skipSpace(result, valueEnd(result, i))
-		if i < len(result) && result[i] == ',' {
-			i = skipSpace(result, i+1)
-		}
-	}
+	open := bytes.IndexByte(result, '{')
+	empty := len(bytes.TrimSpace(result[open+1:])) == 1 // only the closing brace
 	member, _ := json.Marshal(resultType)
 	out := make([]byte, 0, len(result)+len(member)+16)
 	out = append(out, result[:open+1]...)

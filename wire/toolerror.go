@@ -14,38 +14,56 @@ import (
 // false), without decoding anything else: the other members, however
 // large, are only scanned over.
 func ToolError(result []byte) bool {
-	if !json.Valid(result) {
-		return false
-	}
-	i := skipSpace(result, 0)
-	if i == len(result) || result[i] != '{' {
-		return false // null, or another type than an object
-	}
 	isError := false
-	i = skipSpace(result, i+1)
-	for i < len(result) && result[i] != '}' {
-		keyEnd := valueEnd(result, i)
-		key := result[i:keyEnd]
-		i = skipSpace(result, keyEnd)
-		i = skipSpace(result, i+1) // the colon
-		end := valueEnd(result, i)
+	typeError := false
+	if !eachMember(result, func(key, value []byte) bool {
 		if isErrorKey(key) {
-			switch string(result[i:end]) {
+			switch string(value) {
 			case "true":
 				isError = true
 			case "false":
 				isError = false
 			case "null":
 			default:
-				return false // a type error: the decoding fails
+				typeError = true // the decoding fails
+				return false
 			}
 		}
-		i = skipSpace(result, end)
-		if i < len(result) && result[i] == ',' {
-			i = skipSpace(result, i+1)
-		}
+		return true
+	}) || typeError {
+		return false // null, another type than an object, or invalid JSON
 	}
 	return isError
+}
+
+// eachMember calls fn with the quoted name and the raw value of each
+// top-level member of the JSON object b, in order, until fn returns false.
+// It reports whether b is a valid JSON object; the values are scanned
+// over, never decoded.
+func eachMember(b []byte, fn func(key, value []byte) bool) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		keyEnd := valueEnd(b, i)
+		key := b[i:keyEnd]
+		i = skipSpace(b, keyEnd)
+		i = skipSpace(b, i+1) // the colon
+		end := valueEnd(b, i)
+		if !fn(key, b[i:end]) {
+			return true
+		}
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return true
 }
 
 // isErrorKey reports whether the quoted member name key is "isError" as

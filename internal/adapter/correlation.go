@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
@@ -10,28 +9,18 @@ import (
 )
 
 // CheckCorrelationKeys reports whether keys can be the host correlation
-// keys of a server: at most task.MaxCorrelationKeys of them, each
-// non-empty, valid UTF-8 and at most task.MaxCorrelationKey bytes, none
-// twice.
+// keys of a server: none twice, and as task.CheckCorrelation takes the
+// keys of a correlation map (at most task.MaxCorrelationKeys, each
+// non-empty, valid UTF-8 and at most task.MaxCorrelationKey bytes).
 func CheckCorrelationKeys(keys []string) error {
-	if len(keys) > task.MaxCorrelationKeys {
-		return fmt.Errorf("%d correlation keys, more than %d", len(keys), task.MaxCorrelationKeys)
-	}
-	seen := map[string]bool{}
+	asMap := make(map[string]string, len(keys))
 	for _, k := range keys {
-		switch {
-		case k == "":
-			return fmt.Errorf("an empty correlation key")
-		case len(k) > task.MaxCorrelationKey:
-			return fmt.Errorf("correlation key %.40q… is longer than %d bytes", k, task.MaxCorrelationKey)
-		case !utf8.ValidString(k):
-			return fmt.Errorf("correlation key %q is not valid UTF-8", k)
-		case seen[k]:
+		if _, twice := asMap[k]; twice {
 			return fmt.Errorf("correlation key %q given twice", k)
 		}
-		seen[k] = true
+		asMap[k] = ""
 	}
-	return nil
+	return task.CheckCorrelation(asMap)
 }
 
 // Correlation returns the host correlation keys of a call's _meta that
