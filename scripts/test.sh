@@ -62,7 +62,7 @@ step "interop: the mcp-go v1.2.1 client against mcptaskd, its server behind the 
 (cd interop/mcpgo && go test -race -count=1 ./...)
 
 installed
-step "interop: TypeScript SDK client against mcptaskd (HTTP and stdio, and the gateway before server-everything)"
+step "interop: the npm clients and servers of interop/*/ (TS SDK v1 and v2 with ext-tasks, Inspector, ai-sdk, mcp-use; TS SDK v2 and fastmcp upstreams)"
 scripts/interop.sh
 
 step "conformance suite"
