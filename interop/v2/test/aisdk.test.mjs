@@ -77,8 +77,8 @@ for (const [wire, discovery] of [['2026-07-28', true], ['2025-11-25', false]]) {
       if (wire === '2026-07-28') {
         await expectError(client.callTool({ name: 'deploy_with_confirmation', arguments: DEPLOY }), -32021, /requires the client capability extensions\["io\.modelcontextprotocol\/tasks"\]/);
       } else {
-        // go-sdk v1.8.0 rewrites every -32601 message (docs/wire-2025-11-25.md).
-        await expectError(client.callTool({ name: 'deploy_with_confirmation', arguments: DEPLOY }), -32601, /method not found/);
+        // mcptask's own -32601 message (docs/wire-2025-11-25.md).
+        await expectError(client.callTool({ name: 'deploy_with_confirmation', arguments: DEPLOY }), -32601, /must be called as a task/);
       }
     });
 
