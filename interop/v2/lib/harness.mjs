@@ -11,11 +11,12 @@ export { tempDir, mcptaskdPath };
 
 /**
  * startServer starts mcptaskd (extraArgs, e.g. a -config) and a recorder in
- * front of it. url is the recorder's; direct the server's own.
+ * front of it (holdFirstSessionGet: see startRecorder). url is the
+ * recorder's; direct the server's own.
  */
-export async function startServer({ extraArgs = [], timeoutMs = 30_000 } = {}) {
+export async function startServer({ extraArgs = [], timeoutMs = 30_000, holdFirstSessionGet = false } = {}) {
   const server = await startHttpServer({ extraArgs, timeoutMs });
-  const rec = await startRecorder(server.url);
+  const rec = await startRecorder(server.url, { holdFirstSessionGet });
   return {
     url: rec.url,
     direct: server.url,

@@ -29,14 +29,32 @@ import { once } from 'node:events';
  * startRecorder starts the proxy in front of target (an http://127.0.0.1
  * URL) and resolves with its URL (same path) and the record.
  *
+ * With holdFirstSessionGet, the answer's headers of the first GET that
+ * carries a session ID are held back until the answer to the client's
+ * notifications/initialized has passed and the client has sent its next
+ * request (another GET or a POST): a fault that reorders the two answers as
+ * a slow network or a loaded machine may (the server holds the GET stream
+ * already; only the client learns of it late).
+ *
+ * @param {string} target
+ * @param {{holdFirstSessionGet?: boolean}} [opts]
  * @returns {Promise<{url: string, exchanges: Exchange[], close: () => Promise<void>, requests: (method: string) => Exchange[]}>}
  */
-export async function startRecorder(target) {
+export async function startRecorder(target, { holdFirstSessionGet = false } = {}) {
   const t = new URL(target);
   if (t.hostname !== '127.0.0.1') throw new Error(`recorder: target ${target} is not on loopback`);
   /** @type {Exchange[]} */
   const exchanges = [];
   const sockets = new Set();
+  // held: null while the first session GET is awaited, then its release
+  // until called; undefined when nothing is (or will be) held.
+  let held = holdFirstSessionGet ? null : undefined;
+  let initializedAnswered = false;
+  const release = () => {
+    const h = held;
+    held = undefined;
+    if (typeof h === 'function') h();
+  };
 
   const server = http.createServer((req, res) => {
     const chunks = [];
@@ -45,9 +63,18 @@ export async function startRecorder(target) {
       const body = Buffer.concat(chunks);
       const ex = { t: Date.now(), httpMethod: req.method, headers: { ...req.headers }, sent: parseBody(body), received: [], done: false };
       exchanges.push(ex);
+      if (typeof held === 'function' && initializedAnswered && (req.method === 'POST' || (req.method === 'GET' && req.headers['mcp-session-id']))) release();
       const up = http.request(
         { host: t.hostname, port: t.port, path: req.url, method: req.method, headers: req.headers },
         (ur) => {
+          if (held === null && req.method === 'GET' && req.headers['mcp-session-id']) {
+            held = () => answer(ur);
+            return;
+          }
+          answer(ur);
+        },
+      );
+      const answer = (ur) => {
           ex.status = ur.statusCode;
           ex.contentType = String(ur.headers['content-type'] ?? '');
           res.writeHead(ur.statusCode ?? 502, ur.headers);
@@ -75,13 +102,13 @@ export async function startRecorder(target) {
             if (!sse && buf) pushParsed(ex, buf);
             ex.done = true;
             res.end();
+            if (ex.sent.some((m) => m.method === 'notifications/initialized')) initializedAnswered = true;
           });
           ur.on('error', () => {
             ex.done = true;
             res.destroy();
           });
-        },
-      );
+      };
       up.on('error', (e) => {
         ex.status = 502;
         ex.done = true;
@@ -108,6 +135,7 @@ export async function startRecorder(target) {
     requests: (method) => exchanges.filter((e) => e.sent.some((m) => m.method === method && m.id !== undefined)),
     close: async () => {
       for (const s of sockets) s.destroy();
+      release();
       server.close();
       await once(server, 'close').catch(() => {});
     },
