@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

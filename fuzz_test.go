@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

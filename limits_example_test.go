@@ -14,7 +14,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

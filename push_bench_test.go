@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/pgtest"
-	"github.com/mcptask/mcptask/internal/servertest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 

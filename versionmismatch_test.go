@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcptask/mcptask/internal/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

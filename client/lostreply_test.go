@@ -14,8 +14,8 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/faultproxy"
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/upstreamtest"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
 )
 
 // tpKey is the context key of the traceparent the test's RequestMeta

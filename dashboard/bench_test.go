@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcptask/mcptask/dashboard"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/faultproxy"
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	_ "modernc.org/sqlite" // reads the daemon's task database

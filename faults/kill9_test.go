@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

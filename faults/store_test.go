@@ -20,7 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/disktest"
+	"github.com/mcptask/mcptask/internal/testkit/disktest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/gateway"
-	"github.com/mcptask/mcptask/internal/upstreamtest"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/gateway"
-	"github.com/mcptask/mcptask/internal/servertest"
-	"github.com/mcptask/mcptask/internal/upstreamtest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

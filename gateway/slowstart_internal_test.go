@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcptask/mcptask/gateway"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

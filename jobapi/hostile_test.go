@@ -14,7 +14,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/mcptask/mcptask/jobapi"
 )
 

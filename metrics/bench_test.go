@@ -10,8 +10,8 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/servertest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/metrics"
 )
 

@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 	"github.com/mcptask/mcptask/metrics"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 )
 
 // logsDaemon starts mcptaskd with bearer tokens for alice and mallory

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
 )
 
 // proxiedDaemon starts mcptaskd behind a fault proxy for the test.

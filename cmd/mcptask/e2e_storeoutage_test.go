@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/faultproxy"
-	"github.com/mcptask/mcptask/internal/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
 )
 
 // TestCallRidesOutAStoreOutage: mcptaskd's PostgreSQL becomes unreachable

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 )
 
 // The binaries under test, built once for the whole run.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // TestAppInProcess assembles the server in-process and serves it with

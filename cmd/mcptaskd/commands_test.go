@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 )

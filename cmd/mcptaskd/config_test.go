@@ -14,8 +14,8 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/demo"
-	"github.com/mcptask/mcptask/internal/servertest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/store/sqlite"
 )
 

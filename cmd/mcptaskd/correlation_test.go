@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/proctest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/wire"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/pgtest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/task"
 )
 

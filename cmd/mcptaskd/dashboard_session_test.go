@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // jwtIssuer signs ES256 JWTs whose public key mcptaskd reads (-jwt-key).

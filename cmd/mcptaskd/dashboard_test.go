@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // dashClient is a browser-like client of mcptaskd's dashboard: a cookie

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/disktest"
+	"github.com/mcptask/mcptask/internal/testkit/disktest"
 )
 
 // TestDiskFull: mcptaskd keeps its SQLite file on a small tmpfs that the

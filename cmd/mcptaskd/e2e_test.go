@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // TestDemoTools runs every demo tool through the 2026-07-28 wire with the

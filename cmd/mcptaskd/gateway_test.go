@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/upstreamtest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/commands"
-	"github.com/mcptask/mcptask/internal/proctest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // daemonBin is the mcptaskd binary built once for the whole test run.

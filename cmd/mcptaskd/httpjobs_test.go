@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/client"
-	"github.com/mcptask/mcptask/internal/jobservice"
-	"github.com/mcptask/mcptask/internal/proctest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/jobservice"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // The HTTP job tools of mcptaskd against a job service running as a
@@ -51,7 +51,7 @@ func startJobService(t *testing.T) *jobSvc {
 	t.Helper()
 	jobServiceOnce.Do(func() {
 		jobServiceBin = filepath.Join(filepath.Dir(daemonBin), "jobservice")
-		jobServiceErr = proctest.Build(context.Background(), jobServiceBin, "github.com/mcptask/mcptask/internal/jobservice/cmd/jobservice", false, os.Stderr)
+		jobServiceErr = proctest.Build(context.Background(), jobServiceBin, "github.com/mcptask/mcptask/internal/testkit/jobservice/cmd/jobservice", false, os.Stderr)
 	})
 	if jobServiceErr != nil {
 		t.Fatalf("building the job service: %v", jobServiceErr)

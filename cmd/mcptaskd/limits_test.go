@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/audit"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // limitsApp serves mcptaskd in-process with a tokens file of three

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/pgtest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // These tests run several mcptaskd processes on one PostgreSQL schema.

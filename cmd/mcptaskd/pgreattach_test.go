@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/upstreamtest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // writeConfig writes body as a configuration file of the test and returns

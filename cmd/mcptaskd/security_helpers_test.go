@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // Helpers of TestSecurity: mcptaskd served in-process with a tokens file,

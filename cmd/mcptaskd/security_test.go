@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/audit"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/task"
 )
 

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
 // TestSlowClientsAreCut: clients that send their request bodies a byte at

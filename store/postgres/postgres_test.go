@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/mcptask/mcptask/internal/faultproxy"
+	"github.com/mcptask/mcptask/internal/testkit/faultproxy"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/storetest"
 	"github.com/mcptask/mcptask/task"

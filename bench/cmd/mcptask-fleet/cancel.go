@@ -17,7 +17,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/task"

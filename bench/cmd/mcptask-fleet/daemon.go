@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
 )
 
 // buildDaemon builds cmd/mcptaskd into dir and returns the binary's path.

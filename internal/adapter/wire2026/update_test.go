@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/internal/servertest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )

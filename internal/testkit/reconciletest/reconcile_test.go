@@ -21,9 +21,9 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
-	"github.com/mcptask/mcptask/internal/pgtest"
-	"github.com/mcptask/mcptask/internal/proctest"
-	"github.com/mcptask/mcptask/internal/wiretest"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/store/sqlite"

@@ -15,7 +15,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/mcptask/mcptask/internal/jobservice"
+	"github.com/mcptask/mcptask/internal/testkit/jobservice"
 )
 
 func main() {
