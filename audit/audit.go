@@ -246,14 +246,25 @@ func (t Task) actedOnBy(requester task.Owner) []slog.Attr {
 	return append(attrs, who("owner_", t.Owner)...)
 }
 
-// Denied records that requester asked for the task id through op (e.g.
-// "get", "cancel") and was answered as for an unknown task. owner is the
-// task's owner when it exists ("" otherwise); tool its tool.
-func (a *Logger) Denied(ctx context.Context, requester task.Owner, id, op, reason string, owner task.Owner, tool string) {
-	attrs := append([]slog.Attr{slog.String("task", id), slog.String("op", op), slog.String("reason", reason)}, who("", requester)...)
-	if owner != "" {
-		attrs = append(attrs, slog.String("tool", tool))
-		attrs = append(attrs, who("owner_", owner)...)
+// Denial is what an EventDenied record tells: who asked for which task,
+// through which operation, and why they were answered as for an unknown
+// task. Owner and Tool are the task's when it exists (zero otherwise).
+type Denial struct {
+	Requester task.Owner // who asked
+	Task      string     // the task ID asked for
+	Op        string     // the method, e.g. "tasks/get"
+	Reason    string     // ReasonUnknown, ReasonOtherOwner or ReasonExpired
+	Owner     task.Owner // the task's owner, when it exists
+	Tool      string     // the task's tool, when it exists
+}
+
+// Denied records d: a requester asked for a task it may not see and was
+// answered as for an unknown task.
+func (a *Logger) Denied(ctx context.Context, d Denial) {
+	attrs := append([]slog.Attr{slog.String("task", d.Task), slog.String("op", d.Op), slog.String("reason", d.Reason)}, who("", d.Requester)...)
+	if d.Owner != "" {
+		attrs = append(attrs, slog.String("tool", d.Tool))
+		attrs = append(attrs, who("owner_", d.Owner)...)
 	}
 	a.write(ctx, EventDenied, attrs...)
 }

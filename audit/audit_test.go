@@ -35,7 +35,7 @@ func TestNilLoggerWritesNothing(t *testing.T) {
 	if a.Enabled() || New(nil).Enabled() {
 		t.Fatal("a nil logger is enabled")
 	}
-	New(nil).Denied(ctx, "anon:", "x", "tasks/get", ReasonUnknown, "", "")
+	New(nil).Denied(ctx, Denial{Requester: "anon:", Task: "x", Op: "tasks/get", Reason: ReasonUnknown})
 }
 
 func TestRecords(t *testing.T) {
@@ -47,8 +47,8 @@ func TestRecords(t *testing.T) {
 	a.StatusChanged(ctx, tk, "working", "failed", -32603)
 	a.ResultRetrieved(ctx, "user:acme/alice", tk, "failed", "tasks/result")
 	a.Cancelled(ctx, "user:acme/alice", tk)
-	a.Denied(ctx, "user:globex/mallory", "t1", "tasks/get", ReasonOtherOwner, tk.Owner, tk.Tool)
-	a.Denied(ctx, "anon:s1", "t2", "tasks/cancel", ReasonUnknown, "", "")
+	a.Denied(ctx, Denial{Requester: "user:globex/mallory", Task: "t1", Op: "tasks/get", Reason: ReasonOtherOwner, Owner: tk.Owner, Tool: tk.Tool})
+	a.Denied(ctx, Denial{Requester: "anon:s1", Task: "t2", Op: "tasks/cancel", Reason: ReasonUnknown})
 	rs := records(t, &buf)
 	if len(rs) != 6 {
 		t.Fatalf("%d records", len(rs))

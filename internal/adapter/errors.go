@@ -65,7 +65,7 @@ func StoreUnavailable() error {
 func (c *Core) auditDenied(ctx context.Context, method string, owner task.Owner, id task.ID, err error) {
 	var nf *engine.NotFoundError
 	if errors.As(err, &nf) {
-		c.eng.Audit().Denied(ctx, owner, string(id), method, nf.Reason, nf.Owner, nf.Tool)
+		c.eng.Audit().Denied(ctx, audit.Denial{Requester: owner, Task: string(id), Op: method, Reason: nf.Reason, Owner: nf.Owner, Tool: nf.Tool})
 		c.eng.Observer().Denied(nf.Reason)
 	}
 }
