@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/testkit/clitest"
 	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -167,15 +168,7 @@ func (d *daemon) logs() string {
 }
 
 // cleanEnv is the environment without mcptask's own variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPTASK_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cleanEnv() []string { return clitest.CleanEnv() }
 
 // dbTask is a task as the daemon's database holds it.
 type dbTask struct {
@@ -456,15 +449,7 @@ func newCLI(t testing.TB, url string) *cli {
 }
 
 // result is the end of one mcptask run.
-type result struct {
-	args           []string
-	stdout, stderr string
-	code           int
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("mcptask %q exited %d\n--- stdout ---\n%s--- stderr ---\n%s", r.args, r.code, r.stdout, r.stderr)
-}
+type result = clitest.Result
 
 func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, cliBin, despiteUnknown(args)...)
@@ -525,26 +510,14 @@ func (b *bg) wait() result {
 	b.t.Helper()
 	<-b.done
 	b.cancel()
-	return result{args: b.args, stdout: b.out.String(), stderr: b.err.String(), code: b.code}
+	return result{Args: b.args, Stdout: b.out.String(), Stderr: b.err.String(), Code: b.code}
 }
 
 // expect checks a run's exit code and that stdout and stderr hold the
 // given strings.
 func expect(t testing.TB, r result, code int, stdout, stderr []string) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("want exit code %d\n%s", code, r)
-	}
-	for _, s := range stdout {
-		if !strings.Contains(r.stdout, s) {
-			t.Fatalf("stdout lacks %q\n%s", s, r)
-		}
-	}
-	for _, s := range stderr {
-		if !strings.Contains(r.stderr, s) {
-			t.Fatalf("stderr lacks %q\n%s", s, r)
-		}
-	}
+	clitest.Expect(t, r, code, stdout, stderr)
 }
 
 // confirm is a Go client's elicitation handler that accepts every

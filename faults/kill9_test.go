@@ -305,28 +305,28 @@ var (
 // classify records what an mcptask call run made of its call.
 func (c *roundCall) classify(r result) {
 	id := ""
-	if m := cliStartedRE.FindStringSubmatch(r.stderr); m != nil {
+	if m := cliStartedRE.FindStringSubmatch(r.Stderr); m != nil {
 		id = m[1]
-	} else if m := cliDetachedRE.FindStringSubmatch(r.stderr); m != nil {
+	} else if m := cliDetachedRE.FindStringSubmatch(r.Stderr); m != nil {
 		id = m[1]
 	}
-	out := r.stdout + r.stderr
+	out := r.Stdout + r.Stderr
 	switch {
-	case r.code == 0 && c.via == viaDetach && id != "" && strings.TrimSpace(r.stdout) == id:
+	case r.Code == 0 && c.via == viaDetach && id != "" && strings.TrimSpace(r.Stdout) == id:
 		c.set(id, stPending, "detached")
-	case r.code == 0 && c.via != viaDetach && id != "":
-		c.set(id, stEnded, "completed: "+strings.TrimSpace(r.stdout))
-	case r.code == 2 && c.tool == toolDep && id != "" && strings.Contains(out, "outcome is unknown"):
+	case r.Code == 0 && c.via != viaDetach && id != "":
+		c.set(id, stEnded, "completed: "+strings.TrimSpace(r.Stdout))
+	case r.Code == 2 && c.tool == toolDep && id != "" && strings.Contains(out, "outcome is unknown"):
 		c.set(id, stEnded, "failed: outcome unknown")
-	case r.code == 4 && id != "":
-		c.set(id, stPending, "the wait ended early: "+lastStderrLine(r.stderr))
-	case r.code == 4 && strings.Contains(out, "outcome unknown") && strings.Contains(out, "resume"):
-		c.set("", stPending, "outcome unknown: "+lastStderrLine(r.stderr))
-	case r.code == 4 && (strings.Contains(out, "connect") || strings.Contains(out, "listing the tools")):
-		c.set("", stUnsent, lastStderrLine(r.stderr))
-	case r.code == 4 && id == "" && strings.Contains(out, "was not sent (nothing was started)"):
+	case r.Code == 4 && id != "":
+		c.set(id, stPending, "the wait ended early: "+lastStderrLine(r.Stderr))
+	case r.Code == 4 && strings.Contains(out, "outcome unknown") && strings.Contains(out, "resume"):
+		c.set("", stPending, "outcome unknown: "+lastStderrLine(r.Stderr))
+	case r.Code == 4 && (strings.Contains(out, "connect") || strings.Contains(out, "listing the tools")):
+		c.set("", stUnsent, lastStderrLine(r.Stderr))
+	case r.Code == 4 && id == "" && strings.Contains(out, "was not sent (nothing was started)"):
 		// The kill cut the tools/list mcptask sends before the call.
-		c.set("", stUnsent, lastStderrLine(r.stderr))
+		c.set("", stUnsent, lastStderrLine(r.Stderr))
 	default:
 		c.set(id, stBad, r.String())
 	}
@@ -370,8 +370,8 @@ func (rs *killRound) finish(t *testing.T) {
 	for i, cl := range rs.clis {
 		r := cl.run("resume", "--answer", "confirm=true")
 		switch {
-		case r.code == 0:
-		case r.code == 2 && onlyDeploysFailed(r.stderr):
+		case r.Code == 0:
+		case r.Code == 2 && onlyDeploysFailed(r.Stderr):
 		default:
 			t.Errorf("round %d: resume on instance %d:\n%s", rs.n, i, r)
 		}
@@ -432,7 +432,7 @@ func (rs *killRound) finish(t *testing.T) {
 		again[c] = rs.clis[c.inst].start(words...)
 	}
 	for c, p := range again {
-		if r := p.wait(); r.code != 0 {
+		if r := p.wait(); r.Code != 0 {
 			t.Errorf("round %d: %s made again after the restart:\n%s", rs.n, c, r)
 		}
 		c.via += ", then " + viaRetry

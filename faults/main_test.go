@@ -1,18 +1,16 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/internal/testkit/proctest"
+	"github.com/mcptask/mcptask/internal/testkit/clitest"
 )
 
 // The binaries under test, built once for the whole run.
@@ -65,22 +63,13 @@ func run(m *testing.M) int {
 	rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	fmt.Printf("fault suite: seed %d (replay with MCPTASK_FAULT_SEED=%d)\n", seed, seed)
 
-	dir, err := os.MkdirTemp("", "mcptask-faults-")
+	bins, cleanup, err := clitest.Build("../cmd/mcptask", "../cmd/mcptaskd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	cliBin = filepath.Join(dir, "mcptask")
-	daemonBin = filepath.Join(dir, "mcptaskd")
-	start := time.Now()
-	for _, b := range []struct{ out, pkg string }{{cliBin, "../cmd/mcptask"}, {daemonBin, "../cmd/mcptaskd"}} {
-		if err := proctest.Build(context.Background(), b.out, b.pkg, raceEnabled, os.Stderr); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
-			return 1
-		}
-	}
-	fmt.Printf("fault suite: built mcptask and mcptaskd (race=%v) in %v\n", raceEnabled, time.Since(start).Round(time.Millisecond))
+	defer cleanup()
+	cliBin, daemonBin = bins[0], bins[1]
 
 	code := m.Run()
 	f, n, d, l := counts.faults.Load(), counts.tasks.Load(), counts.duplicates.Load(), counts.lost.Load()

@@ -112,7 +112,7 @@ func lostCreateReply(t *testing.T, d *daemon, wire string) {
 	p.LoseReplies("tools/call", -1)
 	r := c.run(append([]string{"--wire", wire, "call", dep.tool, "--answer", "confirm=true"}, dep.cliArgs()...)...)
 	expect(t, r, 4, nil, []string{"outcome unknown", "resume"})
-	if strings.Contains(r.stderr, "refused") {
+	if strings.Contains(r.Stderr, "refused") {
 		t.Errorf("a lost answer reported as a refusal:\n%s", r)
 	}
 	counts.faults.Add(p.Lost())
@@ -237,7 +237,7 @@ func lostResult(t *testing.T, d *daemon, wire string) {
 	comp2 := compute(uniqueN(), 1, 0)
 	r := c.run(append([]string{"--wire", wire, "call", "--detach", comp2.tool}, comp2.cliArgs()...)...)
 	expect(t, r, 0, nil, nil)
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	d.waitStatus(t, comp2, time.Minute, "completed")
 	lost := p.Lost()
 	p.LoseReplies(method, 2)
@@ -256,7 +256,7 @@ func lostResult(t *testing.T, d *daemon, wire string) {
 			comp3 := compute(uniqueN(), 1, 0)
 			r := c.run(append([]string{"--wire", wire, "call", "--detach", comp3.tool}, comp3.cliArgs()...)...)
 			expect(t, r, 0, nil, nil)
-			id := strings.TrimSpace(r.stdout)
+			id := strings.TrimSpace(r.Stdout)
 			d.waitStatus(t, comp3, time.Minute, "completed")
 			var gc *client.Client
 			if how == "go client" {
@@ -408,10 +408,10 @@ func lostCancel(t *testing.T, d *daemon, wire string) {
 	comp := compute(uniqueN(), 400, 50)
 	r := c.run(append([]string{"--wire", wire, "call", "--detach", comp.tool}, comp.cliArgs()...)...)
 	expect(t, r, 0, nil, nil)
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	p.LoseReplies("tasks/cancel", 1)
 	r = c.run("--wire", wire, "cancel", id)
-	if r.code != 0 && r.code != 4 {
+	if r.Code != 0 && r.Code != 4 {
 		t.Fatalf("cancel with a lost reply: want exit 0 (re-sent) or 4 (unknown)\n%s", r)
 	}
 	if p.Lost() != 1 {
@@ -419,10 +419,10 @@ func lostCancel(t *testing.T, d *daemon, wire string) {
 	}
 	counts.faults.Add(1)
 	d.waitStatus(t, comp, time.Minute, "cancelled")
-	if r.code == 4 {
+	if r.Code == 4 {
 		expect(t, c.run("--wire", wire, "cancel", id), 0, []string{"cancelled"}, nil)
 	}
-	if r := c.run("--wire", wire, "resume"); r.code != 0 && r.code != 3 {
+	if r := c.run("--wire", wire, "resume"); r.Code != 0 && r.Code != 3 {
 		t.Fatalf("resume after the cancel: want exit 0 (nothing left) or 3 (cancelled)\n%s", r)
 	}
 	expect(t, c.run("list"), 0, nil, []string{"no tasks in flight"})

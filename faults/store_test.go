@@ -115,7 +115,7 @@ func TestPostgresRestart(t *testing.T) {
 	for _, p := range procs {
 		r := p.wait()
 		switch {
-		case r.code == 0:
+		case r.Code == 0:
 		default:
 			t.Errorf("a CLI call through the restart:\n%s", r)
 		}
@@ -243,13 +243,13 @@ func TestSQLiteDiskFull(t *testing.T) {
 	r := cl.run(append([]string{"--wire", wires[randN(len(wires))], "call", "--detach", late.tool}, late.cliArgs()...)...)
 	refused := false
 	switch {
-	case r.code == 0:
-		t.Logf("a call made on the full disk was taken: task %s", strings.TrimSpace(r.stdout))
-	case r.code == 2 && strings.Contains(r.stderr, "could not create the task"):
+	case r.Code == 0:
+		t.Logf("a call made on the full disk was taken: task %s", strings.TrimSpace(r.Stdout))
+	case r.Code == 2 && strings.Contains(r.Stderr, "could not create the task"):
 		refused = true
-		t.Logf("a call made on the full disk was refused: %s", lastStderrLine(r.stderr))
-	case r.code == 4 && strings.Contains(r.stderr, "outcome unknown"):
-		t.Logf("a call made on the full disk got no answer (resume finishes it): %s", lastStderrLine(r.stderr))
+		t.Logf("a call made on the full disk was refused: %s", lastStderrLine(r.Stderr))
+	case r.Code == 4 && strings.Contains(r.Stderr, "outcome unknown"):
+		t.Logf("a call made on the full disk got no answer (resume finishes it): %s", lastStderrLine(r.Stderr))
 	default:
 		t.Errorf("a call on the full disk:\n%s", r)
 	}

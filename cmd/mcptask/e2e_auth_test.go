@@ -36,22 +36,22 @@ func TestBearerToken(t *testing.T) {
 
 	r := c.run(call...)
 	expect(t, r, exitConnection, nil, []string{"requires a bearer token", "--token-file", "MCPTASK_TOKEN"})
-	outputs = append(outputs, r.stdout, r.stderr)
+	outputs = append(outputs, r.Stdout, r.Stderr)
 
 	r = c.run(append([]string{"--token-file", tokenFile}, call...)...)
 	expect(t, r, exitOK, []string{primes}, nil)
-	outputs = append(outputs, r.stdout, r.stderr)
+	outputs = append(outputs, r.Stdout, r.Stderr)
 
 	r = c.run(append([]string{"--token-file", wrongFile}, call...)...)
 	expect(t, r, exitConnection, nil, []string{"refused the bearer token", "--token-file " + wrongFile})
-	outputs = append(outputs, r.stdout, r.stderr)
+	outputs = append(outputs, r.Stdout, r.Stderr)
 
 	for _, env := range []string{"MCPTASK_TOKEN=" + secret, "MCPTASK_TOKEN_FILE=" + tokenFile} {
 		ce := *c
 		ce.env = append(append([]string(nil), c.env...), env)
 		r = ce.run(call...)
 		expect(t, r, exitOK, []string{primes}, nil)
-		outputs = append(outputs, r.stdout, r.stderr)
+		outputs = append(outputs, r.Stdout, r.Stderr)
 	}
 	// The flag wins over the environment.
 	ce := *c
@@ -59,7 +59,7 @@ func TestBearerToken(t *testing.T) {
 	expect(t, ce.run(append([]string{"--token-file", wrongFile}, call...)...), exitConnection, nil, []string{"refused the bearer token"})
 
 	r = c.run("help")
-	outputs = append(outputs, r.stdout, r.stderr)
+	outputs = append(outputs, r.Stdout, r.Stderr)
 	journal, _ := os.ReadFile(c.journal)
 	outputs = append(outputs, string(journal))
 	for _, out := range outputs {

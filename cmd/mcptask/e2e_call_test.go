@@ -77,7 +77,7 @@ func TestDetachThenWait(t *testing.T) {
 			c := newCLI(t, d.URL)
 			r := c.run("--wire", wire, "call", "--detach", "long_computation", "n=1000", "steps=4", "step_delay_ms=100")
 			expect(t, r, exitOK, nil, []string{"wait for it with"})
-			id := strings.TrimSpace(r.stdout)
+			id := strings.TrimSpace(r.Stdout)
 			if !regexp.MustCompile(`^[a-z2-7]{20,}$`).MatchString(id) {
 				t.Fatalf("--detach printed %q, not a task ID\n%s", id, r)
 			}
@@ -142,7 +142,7 @@ func TestDeadline(t *testing.T) {
 	c := newCLI(t, d.URL)
 	r := c.run("call", "--timeout", "1s", "long_computation", "n=1000", "steps=5", "step_delay_ms=60000")
 	expect(t, r, exitDeadline, nil, []string{"keeps running", "wait for it again with: mcptask", " wait "})
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	if id == "" || strings.Contains(id, "\n") {
 		t.Fatalf("want the task ID alone on stdout\n%s", r)
 	}
@@ -191,6 +191,6 @@ func TestDetachSaysAnswersAreNotKept(t *testing.T) {
 	c := newCLI(t, d.URL)
 	r := c.run("call", "--detach", "--answer", "confirm=true", "deploy_with_confirmation", "service=api", "build_steps=1", "step_delay_ms=0")
 	expect(t, r, exitOK, nil, []string{"not kept with --detach", "wait"})
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	expect(t, c.run("wait", "--answer", "confirm=true", id), exitOK, []string{"Deployed api@latest to production."}, nil)
 }

@@ -52,7 +52,7 @@ func TestDelete(t *testing.T) {
 				var out struct {
 					TaskID string `json:"taskId"`
 				}
-				if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.TaskID == "" {
+				if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil || out.TaskID == "" {
 					t.Fatalf("call --json printed no task ID: %v\n%s", err, r)
 				}
 				return out.TaskID
@@ -75,8 +75,8 @@ func TestDelete(t *testing.T) {
 			r := as(alice, "alice", "--json", "delete", id)
 			expect(t, r, exitOK, nil, nil)
 			var js map[string]any
-			if err := json.Unmarshal([]byte(r.stdout), &js); err != nil || js["taskId"] != id || js["status"] != "deleted" {
-				t.Errorf("delete --json printed %q (%v)", r.stdout, err)
+			if err := json.Unmarshal([]byte(r.Stdout), &js); err != nil || js["taskId"] != id || js["status"] != "deleted" {
+				t.Errorf("delete --json printed %q (%v)", r.Stdout, err)
 			}
 			expect(t, as(alice, "alice", "status", id), exitConnection, nil, []string{"not found"})
 			expect(t, as(alice, "alice", "delete", id), exitConnection, nil, []string{"not found"})
@@ -86,7 +86,7 @@ func TestDelete(t *testing.T) {
 
 			r = as(alice, "alice", "call", "--detach", "long_computation", "n=1000", "steps=100", "step_delay_ms=200")
 			expect(t, r, exitOK, nil, nil)
-			running := strings.TrimSpace(r.stdout)
+			running := strings.TrimSpace(r.Stdout)
 			expect(t, as(alice, "alice", "delete", running), exitFailed, nil, []string{"cancel it first"})
 			expect(t, as(alice, "alice", "status", running), exitOK, []string{"working"}, nil)
 			expect(t, as(alice, "alice", "cancel", running), exitOK, []string{"cancelled"}, nil)

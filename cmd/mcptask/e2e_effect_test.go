@@ -32,15 +32,15 @@ func TestEffectShownApart(t *testing.T) {
 					State, Receipt, Effect string
 				} `json:"operation"`
 			}
-			if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Status != "completed" || st.Operation.State != "confirmed" ||
+			if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || st.Status != "completed" || st.Operation.State != "confirmed" ||
 				!strings.HasPrefix(st.Operation.Receipt, "rollout-") || st.Operation.Effect != "roll out api@latest to production" {
-				t.Errorf("--json status: %+v, %v\n%s", st, err, r.stdout)
+				t.Errorf("--json status: %+v, %v\n%s", st, err, r.Stdout)
 			}
 			// Declined: nothing rolled out, no operation, no effect line.
 			r = c.run("--wire", wire, "call", "--answer", "confirm=false", "deploy_with_confirmation", "service=db", "build_steps=1", "step_delay_ms=0")
 			expect(t, r, exitOK, []string{"aborted"}, nil)
-			if strings.Contains(r.stderr, "effect:") {
-				t.Errorf("a deployment that did nothing shows an effect:\n%s", r.stderr)
+			if strings.Contains(r.Stderr, "effect:") {
+				t.Errorf("a deployment that did nothing shows an effect:\n%s", r.Stderr)
 			}
 		})
 	}
@@ -51,7 +51,7 @@ func TestEffectShownApart(t *testing.T) {
 	c := newCLI(t, d.URL)
 	r := c.run("call", "--detach", "deploy_with_confirmation", "service=web", "build_steps=1", "step_delay_ms=8000")
 	expect(t, r, exitOK, nil, nil)
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		// Each short wait answers the question once it is asked; then
@@ -61,7 +61,7 @@ func TestEffectShownApart(t *testing.T) {
 		var st struct {
 			Operation *struct{ State string } `json:"operation"`
 		}
-		if json.Unmarshal([]byte(r.stdout), &st) == nil && st.Operation != nil && st.Operation.State == "submitted" {
+		if json.Unmarshal([]byte(r.Stdout), &st) == nil && st.Operation != nil && st.Operation.State == "submitted" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -86,11 +86,11 @@ func TestEffectShownApart(t *testing.T) {
 // taskIDOf returns the task ID a call's notes name ("task ID started").
 func taskIDOf(t *testing.T, r result) string {
 	t.Helper()
-	for _, f := range strings.Fields(r.stderr) {
+	for _, f := range strings.Fields(r.Stderr) {
 		if len(f) == 32 && strings.Trim(f, "abcdefghijklmnopqrstuvwxyz0123456789") == "" {
 			return f
 		}
 	}
-	t.Fatalf("no task ID in the call's output:\n%s", r.stderr)
+	t.Fatalf("no task ID in the call's output:\n%s", r.Stderr)
 	return ""
 }

@@ -267,7 +267,7 @@ func TestGatewayCancel(t *testing.T) {
 			tag := tagOf("cancel", wire)
 			r := c.run("--wire", wire, "call", "--detach", "build", "tag="+tag, "steps=1", "gate=true")
 			expect(t, r, exitOK, nil, []string{"wait for it with"})
-			id := strings.TrimSpace(r.stdout)
+			id := strings.TrimSpace(r.Stdout)
 			up.waitFor(tag, "start", d)
 			expect(t, c.run("--wire", wire, "status", id), exitOK, []string{"working"}, nil)
 
@@ -303,7 +303,7 @@ func TestGatewayResume(t *testing.T) {
 			// machine.
 			r := c.run("--wire", wire, "call", "--timeout", "3s", "build", "tag="+tag, "steps=2", "step_ms=20", "gate=true")
 			expect(t, r, exitDeadline, nil, []string{"keeps running", " wait "})
-			id := strings.TrimSpace(r.stdout)
+			id := strings.TrimSpace(r.Stdout)
 			if !regexp.MustCompile(`^[a-z2-7]{20,}$`).MatchString(id) {
 				t.Fatalf("want the task ID alone on stdout\n%s", r)
 			}
@@ -367,14 +367,14 @@ func TestGatewayEverything(t *testing.T) {
 
 			r = c.run("--wire", wire, "call", "--detach", "trigger-long-running-operation", "duration=600", "steps=600")
 			expect(t, r, exitOK, nil, []string{"wait for it with"})
-			id := strings.TrimSpace(r.stdout)
+			id := strings.TrimSpace(r.Stdout)
 			expect(t, c.run("--wire", wire, "cancel", id), exitOK, []string{"task " + id + ": cancelled"}, nil)
 			expect(t, c.run("--wire", wire, "wait", id), exitCancelled, nil, []string{"was cancelled"})
 
 			// The operation lasts 6 s, the wait 2 s.
 			r = c.run("--wire", wire, "call", "--timeout", "2s", "trigger-long-running-operation", "duration=6", "steps=3")
 			expect(t, r, exitDeadline, nil, []string{"keeps running"})
-			id = strings.TrimSpace(r.stdout)
+			id = strings.TrimSpace(r.Stdout)
 			r = c.run("--wire", wire, "resume")
 			expect(t, r, exitOK, []string{"Long running operation completed. Duration: 6 seconds, Steps: 3."}, []string{"resuming 1 task(s)", id})
 			expect(t, c.run("list"), exitOK, nil, []string{"no tasks in flight"})

@@ -77,7 +77,7 @@ func TestLogsFollow(t *testing.T) {
 	var started struct {
 		TaskID string `json:"taskId"`
 	}
-	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &started) != nil || started.TaskID == "" {
+	if r.Code != exitOK || json.Unmarshal([]byte(r.Stdout), &started) != nil || started.TaskID == "" {
 		t.Fatalf("call --detach: %s", r)
 	}
 	id := started.TaskID
@@ -93,14 +93,14 @@ func TestLogsFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := f.wait(time.Minute)
-	lines := strings.Split(strings.TrimSuffix(fr.stdout, "\n"), "\n")
-	if fr.code != exitOK || len(lines) != 3 || lines[2] != "line three" {
+	lines := strings.Split(strings.TrimSuffix(fr.Stdout, "\n"), "\n")
+	if fr.Code != exitOK || len(lines) != 3 || lines[2] != "line three" {
 		t.Fatalf("logs -f: %s", fr)
 	}
 
 	r = c.run("--token-file", alice, "--json", "logs", id)
 	streams := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 		var v struct {
 			Seq    int64  `json:"seq"`
 			Stream string `json:"stream"`
@@ -112,12 +112,12 @@ func TestLogsFollow(t *testing.T) {
 		}
 		streams[v.Text] = v.Stream
 	}
-	if r.code != exitOK || streams["line one"] != "stdout" || streams["line two"] != "stderr" || streams["line three"] != "stdout" {
+	if r.Code != exitOK || streams["line one"] != "stdout" || streams["line two"] != "stderr" || streams["line three"] != "stdout" {
 		t.Errorf("logs --json: %v\n%s", streams, r)
 	}
 
 	// mcptask status links the log.
-	if r := c.run("--token-file", alice, "status", id); r.code != exitOK || !strings.Contains(r.stdout, "3 lines logged (mcptask logs "+id+")") {
+	if r := c.run("--token-file", alice, "status", id); r.Code != exitOK || !strings.Contains(r.Stdout, "3 lines logged (mcptask logs "+id+")") {
 		t.Errorf("status: %s", r)
 	}
 
@@ -126,15 +126,15 @@ func TestLogsFollow(t *testing.T) {
 	unknown := "aaaaaaaaaaaaaaaaaaaaaaaaaa"
 	ru := c.run("--token-file", mallory, "logs", unknown)
 	rv := c.run("--token-file", mallory, "logs", id)
-	if ru.code != exitConnection || rv.code != exitConnection ||
-		strings.ReplaceAll(rv.stderr, id, "ID") != strings.ReplaceAll(ru.stderr, unknown, "ID") {
+	if ru.Code != exitConnection || rv.Code != exitConnection ||
+		strings.ReplaceAll(rv.Stderr, id, "ID") != strings.ReplaceAll(ru.Stderr, unknown, "ID") {
 		t.Errorf("another principal's logs of the victim's task:\n%s\nwant as for an unknown task:\n%s", rv, ru)
 	}
-	if strings.Contains(rv.stdout+rv.stderr, "line") {
+	if strings.Contains(rv.Stdout+rv.Stderr, "line") {
 		t.Errorf("the victim's log reached another principal: %s", rv)
 	}
 	rf := c.run("--token-file", mallory, "logs", "-f", id)
-	if rf.code != exitConnection || strings.Contains(rf.stdout, "line") {
+	if rf.Code != exitConnection || strings.Contains(rf.Stdout, "line") {
 		t.Errorf("another principal's logs -f: %s", rf)
 	}
 }
@@ -174,8 +174,8 @@ func TestLogsFollowAcrossInstances(t *testing.T) {
 	a, b := startDaemon(t, args...), startDaemon(t, args...)
 	release := filepath.Join(t.TempDir(), "release")
 	r := newCLI(t, a.URL).run("--token-file", alice, "call", "--detach", "talk", "release="+release)
-	id := strings.TrimSpace(r.stdout)
-	if r.code != exitOK || !regexp.MustCompile(`^[a-z2-7]+$`).MatchString(id) {
+	id := strings.TrimSpace(r.Stdout)
+	if r.Code != exitOK || !regexp.MustCompile(`^[a-z2-7]+$`).MatchString(id) {
 		t.Fatalf("call --detach on the first instance: %s", r)
 	}
 	f := newCLI(t, b.URL).start("--token-file", alice, "logs", "-f", "-interval", "50ms", id)
@@ -186,7 +186,7 @@ func TestLogsFollowAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := f.wait(time.Minute)
-	if lines := strings.Split(strings.TrimSuffix(fr.stdout, "\n"), "\n"); fr.code != exitOK || len(lines) != 3 || lines[2] != "line three" {
+	if lines := strings.Split(strings.TrimSuffix(fr.Stdout, "\n"), "\n"); fr.Code != exitOK || len(lines) != 3 || lines[2] != "line three" {
 		t.Fatalf("logs -f on the second instance: %s", fr)
 	}
 }

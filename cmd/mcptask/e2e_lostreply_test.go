@@ -37,8 +37,8 @@ func TestLostCreateReply(t *testing.T) {
 			r := c.run(deploy...)
 			expect(t, r, exitConnection, nil, []string{"outcome unknown", "resume"})
 			for _, wrong := range []string{"refused", "failed"} {
-				if strings.Contains(r.stderr, wrong) {
-					t.Errorf("a lost answer is reported as %q:\n%s", wrong, r.stderr)
+				if strings.Contains(r.Stderr, wrong) {
+					t.Errorf("a lost answer is reported as %q:\n%s", wrong, r.Stderr)
 				}
 			}
 			if p.Seen() < 2 {
@@ -93,12 +93,12 @@ func TestListServerUnreachable(t *testing.T) {
 	c := newCLI(t, d.URL)
 	r := c.run("call", "--detach", "long_computation", "n=100000", "steps=50", "step_delay_ms=100")
 	expect(t, r, exitOK, nil, nil)
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	d.Kill()
 	r = c.run("list")
 	expect(t, r, exitConnection, []string{id, "unknown", "long_computation", "unreachable"}, []string{"connection refused"})
-	if strings.Contains(r.stderr, "no tasks in flight") {
-		t.Errorf("list says no tasks in flight while the journal holds %s:\n%s", id, r.stderr)
+	if strings.Contains(r.Stderr, "no tasks in flight") {
+		t.Errorf("list says no tasks in flight while the journal holds %s:\n%s", id, r.Stderr)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestCallNotSent(t *testing.T) {
 			c := newCLI(t, p.URL)
 			r := c.run("--wire", wire, "call", "long_computation", "--args", `{"n": 100}`)
 			expect(t, r, exitConnection, nil, []string{"was not sent", "nothing was started"})
-			if strings.Contains(r.stderr, "refused") {
-				t.Errorf("a call never sent is reported as refused:\n%s", r.stderr)
+			if strings.Contains(r.Stderr, "refused") {
+				t.Errorf("a call never sent is reported as refused:\n%s", r.Stderr)
 			}
 			if p.Lost() == 0 {
 				t.Fatal("the proxy lost no tools/list")

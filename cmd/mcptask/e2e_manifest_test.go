@@ -48,8 +48,8 @@ type manifestJSON struct {
 func decodeManifest(t *testing.T, r result) manifestJSON {
 	t.Helper()
 	var m manifestJSON
-	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
-		t.Fatalf("%v: not JSON: %v\n%s", r.args, err, r)
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
+		t.Fatalf("%v: not JSON: %v\n%s", r.Args, err, r)
 	}
 	return m
 }

@@ -63,8 +63,8 @@ func TestOps(t *testing.T) {
 		var ops []struct {
 			Key, TaskID, State, Receipt, Effect, Tool string
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &ops); err != nil {
-			t.Fatalf("ops --json printed %q: %v", r.stdout, err)
+		if err := json.Unmarshal([]byte(r.Stdout), &ops); err != nil {
+			t.Fatalf("ops --json printed %q: %v", r.Stdout, err)
 		}
 		var out []string
 		for _, o := range ops {

@@ -20,7 +20,7 @@ func TestPushAndNoPush(t *testing.T) {
 			noPush := append([]string{"call", "--no-push"}, call[1:]...)
 			r := c.run(noPush...)
 			expect(t, r, exitOK, []string{primes}, nil)
-			if strings.Contains(r.stderr, following) {
+			if strings.Contains(r.Stderr, following) {
 				t.Fatalf("--no-push followed the notifications\n%s", r)
 			}
 		})

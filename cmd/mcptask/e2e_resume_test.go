@@ -56,11 +56,11 @@ func TestResumeSeveral(t *testing.T) {
 	} {
 		r := c.run(append([]string{"call", "--detach"}, args...)...)
 		expect(t, r, exitOK, nil, nil)
-		ids = append(ids, strings.TrimSpace(r.stdout))
+		ids = append(ids, strings.TrimSpace(r.Stdout))
 	}
 	r := other.run("call", "--detach", "flaky_migration", "step_delay_ms=50")
 	expect(t, r, exitOK, nil, nil)
-	ids = append(ids, strings.TrimSpace(r.stdout))
+	ids = append(ids, strings.TrimSpace(r.Stdout))
 
 	// Without --url or MCPTASK_URL, list and resume visit every server of
 	// the journal.
@@ -72,15 +72,15 @@ func TestResumeSeveral(t *testing.T) {
 		Status   string `json:"status"`
 		ExitCode int    `json:"exitCode"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &outs); err != nil || len(outs) != 3 {
+	if err := json.Unmarshal([]byte(r.Stdout), &outs); err != nil || len(outs) != 3 {
 		t.Fatalf("resume --json: %v\n%s", err, r)
 	}
 	got := map[string]int{}
 	for _, o := range outs {
 		got[o.TaskID] = o.ExitCode
 	}
-	if got[ids[0]] != exitOK || got[ids[1]] != exitToolError || got[ids[2]] != exitFailed || r.code != exitFailed {
-		t.Fatalf("resume outcomes %v (exit %d), want %s:0 %s:1 %s:2, exit 2\n%s", got, r.code, ids[0], ids[1], ids[2], r)
+	if got[ids[0]] != exitOK || got[ids[1]] != exitToolError || got[ids[2]] != exitFailed || r.Code != exitFailed {
+		t.Fatalf("resume outcomes %v (exit %d), want %s:0 %s:1 %s:2, exit 2\n%s", got, r.Code, ids[0], ids[1], ids[2], r)
 	}
 }
 
@@ -94,14 +94,14 @@ func TestListOtherURL(t *testing.T) {
 	c := newCLI(t, d.URL)
 	r := c.run("call", "--detach", "long_computation", "n=1000", "steps=2", "step_delay_ms=60000")
 	expect(t, r, exitOK, nil, nil)
-	id := strings.TrimSpace(r.stdout)
+	id := strings.TrimSpace(r.Stdout)
 	// A server that is not there: nothing of the journal is its.
 	elsewhere := &cli{t: t, url: "http://127.0.0.1:1/mcp", journal: c.journal}
 	for _, verb := range []string{"list", "resume"} {
 		r := elsewhere.run(verb)
 		expect(t, r, exitOK, nil, []string{"http://127.0.0.1:1/mcp", "1 of 1 other server", "1 task(s) in flight of " + d.URL,
 			"mcptask --url " + d.URL + " " + verb, "without --url"})
-		if strings.Contains(r.stderr, "no tasks in flight") {
+		if strings.Contains(r.Stderr, "no tasks in flight") {
 			t.Errorf("%s says there is nothing in flight:\n%s", verb, r)
 		}
 	}

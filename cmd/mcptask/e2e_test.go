@@ -22,7 +22,7 @@ func TestHelp(t *testing.T) {
 		r := c.run(args...)
 		expect(t, r, exitOK, []string{"Usage:", "Commands:", "call", "resume", "Exit codes:", "MCPTASK_URL", "MCPTASK_JOURNAL", "--timeout"}, nil)
 		for _, e := range exitCodes {
-			if !strings.Contains(r.stdout, e.meaning) {
+			if !strings.Contains(r.Stdout, e.meaning) {
 				t.Errorf("help lacks exit code %d", e.code)
 			}
 		}
@@ -72,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		r := c.run(tc.args...)
 		expect(t, r, exitUsage, nil, []string{tc.msg})
-		if tc.args != nil && !strings.Contains(r.stderr, "mcptask help") {
+		if tc.args != nil && !strings.Contains(r.Stderr, "mcptask help") {
 			t.Errorf("%q: no pointer to the help\n%s", tc.args, r)
 		}
 	}
@@ -91,7 +91,7 @@ func TestConnectionErrors(t *testing.T) {
 		ExitCode int
 		Error    struct{ Message string }
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil || e.ExitCode != exitConnection || r.code != exitConnection || e.Error.Message == "" {
+	if err := json.Unmarshal([]byte(r.Stdout), &e); err != nil || e.ExitCode != exitConnection || r.Code != exitConnection || e.Error.Message == "" {
 		t.Fatalf("--json when unreachable: %+v %v\n%s", e, err, r)
 	}
 	// Nothing to resume needs no server.
@@ -114,7 +114,7 @@ func TestTools(t *testing.T) {
 	for _, wire := range wires {
 		r := c.run("--wire", wire, "tools")
 		expect(t, r, exitOK, []string{"long_computation", "deploy_with_confirmation", "flaky_migration", "lint_report", "echo"}, nil)
-		if wire == "2025-11-25" && !regexp.MustCompile(`deploy_with_confirmation\s+required`).MatchString(r.stdout) {
+		if wire == "2025-11-25" && !regexp.MustCompile(`deploy_with_confirmation\s+required`).MatchString(r.Stdout) {
 			t.Errorf("tools on 2025-11-25 lacks task support\n%s", r)
 		}
 	}
@@ -126,7 +126,7 @@ func TestTools(t *testing.T) {
 		Name        string         `json:"name"`
 		InputSchema map[string]any `json:"inputSchema"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &tools); err != nil || len(tools) < 5 {
+	if err := json.Unmarshal([]byte(r.Stdout), &tools); err != nil || len(tools) < 5 {
 		t.Fatalf("tools --json: %v\n%s", err, r)
 	}
 }
@@ -158,22 +158,22 @@ func TestJSONOutput(t *testing.T) {
 	decode := func(r result) envelope {
 		t.Helper()
 		var e envelope
-		if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
+		if err := json.Unmarshal([]byte(r.Stdout), &e); err != nil {
 			t.Fatalf("stdout is not the JSON outcome: %v\n%s", err, r)
 		}
-		if e.ExitCode != r.code {
-			t.Fatalf("exitCode %d in JSON, %d for the process\n%s", e.ExitCode, r.code, r)
+		if e.ExitCode != r.Code {
+			t.Fatalf("exitCode %d in JSON, %d for the process\n%s", e.ExitCode, r.Code, r)
 		}
 		return e
 	}
 
 	r := c.run("--json", "call", "long_computation", "n=1000", "steps=2", "step_delay_ms=50")
 	e := decode(r)
-	if r.code != exitOK || e.TaskID == "" || e.Status != "completed" || e.Tool != "long_computation" ||
+	if r.Code != exitOK || e.TaskID == "" || e.Status != "completed" || e.Tool != "long_computation" ||
 		e.Result == nil || e.Result.StructuredContent["primes"] != float64(168) {
 		t.Fatalf("%+v\n%s", e, r)
 	}
-	if strings.Contains(r.stderr, "working") {
+	if strings.Contains(r.Stderr, "working") {
 		t.Errorf("--json without a terminal printed status lines\n%s", r)
 	}
 
@@ -197,7 +197,7 @@ func TestJSONOutput(t *testing.T) {
 		Status string `json:"status"`
 		Tool   string `json:"tool"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.TaskID == "" || st.Status != "working" || r.code != exitOK {
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || st.TaskID == "" || st.Status != "working" || r.Code != exitOK {
 		t.Fatalf("call --detach --json: %+v %v\n%s", st, err, r)
 	}
 	r = c.run("--json", "status", st.TaskID)
@@ -205,16 +205,16 @@ func TestJSONOutput(t *testing.T) {
 		TaskID, Status, StatusMessage string
 		CreatedAt                     time.Time
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &st2); err != nil || st2.TaskID != st.TaskID || st2.Status != "working" || st2.CreatedAt.IsZero() {
+	if err := json.Unmarshal([]byte(r.Stdout), &st2); err != nil || st2.TaskID != st.TaskID || st2.Status != "working" || st2.CreatedAt.IsZero() {
 		t.Fatalf("status --json: %+v %v\n%s", st2, err, r)
 	}
 	r = c.run("--json", "list")
 	var list []struct{ TaskID, Status, Tool string }
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].TaskID != st.TaskID || list[0].Tool != "long_computation" {
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil || len(list) != 1 || list[0].TaskID != st.TaskID || list[0].Tool != "long_computation" {
 		t.Fatalf("list --json: %+v %v\n%s", list, err, r)
 	}
 	r = c.run("--json", "cancel", st.TaskID)
-	if err := json.Unmarshal([]byte(r.stdout), &st2); err != nil || st2.Status != "cancelled" || r.code != exitOK {
+	if err := json.Unmarshal([]byte(r.Stdout), &st2); err != nil || st2.Status != "cancelled" || r.Code != exitOK {
 		t.Fatalf("cancel --json: %+v %v\n%s", st2, err, r)
 	}
 	e = decode(c.run("--json", "wait", st.TaskID))
@@ -240,16 +240,16 @@ func TestJSONStatusAgreesWithWait(t *testing.T) {
 			} {
 				r := c.run(append([]string{"--wire", wire, "--json", "call", "--detach"}, call...)...)
 				var detached struct{ TaskID string }
-				if err := json.Unmarshal([]byte(r.stdout), &detached); err != nil || detached.TaskID == "" {
+				if err := json.Unmarshal([]byte(r.Stdout), &detached); err != nil || detached.TaskID == "" {
 					t.Fatalf("call --detach: %v\n%s", err, r)
 				}
 				var waited, status struct{ TaskID, Status string }
 				r = c.run("--wire", wire, "--json", "wait", detached.TaskID)
-				if err := json.Unmarshal([]byte(r.stdout), &waited); err != nil {
+				if err := json.Unmarshal([]byte(r.Stdout), &waited); err != nil {
 					t.Fatalf("wait --json: %v\n%s", err, r)
 				}
 				r = c.run("--wire", wire, "--json", "status", detached.TaskID)
-				if err := json.Unmarshal([]byte(r.stdout), &status); err != nil {
+				if err := json.Unmarshal([]byte(r.Stdout), &status); err != nil {
 					t.Fatalf("status --json: %v\n%s", err, r)
 				}
 				if waited.Status != status.Status {

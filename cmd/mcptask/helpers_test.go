@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/testkit/clitest"
 	"github.com/mcptask/mcptask/internal/testkit/proctest"
 )
 
@@ -36,22 +37,13 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mcptask-cli-test-")
+	bins, cleanup, err := clitest.Build(".", "../mcptaskd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	cliBin = filepath.Join(dir, "mcptask")
-	daemonBin = filepath.Join(dir, "mcptaskd")
-	start := time.Now()
-	for _, b := range []struct{ out, pkg string }{{cliBin, "."}, {daemonBin, "../mcptaskd"}} {
-		if err := proctest.Build(context.Background(), b.out, b.pkg, raceEnabled, os.Stderr); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
-			return 1
-		}
-	}
-	fmt.Fprintf(os.Stderr, "built mcptask and mcptaskd (race=%v) in %v\n", raceEnabled, time.Since(start).Round(time.Millisecond))
+	defer cleanup()
+	cliBin, daemonBin = bins[0], bins[1]
 	return m.Run()
 }
 
@@ -94,15 +86,7 @@ func (d *daemon) count(msg string) int {
 }
 
 // cleanEnv is the environment without mcptask's own variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPTASK_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
+func cleanEnv() []string { return clitest.CleanEnv() }
 
 // cli runs mcptask against one server with one journal.
 type cli struct {
@@ -128,15 +112,7 @@ func (c *cli) command(ctx context.Context, args ...string) *exec.Cmd {
 }
 
 // result is the end of one mcptask run.
-type result struct {
-	args           []string
-	stdout, stderr string
-	code           int
-}
-
-func (r result) String() string {
-	return fmt.Sprintf("mcptask %q exited %d\n--- stdout ---\n%s--- stderr ---\n%s", r.args, r.code, r.stdout, r.stderr)
-}
+type result = clitest.Result
 
 // run runs mcptask to its end (within a minute).
 func (c *cli) run(args ...string) result {
@@ -156,7 +132,7 @@ func (c *cli) runInput(stdin string, args ...string) result {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	err := cmd.Run()
-	r := result{args: args, stdout: out.String(), stderr: errb.String(), code: exitCode(err)}
+	r := result{Args: args, Stdout: out.String(), Stderr: errb.String(), Code: exitCode(err)}
 	if ctx.Err() != nil {
 		c.t.Fatalf("mcptask did not exit within a minute\n%s", r)
 	}
@@ -169,19 +145,7 @@ func exitCode(err error) int { return proctest.ExitCode(err) }
 // given strings.
 func expect(t testing.TB, r result, code int, stdout, stderr []string) {
 	t.Helper()
-	if r.code != code {
-		t.Fatalf("want exit code %d\n%s", code, r)
-	}
-	for _, s := range stdout {
-		if !strings.Contains(r.stdout, s) {
-			t.Fatalf("stdout lacks %q\n%s", s, r)
-		}
-	}
-	for _, s := range stderr {
-		if !strings.Contains(r.stderr, s) {
-			t.Fatalf("stderr lacks %q\n%s", s, r)
-		}
-	}
+	clitest.Expect(t, r, code, stdout, stderr)
 }
 
 // proc is an mcptask running in the background.
@@ -279,7 +243,7 @@ func (p *proc) result() result {
 		code = exitCode(p.waitErr)
 	default:
 	}
-	return result{args: p.cmd.Args[1:], stdout: stdout, stderr: stderr, code: code}
+	return result{Args: p.cmd.Args[1:], Stdout: stdout, Stderr: stderr, Code: code}
 }
 
 // kill9 kills the process as a crash would.
