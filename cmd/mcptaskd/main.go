@@ -11,22 +11,26 @@
 // (PostgreSQL): those of re-runnable tools run again, the others fail with
 // an "outcome unknown" error.
 //
-// Usage:
+// Usage (every flag; `mcptaskd -h` describes each):
 //
-//	mcptaskd [-addr 127.0.0.1:8080 | -stdio] [-allow-remote]
-//	         [-db ./mcptask.db] [-sqlite-sync full|normal]
-//	         [-postgres DSN] [-postgres-schema mcptask] [-lease 15s]
-//	         [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
-//	         [-max-result-bytes 4194304] [-result-link-bytes 0] [-shutdown-grace 10s]
-//	         [-sweep-interval 1m] [-body-timeout 30s] [-max-connections 512]
-//	         [-log-format text|json] [-log-level info]
-//	         [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
-//	         [-jwt-audience AUD] [-jwt-tenant-claim tenant] [-required-scope SCOPE]
-//	         [-max-connections-per-source 64] [-max-connections-per-principal 128]
-//	         [-auth-failures-per-source 20]
-//	         [-max-active-tasks 100] [-create-rate 10] [-create-burst 50]
-//	         [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
-//	         [-audit-log FILE|off]
+//	mcptaskd [-addr 127.0.0.1:8080 | -stdio] [-allow-remote] [-config FILE] [-check-config FILE]
+//	         store:    [-db ./mcptask.db] [-sqlite-sync full|normal] [-sqlite-view-cache N]
+//	                   [-postgres DSN] [-postgres-schema mcptask] [-lease 15s]
+//	         tasks:    [-default-ttl 1h] [-max-ttl 24h] [-poll-interval 500ms]
+//	                   [-max-result-bytes 4194304] [-result-link-bytes 0] [-finish-within D]
+//	                   [-shutdown-grace 10s] [-sweep-interval 1m] [-ledger-retention D]
+//	         HTTP:     [-body-timeout 30s] [-max-connections 512]
+//	                   [-max-connections-per-source 64] [-max-connections-per-principal 128]
+//	                   [-auth-failures-per-source 20]
+//	         auth:     [-tokens FILE] [-jwt-key FILE | -jwks FILE] [-jwt-issuer ISS]
+//	                   [-jwt-audience AUD] [-jwt-tenant-claim tenant] [-required-scope SCOPE]
+//	                   [-admin-scope mcptask:admin] [-admin-token-file FILE]
+//	         limits:   [-max-active-tasks 100] [-create-rate 10] [-create-burst 50]
+//	                   [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
+//	         push:     [-notify-interval 50ms] [-notify-keepalive 0] [-max-listen-streams 16]
+//	                   [-max-listen-tasks 256]
+//	         operate:  [-metrics=true] [-metrics-addr HOST:PORT] [-dashboard=true]
+//	                   [-audit-log FILE|off] [-log-format text|json] [-log-level info]
 //
 // Once listening, mcptaskd prints "listening on http://HOST:PORT/mcp" to
 // standard output (useful with -addr 127.0.0.1:0, which picks a free
