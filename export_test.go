@@ -3,6 +3,8 @@ package mcptask
 import (
 	"net/http"
 
+	"github.com/mcptask/mcptask/internal/httpedge"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -13,10 +15,7 @@ func FastLaneServed(s *Server) uint64 { return s.fastServed.Load() }
 // of h (a Server.Handler) for the 2025-11-25 session sid, as while the
 // lane answers it; the returned function ends it.
 func MarkFastLaneCall(h http.Handler, sid string, id int64) (end func()) {
-	ls := h.(*wireRouter).fast.sessions
-	key := []string{idKey(mustID(id))}
-	ls.count(sid, key, true, 1)
-	return func() { ls.count(sid, key, true, -1) }
+	return h.(*httpedge.Handler).CallInFlight(sid, mustID(id))
 }
 
 func mustID(v int64) jsonrpc.ID {

@@ -167,8 +167,8 @@ type Server struct {
 	// traceStore: the engine makes store spans (Options.TracerProvider
 	// set), which tasks/* requests parent on their _meta trace context.
 	traceStore bool
-	// fastLane: Handler serves 2026-07-28 tasks/get on its fast lane
-	// (see fastlane.go).
+	// fastLane: Handler serves the tasks requests its fast lane takes
+	// (internal/httpedge).
 	fastLane bool
 	// fastServed counts the requests answered on the fast lane (for
 	// tests).
@@ -179,7 +179,6 @@ type Server struct {
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
 	started bool
 	drain   DrainState // as last set, for Draining
-	drainMu sync.Mutex // serializes the dashboard's read-modify-write of the switch
 
 	closeOnce sync.Once
 	closeErr  error

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/internal/httpedge"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -34,11 +35,8 @@ func (s *Server) wireOf(method string, req mcp.Request) adapter.Wire {
 // handler of its wire's table; anything else passes through.
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if ls, ok := ctx.Value(laneSessionsKey{}).(*laneSessions); ok {
-			// A session of a Handler with the fast lane: recorded there
-			// (fastlane2025.go).
-			ls.register(req)
-		}
+		// A session of a Handler with the fast lane: recorded there.
+		httpedge.Register(ctx, req)
 		if method == wire.MethodToolsCall {
 			// An in-process re-run of a recovered task is on no wire.
 			if res, err, ok := s.core.RunAttached(ctx, next, method, req); ok {
@@ -70,7 +68,7 @@ func (s *Server) limitedTasksRequest(ctx context.Context, method string, req mcp
 }
 
 // limitedTasksRequestIf is limitedTasksRequest for a request that the fast
-// lane answers only if take (when not nil), asked once the request rate
+// lane (httpedge) answers only if take (when not nil), asked once the request rate
 // allowed it, says so. When take says no, the rate's charge is undone and
 // nothing else happens (served is false): the request goes to the go-sdk,
 // which charges it there.

@@ -1,4 +1,4 @@
-package mcptask
+package httpedge
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package mcptask_test
+package dashboard_test
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestServerDashboard: Server.Dashboard shows the server's tools and sets
+// TestForServer: ForServer shows the server's tools and sets
 // its drain switch.
-func TestServerDashboard(t *testing.T) {
+func TestForServer(t *testing.T) {
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestServerDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close(context.Background())
-	dash, err := srv.Dashboard(st, dashboard.Options{})
+	dash, err := dashboard.ForServer(srv, st, dashboard.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

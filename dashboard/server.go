@@ -1,0 +1,59 @@
+package dashboard
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// ForServer returns the dashboard of srv, whose tasks are in st (srv's
+// engine's store): opts's Engine, Store, Tools and Drain are filled in
+// from srv when unset, so that the dashboard shows srv's tools and sets
+// its drain switch (audited as set by "dashboard"). Mount it under a
+// prefix with http.StripPrefix, behind opts.Authenticate or on a
+// loopback listener.
+func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, error) {
+	if opts.Engine == nil {
+		opts.Engine = srv.Engine()
+	}
+	if opts.Store == nil {
+		opts.Store = st
+	}
+	if opts.Tools == nil {
+		opts.Tools = srv.ToolNames
+	}
+	if opts.Drain == nil {
+		opts.Drain = serverDrain{srv}
+	}
+	return New(opts)
+}
+
+// serverDrainMu serializes the read-modify-write of a server's drain
+// switch by the dashboards of ForServer.
+var serverDrainMu sync.Mutex
+
+// serverDrain is the drain switch of an mcptask.Server as the dashboard
+// sets it.
+type serverDrain struct{ s *mcptask.Server }
+
+func (d serverDrain) DrainState() (bool, []string) {
+	st := d.s.Draining()
+	return st.All, st.Tools
+}
+
+func (d serverDrain) SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error {
+	serverDrainMu.Lock()
+	defer serverDrainMu.Unlock()
+	cur := d.s.Draining()
+	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback}
+	st.Tools = slices.DeleteFunc(slices.Clone(cur.Tools), func(t string) bool { return t == tool })
+	if drained {
+		st.Tools = append(st.Tools, tool)
+		slices.Sort(st.Tools)
+	}
+	return d.s.SetDrain(ctx, st, "dashboard", by)
+}
