@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/audit"
@@ -15,100 +14,6 @@ import (
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// TaskSupport says whether calls of a tool may or must run as tasks.
-type TaskSupport string
-
-// The task support levels of a tool.
-const (
-	// Forbidden tools always answer synchronously (the default).
-	Forbidden TaskSupport = "forbidden"
-	// Optional tools run as a task when the request declares task support,
-	// and synchronously otherwise.
-	Optional TaskSupport = "optional"
-	// Required tools only run as tasks; a request that does not declare
-	// task support is rejected before the handler runs.
-	Required TaskSupport = "required"
-)
-
-// ToolOptions sets how a tool runs as a task.
-type ToolOptions struct {
-	// Support is the tool's task support; empty means Forbidden.
-	Support TaskSupport
-	// Rerunnable declares the tool safe to run again: a task of it left
-	// unfinished by a crash or shutdown is run again at the next start.
-	// Otherwise such a task fails with an "outcome unknown" error; a tool
-	// with side effects is never silently run twice.
-	Rerunnable bool
-	// Reattach declares that the handler can resume its work from the
-	// external reference it recorded ([Task.SetExternalRef]) instead of
-	// doing it again: a task of the tool left unfinished by a crash,
-	// shutdown or takeover, with an external reference recorded, is run
-	// again (as a Rerunnable one is), and the handler, finding the
-	// reference with [Task.ExternalRef], re-attaches to the work it
-	// started elsewhere (an upstream task, a job). A task without a
-	// reference (the crash came before the other system answered) is
-	// resolved as the tool's other options say.
-	Reattach bool
-	// Reconcile, if set, asks the tool's system of record about an
-	// operation its handler recorded on the ledger ([Task.RecordOperation])
-	// that was left neither confirmed nor rejected by a crash, a restart
-	// or a takeover. It runs before the recovery policy, bounded by the
-	// engine's ReconcileTimeout: task.OpConfirmed completes the task (its
-	// result says it was reconciled, with the operation and receipt);
-	// task.OpRejected (not applied) runs the tool again, even if it is
-	// not Rerunnable (the re-run records a new attempt of the operation);
-	// anything else, or an error, fails the task "outcome unknown" and
-	// leaves the operation unknown for an operator; [ErrNoReconcile]
-	// leaves the task to the recovery policy. Without it, or for a task
-	// that recorded no operation, the recovery policy decides.
-	Reconcile func(ctx context.Context, op task.Operation) (state task.OpState, detail string, err error)
-	// AwaitExternalRef, if positive, delays the answer to a call that
-	// creates a task until the handler has recorded its external
-	// reference, or returned, or this long has passed: the client is
-	// acknowledged only once the work started elsewhere can be found
-	// again after a crash. The task itself is created, and the handler
-	// started, at once.
-	AwaitExternalRef time.Duration
-	// Synchronous, if set, reports whether this call must be answered
-	// synchronously even though the client declared task support: e.g. a
-	// multi round-trip round in which the handler gathers input before the
-	// long work starts as a task on a later round.
-	Synchronous func(req *mcp.CallToolRequest) bool
-	// MaxConcurrent, if positive, caps how many tasks of the tool run at
-	// once, across every server sharing the task store: a task beyond the
-	// cap is created and acknowledged at once, shows working with a status
-	// message such as "queued: 3 ahead", and starts in creation order when
-	// a slot frees; the queue survives restarts. A task started by the
-	// server that created it runs in the creating request's context (its
-	// values, not its cancellation); one started by another server (or
-	// after a restart) runs from its stored call, as a re-run does (its
-	// handler's request carries the call's arguments and _meta, not the
-	// values of the original HTTP request). A tool's AwaitExternalRef does
-	// not delay the acknowledgement of a task that waits. Calls answered
-	// synchronously do not count. Zero means no cap.
-	MaxConcurrent int
-	// Queue names the queue that MaxConcurrent caps, to share one cap
-	// among several tools (e.g. every tool of one upstream server);
-	// empty means a queue of the tool's own, named after it. Tools
-	// sharing a queue must give it the same MaxConcurrent.
-	Queue string
-	// MaxTTL, if positive, caps the retention of the tool's tasks below
-	// the server's maximum (e.g. a tool whose results hold sensitive
-	// data): a client asking for more gets MaxTTL.
-	MaxTTL time.Duration
-}
-
-// queue returns the name of the tool's queue, "" when it has no cap.
-func (o ToolOptions) queue(tool string) string {
-	switch {
-	case o.MaxConcurrent <= 0:
-		return ""
-	case o.Queue != "":
-		return o.Queue
-	}
-	return tool
-}
 
 // AddTool adds a typed tool to the server, as mcp.AddTool does, and sets
 // its task options. Like mcp.AddTool it panics on a programming error:
@@ -158,49 +63,6 @@ func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 // who made it). It is [Server.SetDrain] with the fallback DrainRefuse.
 func (s *Server) Drain(ctx context.Context, all bool, tools []string, by string) {
 	_ = s.SetDrain(ctx, DrainState{All: all, Tools: tools}, by, "")
-}
-
-// DrainFallback is what a drained tool's task-augmented calls get.
-type DrainFallback string
-
-// The drain fallbacks.
-const (
-	// DrainRefuse refuses them (-32010, data.reason "draining"): the
-	// default.
-	DrainRefuse DrainFallback = "refuse"
-	// DrainSync answers them synchronously, as plain calls, when the
-	// tool's task support is Optional; a Required tool's are refused.
-	DrainSync DrainFallback = "sync"
-)
-
-// DrainState is a server's drain switch.
-type DrainState struct {
-	// All drains every tool.
-	All bool `json:"all"`
-	// Tools are the tools drained when All is false.
-	Tools []string `json:"tools"`
-	// Fallback is what a drained tool's task-augmented calls get; empty
-	// means DrainRefuse.
-	Fallback DrainFallback `json:"fallback"`
-}
-
-// Active reports whether the switch drains any tool.
-func (d DrainState) Active() bool { return d.All || len(d.Tools) > 0 }
-
-// Equal reports whether d and o are the same switch (tools in any
-// order, an empty fallback as DrainRefuse).
-func (d DrainState) Equal(o DrainState) bool {
-	a, b := slices.Clone(d.Tools), slices.Clone(o.Tools)
-	slices.Sort(a)
-	slices.Sort(b)
-	return d.All == o.All && slices.Equal(slices.Compact(a), slices.Compact(b)) && d.fallback() == o.fallback()
-}
-
-func (d DrainState) fallback() DrainFallback {
-	if d.Fallback == "" {
-		return DrainRefuse
-	}
-	return d.Fallback
 }
 
 // SetDrain sets the server's drain switch to st (see [Server.Drain]); with

@@ -61,24 +61,6 @@ type Wire2025 interface {
 	ServeResultStream(rw http.ResponseWriter, r *http.Request, sdk http.Handler, id task.ID)
 }
 
-// Tasks is what the fast lane asks of the server behind the edge: the
-// server's own handling of the tasks/* requests it answers.
-type Tasks interface {
-	// Run answers the tasks/* request r with h, the handler of its
-	// wire's table, as the server's middleware does on the go-sdk's
-	// path: the request rate of its requester first (a refusal is the
-	// answer), then take, when not nil, which may decline the request
-	// (served false: the rate's charge is given back and nothing else
-	// happens), then h, in the trace context of r's _meta, and the
-	// request metrics of the outcome.
-	Run(ctx context.Context, h adapter.Handler, r *adapter.Request, take func(context.Context) bool) (res mcp.Result, err error, served bool)
-	// Finished reports whether the task that req, a tasks/result of
-	// params p, names has finished, for its requester; a task it cannot
-	// see, or an invalid ID, counts as finished (the answer, an error,
-	// does not wait).
-	Finished(ctx context.Context, req mcp.Request, p mcp.Params) bool
-}
-
 // Config is what the edge is built from.
 type Config struct {
 	// Server is the go-sdk server both of the go-sdk's handlers serve.
@@ -126,7 +108,7 @@ func New(c Config) *Handler {
 		stateless: slow,
 	}
 	if c.FastLane {
-		h.fast = newFastLane(c, stateless, slow)
+		h.fast = newFastLane(c.Tasks, c.V2026, c.V2025, stateless, slow)
 	}
 	return h
 }

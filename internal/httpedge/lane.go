@@ -1,6 +1,7 @@
 package httpedge
 
 import (
+	"context"
 	"errors"
 	"mime"
 	"net"
@@ -41,6 +42,24 @@ import (
 // mcptask's (none runs on the lane; see mcptask's Options.FastLane), and
 // a custom Options.Owner (the lane is then off).
 
+// Tasks is what the fast lane asks of the server behind the edge: the
+// server's own handling of the tasks/* requests it answers.
+type Tasks interface {
+	// Run answers the tasks/* request r with h, the handler of its
+	// wire's table, as the server's middleware does on the go-sdk's
+	// path: the request rate of its requester first (a refusal is the
+	// answer), then take, when not nil, which may decline the request
+	// (served false: the rate's charge is given back and nothing else
+	// happens), then h, in the trace context of r's _meta, and the
+	// request metrics of the outcome.
+	Run(ctx context.Context, h adapter.Handler, r *adapter.Request, take func(context.Context) bool) (res mcp.Result, err error, served bool)
+	// Finished reports whether the task that req, a tasks/result of
+	// params p, names has finished, for its requester; a task it cannot
+	// see, or an invalid ID, counts as finished (the answer, an error,
+	// does not wait).
+	Finished(ctx context.Context, req mcp.Request, p mcp.Params) bool
+}
+
 // fastLaneMaxBody bounds the bodies the fast lane reads; a larger one goes
 // to the go-sdk.
 const fastLaneMaxBody = 64 << 10
@@ -66,9 +85,11 @@ type fastLane struct {
 	maxBody                           int64
 }
 
-// newFastLane returns the fast lane of a handler with options o, nil when
-// the handler's options are not what the lane reproduces.
-func newFastLane(c Config, o mcp.StreamableHTTPOptions, slow http.Handler) *fastLane {
+// newFastLane returns the fast lane of a handler with options o, whose
+// go-sdk stateless handler is slow, answering with tasks and the tables
+// of the wires v2026 and v25; nil when the handler's options are not what
+// the lane reproduces.
+func newFastLane(tasks Tasks, v2026, v25 adapter.Wire, o mcp.StreamableHTTPOptions, slow http.Handler) *fastLane {
 	if o.CrossOriginProtection != nil {
 		return nil
 	}
@@ -86,9 +107,9 @@ func newFastLane(c Config, o mcp.StreamableHTTPOptions, slow http.Handler) *fast
 		max = min(max, mcp.DefaultMaxRequestBodyBytes)
 	}
 	return &fastLane{
-		tasks:               c.Tasks,
-		v2026:               c.V2026,
-		v25:                 c.V2025,
+		tasks:               tasks,
+		v2026:               v2026,
+		v25:                 v25,
 		slow:                slow,
 		sessions:            ls,
 		jsonResponse:        o.JSONResponse,
