@@ -242,7 +242,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // when it answered last, 0 when it did not. health is called at each
 // scrape and must be quick. Upstream names are the configuration's.
 //
-// [gateway.Gateway]: https://pkg.go.dev/github.com/mcptask/mcptask/gateway#Gateway
+// [gateway.Gateway]: https://pkg.go.dev/github.com/mcptask/mcptask/source/gateway#Gateway
 func (m *Metrics) CollectUpstreams(health func() map[string]error) error {
 	return m.reg.Register(&upstreamCollector{health: health,
 		up: prometheus.NewDesc(Namespace+"_upstream_up", "Whether an upstream (a gateway's upstream MCP server) answered last: 1, or 0 when it did not, by upstream, at scrape time.",
@@ -251,12 +251,12 @@ func (m *Metrics) CollectUpstreams(health func() map[string]error) error {
 
 // CollectJobAPIs registers, on the registry of New, the gauge
 // mcptask_jobapi_up: for each HTTP job tool that health names (e.g. by
-// the Health method of the [jobapi.Tools] registered), 1 when its last
+// the Health method of the [httpjob.Tools] registered), 1 when its last
 // request to its job API was answered (or it sent none yet), 0 when it
 // failed (no answer, or HTTP 5xx). health is called at each scrape and
 // must be quick. Tool names are the configuration's.
 //
-// [jobapi.Tools]: https://pkg.go.dev/github.com/mcptask/mcptask/jobapi#Tools
+// [httpjob.Tools]: https://pkg.go.dev/github.com/mcptask/mcptask/source/httpjob#Tools
 func (m *Metrics) CollectJobAPIs(health func() map[string]error) error {
 	return m.reg.Register(&upstreamCollector{health: health,
 		up: prometheus.NewDesc(Namespace+"_jobapi_up", "Whether the job API of an HTTP job tool answered its last request: 1, or 0 when it failed (no answer, HTTP 5xx), by tool, at scrape time.",

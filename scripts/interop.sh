@@ -143,8 +143,8 @@ done
 if [[ $# -eq 0 ]]; then
 	export MCPTASK_TEST_SERVER_EVERYTHING=$repo/interop/ts/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 	export MCPTASK_TEST_NODE=$node
-	log "go test -race -run TestServerEverything ./gateway"
-	go test -race -count=1 -run '^TestServerEverything$' -v ./gateway || exit 1
+	log "go test -race -run TestServerEverything ./source/gateway"
+	go test -race -count=1 -run '^TestServerEverything$' -v ./source/gateway || exit 1
 	log "go test -race -run TestGatewayEverything ./cmd/mcptask"
 	go test -race -count=1 -run '^TestGatewayEverything$' -v ./cmd/mcptask || exit 1
 fi

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/commands"
+	"github.com/mcptask/mcptask/source/command"
 )
 
 // CommandConfig is one entry of the configuration file's commands: a
@@ -57,7 +57,7 @@ type CommandConfig struct {
 	MaxTTL        Duration         `yaml:"maxTtl"`
 	Log           CommandLogConfig `yaml:"log"`
 	Progress      string           `yaml:"progress"`
-	tool          *commands.Tool   // resolved by validateCommands
+	tool          *command.Tool    // resolved by validateCommands
 }
 
 // CommandEnvConfig is a command's environment: the variables of
@@ -110,7 +110,7 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 				bad("progress", "not a regular expression (Go syntax): %v", err)
 			}
 		}
-		tail := commands.DefaultLogTail
+		tail := command.DefaultLogTail
 		if cc.Log.TailKiB != nil {
 			if *cc.Log.TailKiB <= 0 || *cc.Log.TailKiB > 64<<10 {
 				bad("log.tailKiB", "%d: want 1 to 65536", *cc.Log.TailKiB)
@@ -143,16 +143,16 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 		if len(argv) > 0 && strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) && fc.dir != "" {
 			argv[0] = filepath.Join(fc.dir, argv[0])
 		}
-		t := commands.Tool{
+		t := command.Tool{
 			Name: name, Description: cc.Description, InputSchema: cc.InputSchema, Argv: argv,
-			Dir: fc.path(cc.Cwd), Env: commands.Env{Allow: cc.Env.Allow, Set: set},
+			Dir: fc.path(cc.Cwd), Env: command.Env{Allow: cc.Env.Allow, Set: set},
 			Timeout: time.Duration(cc.Timeout), KillGrace: time.Duration(cc.KillGrace),
 			Support: mcptask.TaskSupport(cc.Task), Rerunnable: cc.Rerunnable, MaxConcurrent: cc.MaxConcurrent,
 			MaxTTL: time.Duration(cc.MaxTTL), LogTail: tail, LogDir: fc.path(cc.Log.Dir), Progress: progress,
 			Secrets: secrets,
 		}
 		if len(errs) == n {
-			if err := commands.Check(t); err != nil {
+			if err := command.Check(t); err != nil {
 				msg := strings.TrimPrefix(err.Error(), "commands: "+name+": ")
 				field := ""
 				for _, f := range [][2]string{{"argv", "argv"}, {"program", "argv"}, {"inputSchema", "inputSchema"}, {"working directory", "cwd"}, {"log directory", "log.dir"}} {
@@ -179,11 +179,11 @@ func (fc *FileConfig) path(p string) string {
 }
 
 // commandTools returns the file's commands, in name order.
-func (fc *FileConfig) commandTools() []commands.Tool {
+func (fc *FileConfig) commandTools() []command.Tool {
 	if fc == nil {
 		return nil
 	}
-	var out []commands.Tool
+	var out []command.Tool
 	for _, name := range slices.Sorted(maps.Keys(fc.Commands)) {
 		if t := fc.Commands[name].tool; t != nil {
 			out = append(out, *t)
@@ -226,7 +226,7 @@ func registerCommands(ctx context.Context, ts *mcptask.Server, fc *FileConfig, l
 	if len(tools) == 0 {
 		return func() error { return nil }, nil
 	}
-	c, err := commands.Register(ts, tools, log.With("component", "commands"))
+	c, err := command.Register(ts, tools, log.With("component", "commands"))
 	if err != nil {
 		return func() error { return nil }, errors.New(strings.Replace(err.Error(), "commands: ", "commands.", 1))
 	}

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/jobapi"
 	"github.com/mcptask/mcptask/metrics"
+	"github.com/mcptask/mcptask/source/httpjob"
 )
 
 // HTTPJobConfig is one entry of the configuration file's httpJobs: a job
 // of an HTTP job API run as a tool (see docs/adapters.md and package
-// jobapi):
+// source/httpjob):
 //
 //	httpJobs:
 //	  build:
@@ -87,17 +87,17 @@ type HTTPJobConfig struct {
 	secrets []string // the values of its ${...} references
 }
 
-// tool returns the jobapi tool of the entry name.
-func (hc *HTTPJobConfig) tool(name string) jobapi.Tool {
-	return jobapi.Tool{
+// tool returns the httpjob tool of the entry name.
+func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
+	return httpjob.Tool{
 		Name: name, Description: hc.Description, InputSchema: hc.InputSchema,
-		Start: jobapi.Start{Method: strings.ToUpper(hc.Start.Method), URL: hc.Start.URL, Headers: hc.Start.Headers,
+		Start: httpjob.Start{Method: strings.ToUpper(hc.Start.Method), URL: hc.Start.URL, Headers: hc.Start.Headers,
 			Body: jsonBody(hc.Start.Body), JobID: hc.Start.JobID},
-		Status: jobapi.Status{URL: hc.Status.URL, Headers: hc.Status.Headers, State: hc.Status.State, Message: hc.Status.Message,
+		Status: httpjob.Status{URL: hc.Status.URL, Headers: hc.Status.Headers, State: hc.Status.State, Message: hc.Status.Message,
 			Error: hc.Status.Error, Working: hc.Status.Working, Completed: hc.Status.Completed, Failed: hc.Status.Failed,
 			Cancelled: hc.Status.Cancelled},
-		Result:          jobapi.Result{URL: hc.Result.URL, Headers: hc.Result.Headers, Pointer: hc.Result.Pointer},
-		Cancel:          jobapi.Cancel{Method: strings.ToUpper(hc.Cancel.Method), URL: hc.Cancel.URL, Headers: hc.Cancel.Headers},
+		Result:          httpjob.Result{URL: hc.Result.URL, Headers: hc.Result.Headers, Pointer: hc.Result.Pointer},
+		Cancel:          httpjob.Cancel{Method: strings.ToUpper(hc.Cancel.Method), URL: hc.Cancel.URL, Headers: hc.Cancel.Headers},
 		PollInterval:    time.Duration(hc.PollInterval),
 		Timeout:         time.Duration(hc.Timeout),
 		IdempotentStart: hc.IdempotentStart,
@@ -201,18 +201,18 @@ func httpJobsRegistrar(m *metrics.Metrics) func(context.Context, *mcptask.Server
 // registerHTTPJobs adds the HTTP job tools of fc to ts, before it starts;
 // the function it returns (never nil) stops what they started, and the
 // tools are nil when fc has none.
-func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, *jobapi.Tools, error) {
+func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, *httpjob.Tools, error) {
 	none := func() error { return nil }
 	if fc == nil || len(fc.HTTPJobs) == 0 {
 		return none, nil, nil
 	}
-	var tools []jobapi.Tool
+	var tools []httpjob.Tool
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
 		hc := fc.HTTPJobs[name]
 		tools = append(tools, hc.tool(name))
 	}
 	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	added, err := jobapi.RegisterTools(ts, tools, client, log.With("component", "httpjobs"))
+	added, err := httpjob.RegisterTools(ts, tools, client, log.With("component", "httpjobs"))
 	if err != nil {
 		return none, nil, fmt.Errorf("httpJobs: %w", err)
 	}

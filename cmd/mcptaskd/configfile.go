@@ -18,8 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/gateway"
 	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/source/gateway"
 	"go.yaml.in/yaml/v3"
 )
 

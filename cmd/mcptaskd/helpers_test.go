@@ -17,16 +17,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcptask/mcptask/commands"
 	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/mcptask/mcptask/source/command"
 )
 
 // daemonBin is the mcptaskd binary built once for the whole test run.
 var daemonBin string
 
 func TestMain(m *testing.M) {
-	commands.Supervise() // the commands of in-process servers run under this binary
+	command.Supervise() // the commands of in-process servers run under this binary
 	if os.Getenv(upstreamEnv) != "" {
 		os.Exit(runUpstream()) // an upstream MCP server of a gateway test
 	}

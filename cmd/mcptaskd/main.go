@@ -79,13 +79,13 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/mcptask/mcptask/commands"
+	"github.com/mcptask/mcptask/source/command"
 )
 
 func main() {
 	// A command's supervisor is a copy of mcptaskd (see package
 	// commands): it runs its command and exits here.
-	commands.Supervise()
+	command.Supervise()
 	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return

@@ -1,7 +1,7 @@
 // Package secrets replaces the values a tool source holds as secrets (a
 // job API's credentials, the values of a command's secret files) in what
 // the source stores or sends: results, status messages, log lines and
-// errors. The job tools (jobapi) and the command tools (commands) share
+// errors. The HTTP job tools (source/httpjob) and the command tools (source/command) share
 // it.
 package secrets
 

@@ -6,7 +6,7 @@
 //	...
 //	hs := httptest.NewServer(svc.Handler())
 //
-// The API, as the job tools of package jobapi see it:
+// The API, as the HTTP job tools of package source/httpjob see it:
 //
 //	POST /jobs                  start a job; the body is kept as its params;
 //	                            201 {"id","state":"running",...}, or 200 with

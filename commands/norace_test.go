@@ -1,5 +1,0 @@
-//go:build !race
-
-package commands
-
-const raceEnabled = false

@@ -1,0 +1,482 @@
+// Package httpjob turns jobs of an HTTP job API (a CI pipeline, a batch
+// job, a workflow engine: a system that runs long work and keeps its
+// state) into tools of an mcptask server, whose tasks follow the job:
+//
+//	err := httpjob.Register(ts, []httpjob.Tool{{
+//		Name:        "build",
+//		Description: "Builds a git ref",
+//		InputSchema: map[string]any{"type": "object",
+//			"properties": map[string]any{"ref": map[string]any{"type": "string"}}},
+//		Start: httpjob.Start{Method: "POST", URL: "https://ci.example.com/jobs",
+//			Headers: map[string]string{"Authorization": "Bearer " + token},
+//			Body:    map[string]any{"ref": "{ref}"}, JobID: "/id"},
+//		Status: httpjob.Status{URL: "https://ci.example.com/jobs/{jobId}",
+//			State: "/state", Message: "/progress", Error: "/error/message",
+//			Working: []string{"queued", "running"}, Completed: []string{"succeeded"},
+//			Failed: []string{"failed"}, Cancelled: []string{"cancelled"}},
+//		Result:  httpjob.Result{Pointer: "/output"},
+//		Cancel:  httpjob.Cancel{Method: "POST", URL: "https://ci.example.com/jobs/{jobId}/cancel"},
+//		Support: mcptask.Optional,
+//	}}, http.DefaultClient, logger)
+//
+// A call sends the start request, with the header Idempotency-Key:
+// mcptask-TASKID, recorded on the task (Task.SetProvisionalExternalRef)
+// before it is sent; the job's ID, found in the answer at the JobID JSON
+// pointer (RFC 6901), is recorded as the task's external reference
+// ({"key":..., "jobId":...}) before the client's create is answered
+// (ToolOptions.AwaitExternalRef). The task then polls the status request
+// every PollInterval: the value at Status.Message is its status message,
+// the value at Status.State says whether the job is still working or how
+// it ended. A completed job's result (at Result.Pointer in the status
+// answer, or in the answer to a result request) is the task's result, a
+// failed job's error (at Status.Error) an isError result, a cancel of the
+// task sends the cancel request.
+//
+// Templates: {name} is the call's argument name (escaped for a path
+// segment, or for a query value after the '?', in URLs), {jobId} the
+// job's ID. In a body template, a string that is exactly "{name}" becomes
+// the argument's JSON value (a number stays a number); other strings get
+// the values interpolated as text.
+//
+// After a crash, a restart, a graceful hand-back or a takeover by another
+// instance, the task's work runs again (ToolOptions.Reattach) and
+// re-attaches: it watches the recorded job instead of starting another.
+// A run that stopped between sending the start and recording the job's ID
+// left only the idempotency key: with IdempotentStart the start is sent
+// again with the same key (the job API answers with the job it started
+// then); without, the task fails saying its outcome is unknown and naming
+// the key, for an operator to look up in the job system.
+//
+// Errors lose nothing: a start refused with 4xx fails the task with the
+// job system's error; 5xx, 429 and connection errors are retried with
+// backoff within the timeout; a status answer that matches no mapping
+// fails the task with the answer's first bytes (also logged), and so
+// does an answer above MaxAnswer. Header values are secrets: they never
+// appear in status messages, results, logs or errors, even when a job
+// system echoes them, and never reach another origin: a redirect to
+// another scheme, host or port than the request's fails the task instead
+// of being followed. A path segment an argument or the job's ID fills
+// whole may not be "", "." or "..".
+package httpjob
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool is a tool whose calls are jobs of an HTTP job API.
+type Tool struct {
+	// Name and Description are the tool's; InputSchema its arguments'
+	// JSON Schema (an object schema; nil means no arguments), whose
+	// properties name the arguments templates may use.
+	Name        string
+	Description string
+	InputSchema map[string]any
+
+	Start  Start
+	Status Status
+	Result Result
+	Cancel Cancel
+
+	// PollInterval is the pause between two status requests; zero means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Timeout, if positive, bounds the task from its first start (a
+	// re-attached task keeps the time it had): the job is then cancelled
+	// (with a cancel request) and the task fails saying so.
+	Timeout time.Duration
+	// IdempotentStart declares that the job API honours Idempotency-Key
+	// (a start with a key it has seen answers with that key's job): a
+	// task that crashed between sending the start and recording the job's
+	// ID sends it again with the same key instead of failing "outcome
+	// unknown".
+	IdempotentStart bool
+
+	// Support is the tool's task support (empty means mcptask.Optional);
+	// MaxConcurrent, Queue and MaxTTL are as in mcptask.ToolOptions.
+	Support       mcptask.TaskSupport
+	MaxConcurrent int
+	Queue         string
+	MaxTTL        time.Duration
+
+	// Secrets are more values (besides the headers', which always are)
+	// never to show in status messages, logs or errors.
+	Secrets []string
+}
+
+// Start is the request that starts a job.
+type Start struct {
+	// Method defaults to POST.
+	Method string
+	// URL is a template of the call's arguments.
+	URL     string
+	Headers map[string]string
+	// Body is a JSON body template (decoded JSON: maps, lists, strings,
+	// numbers); nil sends no body.
+	Body any
+	// JobID is the JSON pointer of the job's ID in the answer (a string
+	// or a number).
+	JobID string
+}
+
+// Status is the request that reads a job's state, and how its answer maps
+// to the task.
+type Status struct {
+	// URL is a template with {jobId} (and any argument).
+	URL     string
+	Headers map[string]string
+	// State is the JSON pointer of the job's state, whose value is one of
+	// Working, Completed, Failed or Cancelled; any other value (or none)
+	// fails the task loudly.
+	State string
+	// Message, if set, is the JSON pointer of the job's progress: the
+	// task's status message.
+	Message string
+	// Error, if set, is the JSON pointer of a failed job's error.
+	Error string
+
+	Working   []string
+	Completed []string
+	Failed    []string
+	Cancelled []string
+}
+
+// Result says where a completed job's result is: with no URL, at Pointer
+// in the last status answer; with a URL (a template with {jobId}), at
+// Pointer in the answer to a GET of it. Pointer "" is the whole answer.
+// The result is the task's: a string as text, anything else as JSON text
+// (and, for an object, as structured content).
+type Result struct {
+	URL     string
+	Headers map[string]string
+	Pointer string
+}
+
+// Cancel is the request that cancels a job, sent when the task is
+// cancelled or times out; with no URL a job is never cancelled.
+type Cancel struct {
+	// Method defaults to POST.
+	Method string
+	// URL is a template with {jobId} (and any argument).
+	URL     string
+	Headers map[string]string
+}
+
+// Defaults and bounds.
+const (
+	// DefaultPollInterval is the default of Tool.PollInterval.
+	DefaultPollInterval = 2 * time.Second
+	// AwaitJobID bounds how long a create waits for the job's ID before
+	// the client is answered all the same (ToolOptions.AwaitExternalRef).
+	AwaitJobID = 30 * time.Second
+	// RequestTimeout bounds one HTTP request to the job API.
+	RequestTimeout = 30 * time.Second
+	// MaxAnswer bounds the answers read from the job API.
+	MaxAnswer = 4 << 20
+	// Excerpt is how much of an unexpected answer is shown.
+	Excerpt = 256
+)
+
+// KeyPrefix starts the Idempotency-Key of a task's start request, followed
+// by the task's ID.
+const KeyPrefix = "mcptask-"
+
+// Problem is what is wrong with one field of a Tool, named as in the
+// configuration file (e.g. "status.state", "start.url").
+type Problem struct {
+	Field   string
+	Message string
+}
+
+// Error returns the problem as "field: message".
+func (p Problem) Error() string {
+	if p.Field == "" {
+		return p.Message
+	}
+	return p.Field + ": " + p.Message
+}
+
+var (
+	toolName    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	methodToken = regexp.MustCompile(`^[A-Z]+$`)
+	headerName  = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+)
+
+// Check returns the problems of t, each naming its field.
+func (t Tool) Check() []Problem {
+	var ps []Problem
+	bad := func(field, format string, args ...any) {
+		ps = append(ps, Problem{field, fmt.Sprintf(format, args...)})
+	}
+	if !toolName.MatchString(t.Name) {
+		bad("", "the tool name %q: want 1 to 64 letters, digits, '_', '-' or '.'", t.Name)
+	}
+	args := map[string]bool{}
+	if t.InputSchema != nil {
+		if ty, _ := t.InputSchema["type"].(string); ty != "object" {
+			bad("inputSchema", "want a JSON Schema of type object")
+		}
+		if props, ok := t.InputSchema["properties"].(map[string]any); ok {
+			for k := range props {
+				args[k] = true
+			}
+		} else if t.InputSchema["properties"] != nil {
+			bad("inputSchema.properties", "want a map of argument names to schemas")
+		}
+	}
+	known := func(field string, withJobID bool, ns []string) {
+		for _, n := range ns {
+			switch {
+			case n == jobIDName && withJobID:
+			case n == jobIDName:
+				bad(field, "{jobId} is not known yet here")
+			case !args[n]:
+				bad(field, "{%s} names no argument of inputSchema.properties (%s)", n, argList(args))
+			}
+		}
+	}
+	checkURL := func(field, u string, withJobID, required bool) {
+		switch {
+		case u == "" && required:
+			bad(field, "required")
+		case u == "":
+		case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
+			bad(field, "%q: want an http:// or https:// URL", u)
+		case len(names(origin(u))) > 0:
+			bad(field, "%q: a placeholder in the scheme, host or port: an argument never chooses where the request (and its headers) go", u)
+		default:
+			known(field, withJobID, names(u))
+		}
+	}
+	checkMethod := func(field, m string) {
+		if m != "" && !methodToken.MatchString(m) {
+			bad(field, "%q: want an HTTP method such as POST", m)
+		}
+	}
+	checkHeaders := func(field string, h map[string]string) {
+		for k := range h {
+			if !headerName.MatchString(k) {
+				bad(field, "%q is not a header name", k)
+			}
+			if http.CanonicalHeaderKey(k) == "Idempotency-Key" && field == "start.headers" {
+				bad(field, "Idempotency-Key is set by mcptask (mcptask-TASKID)")
+			}
+		}
+	}
+	checkPtr := func(field, p string, required bool) {
+		if p == "" && required {
+			bad(field, "required: a JSON pointer such as /id")
+			return
+		}
+		if err := checkPointer(p); err != nil {
+			bad(field, "%v", err)
+		}
+	}
+
+	checkMethod("start.method", t.Start.Method)
+	checkURL("start.url", t.Start.URL, false, true)
+	checkHeaders("start.headers", t.Start.Headers)
+	known("start.body", false, bodyNames(t.Start.Body))
+	checkPtr("start.jobId", t.Start.JobID, true)
+
+	checkURL("status.url", t.Status.URL, true, true)
+	if t.Status.URL != "" && !slices.Contains(names(t.Status.URL), jobIDName) {
+		bad("status.url", "want {jobId} in it")
+	}
+	checkHeaders("status.headers", t.Status.Headers)
+	checkPtr("status.state", t.Status.State, true)
+	checkPtr("status.message", t.Status.Message, false)
+	checkPtr("status.error", t.Status.Error, false)
+	if len(t.Status.Working) == 0 {
+		bad("status.working", "list the states of a job still working (e.g. [queued, running])")
+	}
+	if len(t.Status.Completed) == 0 {
+		bad("status.completed", "list the states of a job that succeeded: a job needs a terminal state")
+	}
+	seen := map[string]string{}
+	for _, l := range []struct {
+		field string
+		vals  []string
+	}{{"status.working", t.Status.Working}, {"status.completed", t.Status.Completed}, {"status.failed", t.Status.Failed}, {"status.cancelled", t.Status.Cancelled}} {
+		for _, v := range l.vals {
+			if prev, ok := seen[v]; ok {
+				bad(l.field, "%q is also in %s", v, prev)
+			}
+			seen[v] = l.field
+		}
+	}
+
+	checkURL("result.url", t.Result.URL, true, false)
+	if t.Result.URL == "" && len(t.Result.Headers) > 0 {
+		bad("result.headers", "headers need a result url")
+	}
+	checkHeaders("result.headers", t.Result.Headers)
+	checkPtr("result.pointer", t.Result.Pointer, false)
+
+	checkMethod("cancel.method", t.Cancel.Method)
+	checkURL("cancel.url", t.Cancel.URL, true, false)
+	if t.Cancel.URL == "" && (t.Cancel.Method != "" || len(t.Cancel.Headers) > 0) {
+		bad("cancel.url", "required with a cancel method or headers")
+	}
+	checkHeaders("cancel.headers", t.Cancel.Headers)
+
+	if t.PollInterval < 0 {
+		bad("pollInterval", "must not be negative")
+	} else if t.PollInterval > 0 && t.PollInterval < 10*time.Millisecond {
+		bad("pollInterval", "%v: want at least 10ms", t.PollInterval)
+	}
+	if t.Timeout < 0 {
+		bad("timeout", "must not be negative")
+	}
+	switch t.Support {
+	case "", mcptask.Optional, mcptask.Required, mcptask.Forbidden:
+	default:
+		bad("task", "%q: want optional, required or forbidden", t.Support)
+	}
+	if t.MaxConcurrent < 0 {
+		bad("maxConcurrent", "must not be negative")
+	}
+	if t.MaxTTL < 0 {
+		bad("maxTtl", "must not be negative")
+	}
+	return ps
+}
+
+func argList(args map[string]bool) string {
+	if len(args) == 0 {
+		return "none declared"
+	}
+	var ns []string
+	for n := range args {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	return "declared: " + strings.Join(ns, ", ")
+}
+
+// Register adds the tools to ts, which must not have started yet (its
+// recovery of unfinished tasks asks every tool whether it may run again).
+// client carries the requests (nil means http.DefaultClient); log
+// receives the tools' records (nil: slog.Default()). A tool with a
+// problem (Check), or whose name is taken, fails the registration of all.
+func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) error {
+	_, err := RegisterTools(ts, tools, client, log)
+	return err
+}
+
+// Tools are the HTTP job tools added by [RegisterTools].
+type Tools struct {
+	tools []*jobTool
+}
+
+// Health reports the state of each tool's job API, by tool name: nil when
+// the tool's last request to it was answered (with any status below 500)
+// or it sent none yet, else what failed (the request's error, scrubbed of
+// the tool's secrets, or "HTTP 5xx"). Requests cut by their task's
+// cancellation or stop do not count. It is quick: e.g. for a gauge read at
+// each scrape (metrics.CollectJobAPIs).
+func (t *Tools) Health() map[string]error {
+	h := make(map[string]error, len(t.tools))
+	for _, jt := range t.tools {
+		var err error
+		if p := jt.down.Load(); p != nil {
+			err = *p
+		}
+		h[jt.Name] = err
+	}
+	return h
+}
+
+// RegisterTools is [Register], returning the tools added, whose Health
+// reports the state of their job APIs.
+func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) (*Tools, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, t := range tools {
+		for _, p := range t.Check() {
+			errs = append(errs, fmt.Errorf("jobapi: tool %q: %w", t.Name, p))
+		}
+		if ts.HasTool(t.Name) || seen[t.Name] {
+			errs = append(errs, fmt.Errorf("jobapi: the tool name %q is taken", t.Name))
+		}
+		seen[t.Name] = true
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	added := &Tools{}
+	for _, t := range tools {
+		jt := newJobTool(t, client, log.With("tool", t.Name), ts.TracerProvider())
+		added.tools = append(added.tools, jt)
+		schema := t.InputSchema
+		if schema == nil {
+			schema = map[string]any{"type": "object"}
+		}
+		desc := t.Description
+		if desc == "" {
+			desc = "Runs a job of " + hostOf(t.Start.URL) + " and follows it to its end."
+		}
+		opts := mcptask.ToolOptions{
+			Support: t.Support,
+			// A re-run is always safe: with the job's ID it re-attaches,
+			// with only the key it re-sends the start (IdempotentStart)
+			// or fails "outcome unknown", and with nothing recorded no
+			// start was sent.
+			Rerunnable:       true,
+			Reattach:         true,
+			AwaitExternalRef: AwaitJobID,
+			MaxConcurrent:    t.MaxConcurrent,
+			Queue:            t.Queue,
+			MaxTTL:           t.MaxTTL,
+			Reconcile:        jt.reconcile,
+		}
+		if opts.Support == "" {
+			opts.Support = mcptask.Optional
+		}
+		if t.Timeout > 0 {
+			opts.AwaitExternalRef = min(t.Timeout, AwaitJobID)
+		}
+		ts.AddRawTool(&mcp.Tool{Name: t.Name, Description: desc, InputSchema: schema}, jt.handle, opts)
+		log.Info("HTTP job tool added", "tool", t.Name, "api", hostOf(t.Start.URL), "task", opts.Support,
+			"idempotentStart", t.IdempotentStart, "maxConcurrent", t.MaxConcurrent)
+	}
+	return added, nil
+}
+
+// origin is the scheme://host[:port] part of a URL template.
+func origin(u string) string {
+	_, rest, _ := strings.Cut(u, "://")
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return u[:len(u)-len(rest)+end]
+}
+
+// hostOf returns the scheme and host of a URL template, for logs.
+func hostOf(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return "?"
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if _, h, ok := strings.Cut(host, "@"); ok {
+		host = h // never credentials in a URL
+	}
+	return scheme + "://" + host
+}
