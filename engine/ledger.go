@@ -8,20 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
-)
-
-// The defaults of the ledger's options.
-const (
-	// DefaultLedgerRetention is the default of Options.LedgerRetention:
-	// the ledger keeps an operation 30 days after its last change,
-	// whatever happened to its task.
-	DefaultLedgerRetention = 30 * 24 * time.Hour
-	// DefaultReconcileTimeout is the default of Options.ReconcileTimeout.
-	DefaultReconcileTimeout = 30 * time.Second
 )
 
 // ErrNoLedger is returned by Handle.RecordOperation when the engine's

@@ -14,19 +14,6 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// The defaults of the task log options (see [Options]).
-const (
-	// DefaultLogFlushInterval is how long a logged line waits in memory,
-	// at most, before it is written to the store with the lines logged
-	// meanwhile.
-	DefaultLogFlushInterval = 200 * time.Millisecond
-	// DefaultLogFlushLines is how many waiting lines start a write at
-	// once.
-	DefaultLogFlushLines = 256
-	// DefaultLogWriteTimeout bounds each write of logged lines.
-	DefaultLogWriteTimeout = 5 * time.Second
-)
-
 // maxLogBackoff bounds the wait between the writes of a log whose lines
 // overflow its caps in memory (see logBuffer.backoff).
 const maxLogBackoff = 2 * time.Second

@@ -13,17 +13,6 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// Defaults of the queue service.
-const (
-	// DefaultQueueInterval is the default of Options.QueueInterval: how
-	// often the engine looks, besides when it is told of a change, for
-	// waiting tasks that can start.
-	DefaultQueueInterval = time.Second
-	// DefaultQueueTimeout bounds each round of the queue service (one
-	// StartQueued per queue, and the launch of what it started).
-	DefaultQueueTimeout = 10 * time.Second
-)
-
 // ErrNoQueue is returned by Start for a StartSpec.Queue that was not
 // declared with [Engine.SetQueue].
 var ErrNoQueue = errors.New("engine: unknown queue (declare it with SetQueue)")

@@ -13,9 +13,6 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// DefaultFinishWithin is the default of Options.FinishWithin.
-const DefaultFinishWithin = 5 * time.Millisecond
-
 // pendingCreate coordinates a run whose work started before its task was
 // created (startQuick) with the Start that decides how the task is
 // created: with its outcome in one write, when the work ended within the

@@ -6,35 +6,6 @@ import (
 	"time"
 )
 
-// Defaults of the [Options] of the engine's leases and background
-// services, used when the option is zero.
-const (
-	// DefaultLease is the default of Options.Lease.
-	DefaultLease = 15 * time.Second
-	// DefaultHeartbeatTimeout bounds each renewal of the leases of the
-	// work running on an engine (one Heartbeat of the store, and the reads
-	// of the tasks it reports lost).
-	DefaultHeartbeatTimeout = 5 * time.Second
-	// DefaultClaimTimeout bounds each round of taking over the tasks whose
-	// lease expired: the Claim, and the resolution of the tasks it took.
-	DefaultClaimTimeout = 10 * time.Second
-	// DefaultSweepInterval is the default of Options.SweepInterval.
-	DefaultSweepInterval = time.Minute
-	// DefaultSweepTimeout bounds each sweep of expired tasks.
-	DefaultSweepTimeout = 30 * time.Second
-	// DefaultFeedRetryInterval is how long the change-feed follower waits
-	// before following the feed again after it failed (e.g. a lost
-	// connection).
-	DefaultFeedRetryInterval = time.Second
-	// DefaultFeedCheckTimeout bounds each read of a task announced by the
-	// change feed (to see whether it ended elsewhere).
-	DefaultFeedCheckTimeout = 5 * time.Second
-	// DefaultInputPollInterval is the default of Options.InputPollInterval.
-	DefaultInputPollInterval = 2 * time.Second
-	// DefaultMaxAttempts is the default of Options.MaxAttempts.
-	DefaultMaxAttempts = 3
-)
-
 // A failed lease renewal is tried again after these pauses (doubling),
 // within the round's HeartbeatTimeout.
 const (

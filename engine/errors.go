@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Errors returned by engine methods.
+var (
+	// ErrNotFound means no task with that ID is visible to the requester:
+	// it does not exist, has expired, or belongs to someone else. It is the
+	// store's ErrNotFound: one sentinel for "no such task" in every layer;
+	// the engine returns it as a *NotFoundError that also says why.
+	ErrNotFound = store.ErrNotFound
+	// ErrClosed means the engine is shutting down and accepts no new work.
+	ErrClosed = errors.New("engine is shut down")
+	// ErrBadCursor means a List cursor was not issued by the store.
+	ErrBadCursor = store.ErrBadCursor
+	// ErrTooManyActive means Start was refused because the owner already
+	// has StartSpec.MaxActive unfinished tasks.
+	ErrTooManyActive = store.ErrTooManyActive
+)
+
+// NotFoundError is the ErrNotFound of a task the requester may not see,
+// with the reason, for the audit trail only: requesters must be answered
+// exactly as for an unknown task whatever the reason. errors.Is(err,
+// ErrNotFound) holds.
+type NotFoundError struct {
+	// Reason is audit.ReasonUnknown, audit.ReasonOtherOwner or
+	// audit.ReasonExpired.
+	Reason string
+	// Owner and Tool are the task's, when it exists.
+	Owner task.Owner
+	Tool  string
+}
+
+func (e *NotFoundError) Error() string { return ErrNotFound.Error() }
+
+// Is makes errors.Is(err, ErrNotFound) hold.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// TerminalError is returned by operations that need a non-terminal task.
+type TerminalError struct{ Status task.Status }
+
+func (e *TerminalError) Error() string {
+	return fmt.Sprintf("task is already %s", e.Status)
+}
+
+// ErrIdempotencyConflict is returned by Start when an idempotency key is
+// reused for another call: of another tool, or with other arguments (see
+// task.CallDigest).
+var ErrIdempotencyConflict = errors.New("the idempotency key was already used for another call (another tool or other arguments)")
+
+// ErrDeleteUnsupported is returned by Delete when the engine's store is no
+// [store.Deleter].
+var ErrDeleteUnsupported = errors.New("the task store cannot delete tasks")
+
+// NotTerminalError is Delete's refusal of a task that has not ended
+// (working or input_required): it must be cancelled first.
+type NotTerminalError struct{ Status task.Status }
+
+func (e *NotTerminalError) Error() string {
+	return fmt.Sprintf("task is %s: cancel it first, then delete it", e.Status)
+}
+
+// AnswerError is Respond's refusal of an answer that check found bad:
+// nothing of that Respond was stored, and the task still waits.
+type AnswerError struct {
+	Key string // the input request's key
+	Err error  // what check said
+}
+
+func (e *AnswerError) Error() string { return fmt.Sprintf("the answer to %q: %v", e.Key, e.Err) }
+
+// Unwrap returns what check said.
+func (e *AnswerError) Unwrap() error { return e.Err }

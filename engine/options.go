@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/mcptask/mcptask/audit"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Options configures an [Engine]. Only Store is required.
+type Options struct {
+	// Store persists tasks.
+	Store store.Store
+	// Policy sets retention and polling.
+	Policy task.Policy
+	// MaxResultBytes caps the size of a stored result; a larger result
+	// fails the task with a clear error. Zero means 4 MiB.
+	MaxResultBytes int
+	// Logger receives task lifecycle records. Nil means slog.Default().
+	Logger *slog.Logger
+	// Audit receives the audit trail of the changes this engine makes:
+	// tasks created (or reused by an idempotent retry), status changes
+	// and cancellations. Nil writes none.
+	Audit *audit.Logger
+	// InstanceID names this engine in Task.Runner. Empty means a random ID.
+	InstanceID string
+	// SweepInterval is how often expired tasks are deleted. Zero means
+	// DefaultSweepInterval (one minute); negative disables sweeping.
+	SweepInterval time.Duration
+	// SweepTimeout bounds each sweep. Zero means DefaultSweepTimeout.
+	SweepTimeout time.Duration
+	// InputPollInterval is how often work waiting for client input re-reads
+	// the store, in case an answer arrived without a local wake-up (e.g.
+	// through another process). Zero means DefaultInputPollInterval (2 s).
+	InputPollInterval time.Duration
+	// Recover decides the fate of a task found non-terminal at start-up
+	// (left behind by a process that died). It returns the work to re-run
+	// the task, or nil to fail it with an "outcome unknown" error. A nil
+	// Recover fails every such task: a tool with side effects is never
+	// silently run twice.
+	Recover func(ctx context.Context, t *task.Task) Work
+	// Lease is how long an engine holds a task's work without renewing
+	// it. Running engines renew their leases every HeartbeatInterval; an
+	// engine that dies loses them, and another engine on the same store
+	// takes the tasks over (by Recover) about one Lease later. Zero means
+	// DefaultLease (15 s).
+	Lease time.Duration
+	// HeartbeatInterval is how often the engine renews the leases of its
+	// running work (and stops the work of tasks that ended elsewhere or
+	// were taken over, when no change feed said so). It must be shorter
+	// than Lease. Zero means Lease/3.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout bounds each renewal; keep it well below Lease.
+	// Zero means DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// ClaimInterval is how often the engine looks for tasks whose lease
+	// expired, to take them over (an Exclusive engine: its own tasks left
+	// with no work running). Zero means Lease/3.
+	ClaimInterval time.Duration
+	// ClaimTimeout bounds each round of takeover (the store's Claim and
+	// the resolution of the tasks it took), and each write that fails a
+	// task whose outcome is unknown (also at shutdown). Zero means
+	// DefaultClaimTimeout.
+	ClaimTimeout time.Duration
+	// FeedRetryInterval is how long the engine waits before following the
+	// store's change feed again after it failed. Zero means
+	// DefaultFeedRetryInterval.
+	FeedRetryInterval time.Duration
+	// FeedCheckTimeout bounds each read of a task announced by the change
+	// feed. Zero means DefaultFeedCheckTimeout.
+	FeedCheckTimeout time.Duration
+	// FinishWithin is how long Start waits for work that ends quickly: a
+	// task whose work returns within it is answered already terminal
+	// (completed or failed), its outcome committed before Start returns,
+	// so that its requester needs no poll. When nothing else stands in
+	// the way (no idempotency key, which must be found taken before any
+	// work runs; no concurrency queue; no cap on the requester's
+	// unfinished tasks; no awaited external reference; no write by the
+	// work before it returns), the task is created with its outcome in
+	// one durable write; otherwise it is created first, and its outcome
+	// written as usual. Work still running at the end of the window goes on as the
+	// task's work in the background. Zero means DefaultFinishWithin;
+	// negative turns it off (Start returns as soon as the task is
+	// committed).
+	FinishWithin time.Duration
+	// Exclusive says this engine is the only one using the store (e.g.
+	// one mcptaskd per SQLite file, enforced by a lock): at start-up it
+	// takes over every unfinished task at once instead of waiting for
+	// leases to expire; later, an expired lease can only be one of its own
+	// tasks left with no work running.
+	Exclusive bool
+	// MaxAttempts bounds how often a task's work is started: a re-runnable
+	// task whose runs keep being cut short (e.g. the tool crashes the
+	// process) fails once it has started this many times, instead of
+	// crash-looping the server. Zero means DefaultMaxAttempts (3).
+	MaxAttempts int64
+	// WorkOf returns the work of a stored task whose work starts after
+	// the request that created it has ended: a task that waited in its
+	// concurrency queue (see [Engine.SetQueue]), started by whichever
+	// engine sharing the store finds a free slot. It returns nil when it
+	// cannot (the task then fails, saying so).
+	WorkOf func(ctx context.Context, t *task.Task) Work
+	// QueueInterval is how often the engine looks for waiting tasks that
+	// can start, besides at once when a task of a queue ends here or a
+	// change is announced by the store's change feed. Zero means
+	// DefaultQueueInterval.
+	QueueInterval time.Duration
+	// QueueTimeout bounds each round of the queue service. Zero means
+	// DefaultQueueTimeout.
+	QueueTimeout time.Duration
+	// Hold, if set, reports whether the waiting tasks of a queue must not
+	// start on this engine now (e.g. the operator drained its tools):
+	// they stay waiting, in order, until Hold says otherwise (call
+	// [Engine.KickQueues] then) or another engine starts them.
+	Hold func(queue string) bool
+	// Reconcile, if set, asks the system of record about an operation a
+	// task found unfinished (after a crash, a restart or a takeover)
+	// recorded on the ledger and left unsettled, before the recovery
+	// policy: confirmed completes the task (its result says it was
+	// reconciled), rejected runs it again (by Recover, or WorkOf for a
+	// tool not declared re-runnable), anything else fails it "outcome
+	// unknown" and leaves the operation unknown for an operator. Tasks
+	// without unsettled operations keep the recovery policy.
+	Reconcile ReconcileFunc
+	// ReconcileTimeout bounds each call of Reconcile. Zero means
+	// DefaultReconcileTimeout.
+	ReconcileTimeout time.Duration
+	// LedgerRetention is how long the operation ledger (store.Ledger)
+	// keeps an operation after its last change, whatever happened to its
+	// task; the sweeper deletes older ones. Zero means
+	// DefaultLedgerRetention (30 days); negative keeps them for ever.
+	LedgerRetention time.Duration
+	// LogLimits caps each task's log (when the store is a
+	// store.TaskLogs): lines, bytes, one line's length. Zero fields mean
+	// the store package's defaults (store.DefaultLogMaxLines, ...).
+	LogLimits store.LogLimits
+	// LogFlushInterval is how long a line the work logs (Handle.Log)
+	// waits in memory at most before it is written, with the lines
+	// logged meanwhile, in one write. Zero means DefaultLogFlushInterval.
+	LogFlushInterval time.Duration
+	// LogFlushLines is how many waiting lines start a write at once.
+	// Zero means DefaultLogFlushLines.
+	LogFlushLines int
+	// LogWriteTimeout bounds each write of logged lines. Zero means
+	// DefaultLogWriteTimeout.
+	LogWriteTimeout time.Duration
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+	// Observer is told of task events (created, finished, queue waits,
+	// takeovers), of the engine's store calls and change-feed reconnects
+	// and, through [Engine.Observer], of the server's tasks/* requests,
+	// e.g. to count them as Prometheus metrics (see package metrics). Nil
+	// observes nothing.
+	Observer Observer
+	// TracerProvider, if set, receives an OpenTelemetry span for the
+	// engine's store operations (mcptask.store.<op>, see
+	// docs/tracing.md): those made for a request or a task's work when
+	// the caller's context is in a trace, as children of the caller's
+	// span, and the background ones (claim, heartbeat, delete_expired,
+	// start_queued) as roots. Nil makes none, at no cost: the store is
+	// then called directly. mcptask.New sets it
+	// (Engine.SetTracerProvider) from the server's
+	// Options.TracerProvider.
+	TracerProvider trace.TracerProvider
+}
+
+// withDefaults replaces o's zero fields by their defaults, and checks
+// that the heartbeat renews leases before they lapse.
+func (o *Options) withDefaults() error {
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if o.InputPollInterval <= 0 {
+		o.InputPollInterval = DefaultInputPollInterval
+	}
+	if o.FinishWithin == 0 {
+		o.FinishWithin = DefaultFinishWithin
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.LedgerRetention == 0 {
+		o.LedgerRetention = DefaultLedgerRetention
+	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	for _, d := range []struct {
+		opt *time.Duration
+		def time.Duration
+	}{
+		{&o.HeartbeatInterval, o.Lease / 3},
+		{&o.HeartbeatTimeout, DefaultHeartbeatTimeout},
+		{&o.ClaimInterval, o.Lease / 3},
+		{&o.ClaimTimeout, DefaultClaimTimeout},
+		{&o.SweepTimeout, DefaultSweepTimeout},
+		{&o.FeedRetryInterval, DefaultFeedRetryInterval},
+		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
+		{&o.QueueInterval, DefaultQueueInterval},
+		{&o.QueueTimeout, DefaultQueueTimeout},
+		{&o.ReconcileTimeout, DefaultReconcileTimeout},
+		{&o.LogFlushInterval, DefaultLogFlushInterval},
+		{&o.LogWriteTimeout, DefaultLogWriteTimeout},
+	} {
+		if *d.opt <= 0 {
+			*d.opt = d.def
+		}
+	}
+	if o.LogFlushLines <= 0 {
+		o.LogFlushLines = DefaultLogFlushLines
+	}
+	if o.HeartbeatInterval >= o.Lease {
+		return fmt.Errorf("engine: Options.HeartbeatInterval %v is not shorter than the Lease %v: leases would lapse between renewals", o.HeartbeatInterval, o.Lease)
+	}
+	return nil
+}
+
+// DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
+const DefaultMaxResultBytes = 4 << 20
+
+// Defaults of the [Options] of the engine's leases and background
+// services, used when the option is zero.
+const (
+	// DefaultLease is the default of Options.Lease.
+	DefaultLease = 15 * time.Second
+	// DefaultHeartbeatTimeout bounds each renewal of the leases of the
+	// work running on an engine (one Heartbeat of the store, and the reads
+	// of the tasks it reports lost).
+	DefaultHeartbeatTimeout = 5 * time.Second
+	// DefaultClaimTimeout bounds each round of taking over the tasks whose
+	// lease expired: the Claim, and the resolution of the tasks it took.
+	DefaultClaimTimeout = 10 * time.Second
+	// DefaultSweepInterval is the default of Options.SweepInterval.
+	DefaultSweepInterval = time.Minute
+	// DefaultSweepTimeout bounds each sweep of expired tasks.
+	DefaultSweepTimeout = 30 * time.Second
+	// DefaultFeedRetryInterval is how long the change-feed follower waits
+	// before following the feed again after it failed (e.g. a lost
+	// connection).
+	DefaultFeedRetryInterval = time.Second
+	// DefaultFeedCheckTimeout bounds each read of a task announced by the
+	// change feed (to see whether it ended elsewhere).
+	DefaultFeedCheckTimeout = 5 * time.Second
+	// DefaultInputPollInterval is the default of Options.InputPollInterval.
+	DefaultInputPollInterval = 2 * time.Second
+	// DefaultMaxAttempts is the default of Options.MaxAttempts.
+	DefaultMaxAttempts = 3
+)
+
+// DefaultFinishWithin is the default of Options.FinishWithin.
+const DefaultFinishWithin = 5 * time.Millisecond
+
+// The defaults of the ledger's options.
+const (
+	// DefaultLedgerRetention is the default of Options.LedgerRetention:
+	// the ledger keeps an operation 30 days after its last change,
+	// whatever happened to its task.
+	DefaultLedgerRetention = 30 * 24 * time.Hour
+	// DefaultReconcileTimeout is the default of Options.ReconcileTimeout.
+	DefaultReconcileTimeout = 30 * time.Second
+)
+
+// The defaults of the task log options (see [Options]).
+const (
+	// DefaultLogFlushInterval is how long a logged line waits in memory,
+	// at most, before it is written to the store with the lines logged
+	// meanwhile.
+	DefaultLogFlushInterval = 200 * time.Millisecond
+	// DefaultLogFlushLines is how many waiting lines start a write at
+	// once.
+	DefaultLogFlushLines = 256
+	// DefaultLogWriteTimeout bounds each write of logged lines.
+	DefaultLogWriteTimeout = 5 * time.Second
+)
+
+// Defaults of the queue service.
+const (
+	// DefaultQueueInterval is the default of Options.QueueInterval: how
+	// often the engine looks, besides when it is told of a change, for
+	// waiting tasks that can start.
+	DefaultQueueInterval = time.Second
+	// DefaultQueueTimeout bounds each round of the queue service (one
+	// StartQueued per queue, and the launch of what it started).
+	DefaultQueueTimeout = 10 * time.Second
+)

@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/mcptask/mcptask/audit"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// Attach returns a context for work of the task with the given ID that runs
+// outside the engine's own goroutine (e.g. a re-run that goes through a
+// server's full request path): it carries the task's [Handle] and is
+// cancelled with the task. ok is false if no work of that task runs here.
+func (e *Engine) Attach(ctx context.Context, id task.ID) (_ context.Context, cancel context.CancelFunc, ok bool) {
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r == nil {
+		return ctx, func() {}, false
+	}
+	ctx, cc := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(r.ctx, func() { cc(context.Cause(r.ctx)) })
+	return withHandle(ctx, &Handle{e: e, run: r}), func() { stop(); cc(nil) }, true
+}
+
+// visible loads a task the requester may see, or returns a *NotFoundError.
+func (e *Engine) visible(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	t, err := e.timed.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := e.denied(t, owner, e.now()); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// denied returns the *NotFoundError that hides t from the requester
+// owner, or nil if owner may see t.
+func (e *Engine) denied(t *task.Task, owner task.Owner, now time.Time) error {
+	switch {
+	case !task.MayAccess(t.Owner, owner):
+		return &NotFoundError{Reason: audit.ReasonOtherOwner, Owner: t.Owner, Tool: t.Tool}
+	case t.Expired(now):
+		return &NotFoundError{Reason: audit.ReasonExpired, Owner: t.Owner, Tool: t.Tool}
+	}
+	return nil
+}
+
+// Get returns the task with the given ID if owner may see it.
+func (e *Engine) Get(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	return e.visible(ctx, owner, id)
+}
+
+// update applies fn to a task the requester may see.
+func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn func(*task.Task) error) (*task.Task, error) {
+	now := e.now()
+	t, err := e.write(ctx, id, func(t *task.Task) error {
+		if err := e.denied(t, owner, now); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+	var nf *NotFoundError
+	switch {
+	case errors.As(err, &nf): // denied: the reason stands
+		return nil, nf
+	case errors.Is(err, store.ErrNotFound):
+		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
+	}
+	return t, err
+}
+
+// Cancel moves a task to cancelled and cancels its work's context. The task
+// is cancelled in the store before Cancel returns. Cancelling a terminal
+// task returns a *TerminalError and the task unchanged.
+func (e *Engine) Cancel(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	return e.cancel(ctx, owner, id, false)
+}
+
+// CancelAsOperator cancels the task with id whoever owns it, as Cancel
+// does for its owner, on behalf of the operator by (an admin of an
+// operator surface such as the dashboard, who authorized the request
+// itself). The audit trail names by as the requester; the task's status
+// message says an operator cancelled it. An unknown task gives a
+// *NotFoundError, a terminal one a *TerminalError and the task unchanged.
+func (e *Engine) CancelAsOperator(ctx context.Context, by task.Owner, id task.ID) (*task.Task, error) {
+	return e.cancel(ctx, by, id, true)
+}
+
+// The status messages of a cancelled task.
+const (
+	msgCancelled         = "The task was cancelled by request."
+	msgCancelledOperator = "The task was cancelled by an operator."
+)
+
+func (e *Engine) cancel(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
+	var terminal task.Status
+	fn := func(t *task.Task) error {
+		if t.Status.Terminal() {
+			terminal = t.Status
+			return errTerminal
+		}
+		msg := msgCancelled
+		if operator {
+			msg = msgCancelledOperator
+		}
+		return t.Cancel(msg, e.now())
+	}
+	var (
+		t   *task.Task
+		err error
+	)
+	if operator {
+		t, err = e.write(ctx, id, fn)
+		if errors.Is(err, store.ErrNotFound) {
+			err = &NotFoundError{Reason: audit.ReasonUnknown}
+		}
+	} else {
+		t, err = e.update(ctx, owner, id, fn)
+	}
+	if errors.Is(err, errTerminal) {
+		var (
+			cur  *task.Task
+			gerr error
+		)
+		if operator {
+			cur, gerr = e.timed.Get(ctx, id)
+		} else {
+			cur, gerr = e.visible(ctx, owner, id)
+		}
+		if gerr != nil {
+			return nil, gerr
+		}
+		return cur, &TerminalError{Status: terminal}
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	r := e.runs[id]
+	delete(e.waitingWork, id)
+	e.mu.Unlock()
+	if r != nil {
+		r.cancel(context.Canceled)
+	}
+	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool, "operator", operator)
+	e.opts.Audit.Cancelled(ctx, owner, audit.TaskOf(t))
+	return t, nil
+}
+
+var errTerminal = errors.New("terminal")
+
+// Delete deletes a finished task of owner and everything it holds (result,
+// error, input requests and answers), and returns the task as it was. A
+// task that has not ended is refused with a *NotTerminalError (deletion
+// never stops work: the owner cancels first, then deletes); a task owner
+// may not see is answered with a *NotFoundError, as by Get. The deletion
+// is durable and announced on the store's change feed before Delete
+// returns, so that whoever waits for the task, here or on another engine,
+// finds it gone. It deletes the task only, never the store's ledger of
+// domain operations. It is audited (task.deleted), never with payloads.
+func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
+	d, ok := e.store.(store.Deleter)
+	if !ok {
+		return nil, ErrDeleteUnsupported
+	}
+	t, err := e.visible(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Status.Terminal() {
+		return nil, &NotTerminalError{Status: t.Status}
+	}
+	// A terminal task never changes status again: deleting what was read
+	// is safe. A deletion in between makes this one unknown.
+	if err := e.deleteTask(ctx, d, id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, &NotFoundError{Reason: audit.ReasonUnknown}
+		}
+		return nil, err
+	}
+	e.wakeWatchers(id) // waiters here find it gone (the feed tells the others)
+	e.log.Info("task deleted", "task", t.ID, "tool", t.Tool)
+	e.opts.Audit.Deleted(ctx, owner, audit.TaskOf(t), string(t.Status))
+	return t, nil
+}
+
+// AnswerCheck checks a client's answer to one input request of a task
+// (the request as the task holds it) before Respond stores it.
+type AnswerCheck func(request, answer json.RawMessage) error
+
+// Respond delivers client answers to a task's outstanding input requests.
+// Answers for unknown or already answered keys are ignored and listed in
+// ignored. check, if not nil, sees each answer to an outstanding request
+// first, in the same transaction: if it refuses one, Respond stores
+// nothing and returns an *AnswerError. The task's outstanding requests are
+// updated before Respond returns, so the next Get shows them.
+func (e *Engine) Respond(ctx context.Context, owner task.Owner, id task.ID, responses map[string]json.RawMessage, check AnswerCheck) (t *task.Task, ignored []string, err error) {
+	t, err = e.update(ctx, owner, id, func(t *task.Task) error {
+		if check != nil {
+			for _, key := range slices.Sorted(maps.Keys(responses)) {
+				if req, ok := t.InputRequests[key]; ok {
+					if err := check(req, responses[key]); err != nil {
+						return &AnswerError{Key: key, Err: err}
+					}
+				}
+			}
+		}
+		var aerr error
+		_, ignored, aerr = t.Answer(responses, e.now())
+		var te *task.TransitionError
+		if errors.As(aerr, &te) {
+			return &TerminalError{Status: t.Status}
+		}
+		return aerr
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	if r != nil {
+		r.signal()
+	}
+	return t, ignored, nil
+}
+
+// List returns a page of owner's tasks, newest first. Listing matches the
+// owner exactly: an anonymous requester lists only the tasks created under
+// its own anonymous scope (e.g. its session).
+func (e *Engine) List(ctx context.Context, owner task.Owner, cursor string, limit int) ([]*task.Task, string, error) {
+	ts, next, err := e.timed.List(ctx, owner, cursor, limit)
+	if err != nil {
+		return nil, "", err
+	}
+	now := e.now()
+	out := ts[:0]
+	for _, t := range ts {
+		if !t.Expired(now) {
+			out = append(out, t)
+		}
+	}
+	return out, next, nil
+}
