@@ -38,7 +38,7 @@ type StartSpec struct {
 	MaxActive int
 	// Queue, if set, names the concurrency queue the task runs in,
 	// declared with [Engine.SetQueue]: when the queue is full, the task is
-	// created waiting and its work starts later, built by Options.WorkOf
+	// created waiting and its work starts later, built by Hooks.WorkOf
 	// (the work given to Start is then not used).
 	Queue string
 	// AwaitExternalRef, if positive, makes Start return only once the

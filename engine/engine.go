@@ -21,6 +21,8 @@ type Work func(ctx context.Context) (json.RawMessage, error)
 // Engine runs tasks. Create one with [New], then call [Engine.Run].
 type Engine struct {
 	opts   Options
+	hooks  Hooks // see SetHooks
+	hooked bool  // SetHooks was called
 	store  store.Store
 	timed  store.Store  // store, its calls traced and told to the observer if the engine has them (see wrapStore)
 	tracer *storeTracer // makes the store spans; nil when the engine does not trace

@@ -33,6 +33,12 @@ func (c *clock) Add(d time.Duration) {
 
 func newEngine(t *testing.T, opts engine.Options) (*engine.Engine, *sqlite.Store) {
 	t.Helper()
+	return newHookedEngine(t, opts, engine.Hooks{})
+}
+
+// newHookedEngine is newEngine with hooks installed before Run.
+func newHookedEngine(t *testing.T, opts engine.Options, hooks engine.Hooks) (*engine.Engine, *sqlite.Store) {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "engine.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +47,7 @@ func newEngine(t *testing.T, opts engine.Options) (*engine.Engine, *sqlite.Store
 	opts.Store = st
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	opts.SweepInterval = -1
-	e, err := engine.New(opts)
+	e, err := hooked(opts, hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,10 +269,11 @@ func TestShutdownResolvesByPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e, err := engine.New(engine.Options{
+	e, err := hooked(engine.Options{
 		Store:         st,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		SweepInterval: -1,
+	}, engine.Hooks{
 		Recover: func(_ context.Context, t *task.Task) engine.Work {
 			if t.Tool != "safe" {
 				return nil
@@ -323,8 +330,9 @@ func TestRerunAttemptsBounded(t *testing.T) {
 	if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Options{
+	e, err := hooked(engine.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1,
+	}, engine.Hooks{
 		Recover: func(context.Context, *task.Task) engine.Work {
 			return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 		},
@@ -341,4 +349,16 @@ func TestRerunAttemptsBounded(t *testing.T) {
 	if got.Status != task.Failed || got.Attempts != 3 {
 		t.Fatalf("task after 3 attempts = %+v", got)
 	}
+}
+
+// hooked returns an engine on opts with hooks installed (not yet run).
+func hooked(opts engine.Options, hooks engine.Hooks) (*engine.Engine, error) {
+	e, err := engine.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.SetHooks(hooks); err != nil {
+		return nil, err
+	}
+	return e, nil
 }

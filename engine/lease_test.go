@@ -59,10 +59,10 @@ func backends(t *testing.T) []backend {
 func sharedEngine(t *testing.T, b backend, lease time.Duration, recover func(context.Context, *task.Task) engine.Work) (*engine.Engine, store.Store) {
 	t.Helper()
 	st := b.open(t)
-	e, err := engine.New(engine.Options{
+	e, err := hooked(engine.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		SweepInterval: -1, Lease: lease, Recover: recover,
-	})
+		SweepInterval: -1, Lease: lease,
+	}, engine.Hooks{Recover: recover})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func testHandBack(t *testing.T, b backend) {
 		}
 	}
 	st := b.open(t)
-	a, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Lease: time.Hour, Recover: recover})
+	a, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Lease: time.Hour}, engine.Hooks{Recover: recover})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,23 +34,6 @@ var ErrOperationKeyTaken = errors.New("engine: the operation key is taken by ano
 // tell.
 type ReconcileFunc func(ctx context.Context, t *task.Task, op task.Operation) (state task.OpState, detail string, err error)
 
-// SetReconcile sets the Reconcile option (see [Options]) of an engine
-// created without one, before [Engine.Run], as SetRecover does.
-func (e *Engine) SetReconcile(fn ReconcileFunc) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.started:
-		return errors.New("engine: SetReconcile after Run")
-	case e.opts.Reconcile != nil:
-		return errors.New("engine: the engine already has a Reconcile function")
-	case fn == nil:
-		return errors.New("engine: SetReconcile(nil)")
-	}
-	e.opts.Reconcile = fn
-	return nil
-}
-
 // ledger returns the store's ledger, or nil.
 func (e *Engine) ledger() store.Ledger {
 	l, _ := e.store.(store.Ledger)
@@ -310,14 +293,14 @@ func (e *Engine) reconcile(ctx context.Context, t *task.Task, unknownMsg string)
 		e.log.Error("reading the task's operations before recovery", "task", t.ID, "err", err)
 		return policy, nil
 	}
-	if len(ops) == 0 || e.opts.Reconcile == nil {
+	if len(ops) == 0 || e.hooks.Reconcile == nil {
 		return policy, ops
 	}
 	l := e.ledger()
 	var confirmed, rejected, unknown []*task.Operation
 	for _, op := range ops {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ReconcileTimeout)
-		state, detail, err := e.opts.Reconcile(rctx, t, *op)
+		state, detail, err := e.hooks.Reconcile(rctx, t, *op)
 		cancel()
 		if errors.Is(err, ErrNoReconcile) {
 			return policy, ops

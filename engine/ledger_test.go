@@ -53,8 +53,9 @@ func TestReconcileAtStartup(t *testing.T) {
 			}
 			var asked []task.Operation
 			reran := make(chan struct{}, 1)
-			e, err := engine.New(engine.Options{
+			e, err := hooked(engine.Options{
 				Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Exclusive: true,
+			}, engine.Hooks{
 				Reconcile: func(_ context.Context, _ *task.Task, op task.Operation) (task.OpState, string, error) {
 					asked = append(asked, op)
 					return c.answer, "asked", c.err
@@ -239,8 +240,9 @@ func TestReconcileAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	e, err := engine.New(engine.Options{
+	e, err := hooked(engine.Options{
 		Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1,
+	}, engine.Hooks{
 		Reconcile: func(_ context.Context, _ *task.Task, op task.Operation) (task.OpState, string, error) {
 			if op.Receipt != "r-1" {
 				return task.OpUnknown, "", nil

@@ -44,34 +44,14 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// SetRecover sets the Recover option (see [Options]) of an engine created
-// without one: the adapter that owns the engine's tools (package mcptask)
-// installs its policy this way. It is an error to call it after
-// [Engine.Run], or on an engine that already has a policy: an engine's
-// recovery policy is set once and never silently replaced.
-func (e *Engine) SetRecover(fn func(ctx context.Context, t *task.Task) Work) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.started:
-		return errors.New("engine: SetRecover after Run: the recovery policy must be set before the engine starts")
-	case e.opts.Recover != nil:
-		return errors.New("engine: the engine already has a recovery policy (Options.Recover, or another server on this engine)")
-	case fn == nil:
-		return errors.New("engine: SetRecover(nil)")
-	}
-	e.opts.Recover = fn
-	return nil
-}
-
 // Policy returns the engine's retention and polling policy.
 func (e *Engine) Policy() task.Policy { return e.policy }
 
 // InstanceID returns the name this engine records in Task.Runner.
 func (e *Engine) InstanceID() string { return e.id }
 
-// Run resolves the tasks a dead process left non-terminal (by the Recover
-// option), then starts the background services, each on a goroutine of
+// Run resolves the tasks a dead process left non-terminal (by
+// Hooks.Recover), then starts the background services, each on a goroutine of
 // its own with its own interval and per-call timeout (see [Options]): the
 // renewal of leases, the takeover of expired leases,
 // the sweeper, and on a store with a change feed the follower of the

@@ -103,7 +103,7 @@ type StoreObserver interface {
 	// TaskTakenOver: the engine took over a task of tool left by a
 	// stopped process or an expired lease, with outcome: "rerun",
 	// "failed_unknown" (its work is not re-runnable), "failed_attempts"
-	// (started too often), "reconciled" (settled by Options.Reconcile),
+	// (started too often), "reconciled" (settled by Hooks.Reconcile),
 	// or "not_rerun" (the task ended or was taken elsewhere meanwhile, or
 	// the store failed the re-run).
 	TaskTakenOver(tool, outcome string)

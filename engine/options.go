@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures an [Engine]. Only Store is required.
@@ -38,16 +36,10 @@ type Options struct {
 	// the store, in case an answer arrived without a local wake-up (e.g.
 	// through another process). Zero means DefaultInputPollInterval (2 s).
 	InputPollInterval time.Duration
-	// Recover decides the fate of a task found non-terminal at start-up
-	// (left behind by a process that died). It returns the work to re-run
-	// the task, or nil to fail it with an "outcome unknown" error. A nil
-	// Recover fails every such task: a tool with side effects is never
-	// silently run twice.
-	Recover func(ctx context.Context, t *task.Task) Work
 	// Lease is how long an engine holds a task's work without renewing
 	// it. Running engines renew their leases every HeartbeatInterval; an
 	// engine that dies loses them, and another engine on the same store
-	// takes the tasks over (by Recover) about one Lease later. Zero means
+	// takes the tasks over (by Hooks.Recover) about one Lease later. Zero means
 	// DefaultLease (15 s).
 	Lease time.Duration
 	// HeartbeatInterval is how often the engine renews the leases of its
@@ -99,12 +91,6 @@ type Options struct {
 	// process) fails once it has started this many times, instead of
 	// crash-looping the server. Zero means DefaultMaxAttempts (3).
 	MaxAttempts int64
-	// WorkOf returns the work of a stored task whose work starts after
-	// the request that created it has ended: a task that waited in its
-	// concurrency queue (see [Engine.SetQueue]), started by whichever
-	// engine sharing the store finds a free slot. It returns nil when it
-	// cannot (the task then fails, saying so).
-	WorkOf func(ctx context.Context, t *task.Task) Work
 	// QueueInterval is how often the engine looks for waiting tasks that
 	// can start, besides at once when a task of a queue ends here or a
 	// change is announced by the store's change feed. Zero means
@@ -113,21 +99,7 @@ type Options struct {
 	// QueueTimeout bounds each round of the queue service. Zero means
 	// DefaultQueueTimeout.
 	QueueTimeout time.Duration
-	// Hold, if set, reports whether the waiting tasks of a queue must not
-	// start on this engine now (e.g. the operator drained its tools):
-	// they stay waiting, in order, until Hold says otherwise (call
-	// [Engine.KickQueues] then) or another engine starts them.
-	Hold func(queue string) bool
-	// Reconcile, if set, asks the system of record about an operation a
-	// task found unfinished (after a crash, a restart or a takeover)
-	// recorded on the ledger and left unsettled, before the recovery
-	// policy: confirmed completes the task (its result says it was
-	// reconciled), rejected runs it again (by Recover, or WorkOf for a
-	// tool not declared re-runnable), anything else fails it "outcome
-	// unknown" and leaves the operation unknown for an operator. Tasks
-	// without unsettled operations keep the recovery policy.
-	Reconcile ReconcileFunc
-	// ReconcileTimeout bounds each call of Reconcile. Zero means
+	// ReconcileTimeout bounds each call of Hooks.Reconcile. Zero means
 	// DefaultReconcileTimeout.
 	ReconcileTimeout time.Duration
 	// LedgerRetention is how long the operation ledger (store.Ledger)
@@ -157,16 +129,6 @@ type Options struct {
 	// e.g. to count them as Prometheus metrics (see package metrics). Nil
 	// observes nothing.
 	Observer Observer
-	// TracerProvider, if set, receives an OpenTelemetry span for the
-	// engine's store operations (mcptask.store.<op>, see
-	// docs/tracing.md): those made for a request or a task's work when
-	// the caller's context is in a trace, as children of the caller's
-	// span, and the background ones (claim, heartbeat, delete_expired,
-	// start_queued) as roots. Nil makes none, at no cost: the store is
-	// then called directly. mcptask.New sets it
-	// (Engine.SetTracerProvider) from the server's
-	// Options.TracerProvider.
-	TracerProvider trace.TracerProvider
 }
 
 // withDefaults replaces o's zero fields by their defaults, and checks

@@ -25,7 +25,7 @@ var ErrNoQueue = errors.New("engine: unknown queue (declare it with SetQueue)")
 // of it), and starts when a slot frees, in turns between the owners of
 // the waiting tasks (see [store.Queuer.StartQueued]), on whichever
 // engine sharing the store sees it first. The engine builds the work of a
-// waiting task from its stored call (see Options.WorkOf). SetQueue must be
+// waiting task from its stored call (see Hooks.WorkOf). SetQueue must be
 // called before Run, on a store that is a [store.Queuer].
 func (e *Engine) SetQueue(name string, max int) error {
 	e.mu.Lock()
@@ -48,40 +48,8 @@ func (e *Engine) SetQueue(name string, max int) error {
 	return nil
 }
 
-// SetWorkOf sets the WorkOf option (see [Options]) of an engine created
-// without one, before Run, as SetRecover does for Recover.
-func (e *Engine) SetWorkOf(fn func(ctx context.Context, t *task.Task) Work) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.started:
-		return errors.New("engine: SetWorkOf after Run")
-	case e.opts.WorkOf != nil:
-		return errors.New("engine: the engine already has a WorkOf")
-	case fn == nil:
-		return errors.New("engine: SetWorkOf(nil)")
-	}
-	e.opts.WorkOf = fn
-	return nil
-}
-
-// SetHold sets the Hold option (see [Options]) of an engine created
-// without one, before Run.
-func (e *Engine) SetHold(fn func(queue string) bool) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.started:
-		return errors.New("engine: SetHold after Run")
-	case e.opts.Hold != nil:
-		return errors.New("engine: the engine already has a Hold")
-	}
-	e.opts.Hold = fn
-	return nil
-}
-
 // KickQueues asks the engine to look now for waiting tasks that can
-// start, e.g. once Options.Hold no longer holds a queue.
+// start, e.g. once Hooks.Hold no longer holds a queue.
 func (e *Engine) KickQueues() { e.kickQueues() }
 
 // queueCap returns the cap of a declared queue.
@@ -140,7 +108,7 @@ func (e *Engine) startWaiting(ctx context.Context) {
 		if e.isClosed() || ctx.Err() != nil {
 			return
 		}
-		if e.opts.Hold != nil && e.opts.Hold(name) {
+		if e.hooks.Hold != nil && e.hooks.Hold(name) {
 			continue
 		}
 		started, err := e.startQueued(ctx, q, store.QueueRequest{
@@ -183,7 +151,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 			e.log.Warn("tasks wait in a queue this server does not declare: another server sharing the store must declare it (with the same cap), or they wait for ever", "queue", name, "waiting", waiting[name])
 			continue
 		}
-		if e.opts.Hold != nil && e.opts.Hold(name) {
+		if e.hooks.Hold != nil && e.hooks.Hold(name) {
 			continue
 		}
 		e.log.Warn("tasks wait in a queue that is no longer declared (its cap was removed): they start now", "queue", name, "waiting", waiting[name])
@@ -210,8 +178,8 @@ func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	work, parent := w.work, w.ctx
 	if !local {
 		parent = context.Background()
-		if e.opts.WorkOf != nil {
-			work = e.opts.WorkOf(ctx, t)
+		if e.hooks.WorkOf != nil {
+			work = e.hooks.WorkOf(ctx, t)
 		}
 	}
 	if work == nil {

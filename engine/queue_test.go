@@ -27,7 +27,7 @@ func queuedEngine(t *testing.T, ran func(string)) *engine.Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Exclusive: true,
+	e, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1, Exclusive: true}, engine.Hooks{
 		WorkOf: func(context.Context, *task.Task) engine.Work {
 			return func(context.Context) (json.RawMessage, error) { ran("rebuilt"); return json.RawMessage(`{}`), nil }
 		}})
@@ -140,7 +140,7 @@ func TestUndeclaredQueueStarts(t *testing.T) {
 	ran := make(chan string, 1)
 	st = open()
 	t.Cleanup(func() { st.Close() })
-	e2, err := engine.New(engine.Options{Store: st, Logger: logger, SweepInterval: -1, Exclusive: true,
+	e2, err := hooked(engine.Options{Store: st, Logger: logger, SweepInterval: -1, Exclusive: true}, engine.Hooks{
 		WorkOf: func(_ context.Context, tk *task.Task) engine.Work {
 			return func(context.Context) (json.RawMessage, error) {
 				ran <- string(tk.ID)

@@ -92,8 +92,8 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 		return
 	}
 	var work Work
-	if e.opts.Recover != nil {
-		work = e.opts.Recover(ctx, t)
+	if e.hooks.Recover != nil {
+		work = e.hooks.Recover(ctx, t)
 	}
 	// Reconciliation before the recovery policy: what the system of
 	// record says of the operations the work recorded.
@@ -103,8 +103,8 @@ func (e *Engine) takeOver(ctx context.Context, t *task.Task, unknown, rerun stri
 		e.Observer().TaskTakenOver(t.Tool, "reconciled")
 		return
 	case runAgain:
-		if work == nil && e.opts.WorkOf != nil {
-			work = e.opts.WorkOf(ctx, t)
+		if work == nil && e.hooks.WorkOf != nil {
+			work = e.hooks.WorkOf(ctx, t)
 		}
 		rerun = msgReconciledRerun
 	}
@@ -190,7 +190,7 @@ func (e *Engine) resolveInterrupted(r *run, waitingForInput bool) {
 	if err != nil || t.Status.Terminal() {
 		return
 	}
-	if e.opts.Recover != nil && e.opts.Recover(ctx, t) != nil {
+	if e.hooks.Recover != nil && e.hooks.Recover(ctx, t) != nil {
 		now := e.now()
 		_, err := e.write(ctx, r.id, func(t *task.Task) error {
 			if t.Status.Terminal() {

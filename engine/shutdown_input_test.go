@@ -29,7 +29,7 @@ func TestShutdownDoesNotWaitForInput(t *testing.T) {
 				return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 			}
 		}
-		e, st := newEngine(t, engine.Options{Recover: recover})
+		e, st := newHookedEngine(t, engine.Options{}, engine.Hooks{Recover: recover})
 		ctx := context.Background()
 		asked := make(chan struct{})
 		tk, err := e.Start(ctx, engine.StartSpec{Tool: "deploy"}, func(ctx context.Context) (json.RawMessage, error) {
@@ -107,8 +107,8 @@ func TestHandedBackTaskStaysHandedBack(t *testing.T) {
 			return engine.FromContext(ctx).RequestInput(ctx, json.RawMessage(`{"method":"elicitation/create","params":{"message":"again?"}}`))
 		}
 	}
-	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), Exclusive: true, SweepInterval: -1, Recover: rerun,
-		Lease: 200 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond, ClaimInterval: 20 * time.Millisecond})
+	e, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), Exclusive: true, SweepInterval: -1,
+		Lease: 200 * time.Millisecond, HeartbeatInterval: 20 * time.Millisecond, ClaimInterval: 20 * time.Millisecond}, engine.Hooks{Recover: rerun})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,25 +183,10 @@ func (e *Engine) wrapStore() {
 		// reads or closures on every call.
 		s = timedStore{Store: s, e: e}
 	}
-	e.tracer = newStoreTracer(e.opts.TracerProvider, e.store)
+	e.tracer = newStoreTracer(e.hooks.TracerProvider, e.store)
 	if e.tracer != nil {
 		// Outermost, so that the observer's timing is inside the span.
 		s = tracedStore{Store: s, t: e.tracer}
 	}
 	e.timed = s
-}
-
-// SetTracerProvider makes the engine trace its store operations with tp
-// (see Options.TracerProvider); nil stops it. It must be called before
-// [Engine.Run]. mcptask.New calls it with the server's
-// Options.TracerProvider when one is set.
-func (e *Engine) SetTracerProvider(tp trace.TracerProvider) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
-		return errors.New("engine: SetTracerProvider after Run")
-	}
-	e.opts.TracerProvider = tp
-	e.wrapStore()
-	return nil
 }

@@ -45,7 +45,7 @@ func BenchmarkStoreSpan(b *testing.B) {
 			b.Fatal(err)
 		}
 		if c.tp {
-			if err := e.SetTracerProvider(tp); err != nil {
+			if err := e.SetHooks(Hooks{TracerProvider: tp}); err != nil {
 				b.Fatal(err)
 			}
 		}

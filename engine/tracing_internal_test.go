@@ -25,16 +25,20 @@ func TestStoreUnwrappedWhenOff(t *testing.T) {
 	if e.timed != store.Store(st) || e.tracer != nil {
 		t.Errorf("without tracing or an observer the store is wrapped: %T", e.timed)
 	}
-	if err := e.SetTracerProvider(sdktrace.NewTracerProvider()); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := e.timed.(tracedStore); !ok || e.tracer == nil || e.tracer.system != "sqlite" {
-		t.Errorf("with a provider the store is %T", e.timed)
-	}
-	if err := e.SetTracerProvider(nil); err != nil {
+	if err := e.SetHooks(Hooks{}); err != nil {
 		t.Fatal(err)
 	}
 	if e.timed != store.Store(st) {
-		t.Errorf("tracing removed, the store is still wrapped: %T", e.timed)
+		t.Errorf("hooks without a provider, the store is wrapped: %T", e.timed)
+	}
+	traced, err := New(Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := traced.SetHooks(Hooks{TracerProvider: sdktrace.NewTracerProvider()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := traced.timed.(tracedStore); !ok || traced.tracer == nil || traced.tracer.system != "sqlite" {
+		t.Errorf("with a provider the store is %T", traced.timed)
 	}
 }

@@ -75,15 +75,15 @@ func TestStoreSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.SetTracerProvider(tp); err != nil {
+	if err := e.SetHooks(engine.Hooks{TracerProvider: tp}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Shutdown(context.Background()) })
-	if err := e.SetTracerProvider(nil); err == nil {
-		t.Error("SetTracerProvider after Run: no error")
+	if err := e.SetHooks(engine.Hooks{}); err == nil {
+		t.Error("SetHooks after Run: no error")
 	}
 
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")

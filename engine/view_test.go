@@ -181,7 +181,7 @@ func TestView(t *testing.T) {
 func TestViewSpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	e, _ := newEngine(t, engine.Options{TracerProvider: tp})
+	e, _ := newHookedEngine(t, engine.Options{}, engine.Hooks{TracerProvider: tp})
 	ctx := context.Background()
 	tk, err := e.Start(ctx, engine.StartSpec{Tool: "t"}, func(context.Context) (json.RawMessage, error) {
 		return json.RawMessage(`{"content":[]}`), nil

@@ -88,14 +88,16 @@ func TestTakeoverAndStoreCallMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	e, err := engine.New(engine.Options{Store: st, Observer: metrics.New(reg), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		SweepInterval: -1, Exclusive: true,
-		Recover: func(_ context.Context, tk *task.Task) engine.Work {
-			if tk.Tool != "rerunnable" {
-				return nil
-			}
-			return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
-		}})
+		SweepInterval: -1, Exclusive: true})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetHooks(engine.Hooks{Recover: func(_ context.Context, tk *task.Task) engine.Work {
+		if tk.Tool != "rerunnable" {
+			return nil
+		}
+		return func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Run(ctx); err != nil {
