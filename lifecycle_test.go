@@ -60,9 +60,12 @@ func TestNewOnAnEngineWithAPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	own, _ := engine.New(engine.Options{Store: st, Logger: discard, Recover: func(context.Context, *task.Task) engine.Work { return nil }})
+	own, _ := engine.New(engine.Options{Store: st, Logger: discard})
+	if err := own.SetHooks(engine.Hooks{Recover: func(context.Context, *task.Task) engine.Work { return nil }}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := mcptask.New(newMCPServer(), own, nil); err == nil {
-		t.Fatal("New on an engine with Options.Recover succeeded")
+		t.Fatal("New on an engine with hooks of its own succeeded")
 	}
 }
 

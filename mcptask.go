@@ -221,26 +221,18 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		TracerProvider:  o.TracerProvider,
 		CorrelationKeys: o.CorrelationKeys,
 	})
-	if o.TracerProvider != nil {
-		// The store spans: only with a provider set here, so that a
-		// server without one calls its store directly.
-		if err := eng.SetTracerProvider(o.TracerProvider); err != nil {
-			return nil, fmt.Errorf("mcptask: %w", err)
-		}
-		s.traceStore = true
-	}
-	if err := eng.SetRecover(s.core.Recover); err != nil {
+	// The store spans: only with a provider set here, so that a server
+	// without one calls its store directly.
+	if err := eng.SetHooks(engine.Hooks{
+		Recover:        s.core.Recover,
+		Reconcile:      s.reconcile,
+		WorkOf:         s.core.WorkOf,
+		Hold:           s.queueHeld,
+		TracerProvider: o.TracerProvider,
+	}); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)
 	}
-	if err := eng.SetReconcile(s.reconcile); err != nil {
-		return nil, fmt.Errorf("mcptask: %w", err)
-	}
-	if err := eng.SetWorkOf(s.core.WorkOf); err != nil {
-		return nil, fmt.Errorf("mcptask: %w", err)
-	}
-	if err := eng.SetHold(s.queueHeld); err != nil {
-		return nil, fmt.Errorf("mcptask: %w", err)
-	}
+	s.traceStore = o.TracerProvider != nil
 	s.w26 = wire2026.New(s.core, o.Notifications.options())
 	s.w25 = wire2025.New(s.core, o.Notifications.options())
 	if err := s.addMethods(); err != nil {
