@@ -100,7 +100,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if e.opts.FinishWithin > 0 && spec.Queue == "" && spec.AwaitExternalRef <= 0 && spec.MaxActive <= 0 && spec.IdempotencyKey == "" {
+	if e.quick(spec) {
 		return e.startQuick(parent, t, work)
 	}
 	opts := store.CreateOptions{MaxActive: spec.MaxActive}
@@ -141,15 +141,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	if spec.AwaitExternalRef > 0 {
 		e.awaitRef(parent, r, spec.AwaitExternalRef)
 	}
-	if e.opts.FinishWithin > 0 {
-		// Created first (a queue, a cap or an awaited reference stood
-		// in the way of one write): still answered terminal when the
-		// work ends within the window.
-		if done := e.awaitOutcome(parent, r, time.Now().Add(e.opts.FinishWithin)); done != nil {
-			return done, nil
-		}
-	}
-	return t.Clone(), nil
+	return e.answerWithin(parent, r, t), nil
 }
 
 // awaitRef waits until r's work recorded its external reference or
@@ -223,23 +215,12 @@ func (e *Engine) start(r *run, stopOnShutdown func() bool, work Work) {
 		// shutdown deadline passing later could make a finished run look
 		// interrupted.
 		interrupted := context.Cause(ctx) == errShutdown || context.Cause(ctx) == errShutdownWaiting
-		if p := r.pending; p != nil {
-			// Its task may not be created yet: Start decides whether the
-			// outcome goes into the task's creation.
-			p.outcome <- quickOutcome{res: res, err: err, interrupted: interrupted}
-			<-p.decided
-			if p.inlined || p.err != nil {
-				e.mu.Lock()
-				delete(e.runs, r.id)
-				e.mu.Unlock()
-				close(r.recorded)
-				return
-			}
-		}
 		// The run stays registered until its outcome is recorded: its
 		// lease is renewed meanwhile, and no takeover starts the work
 		// again while a failing write is retried.
-		e.finish(ctx, r, interrupted, res, err)
+		if !r.pending.settledByStart(quickOutcome{res: res, err: err, interrupted: interrupted}) {
+			e.finish(ctx, r, interrupted, res, err)
+		}
 		e.mu.Lock()
 		delete(e.runs, r.id)
 		e.mu.Unlock()
@@ -300,4 +281,30 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		r.final.Store(t)
 		e.log.Info("task completed", "task", t.ID, "tool", t.Tool, "resultBytes", len(res))
 	}
+}
+
+// created tells the watchers, the log, the audit trail and the observer
+// that t was created.
+func (e *Engine) created(parent context.Context, t *task.Task) {
+	e.changed(t)
+	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
+	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
+	e.Observer().TaskCreated(t.Tool)
+}
+
+// outcomeError returns the task error of a work's outcome, nil for a
+// result to complete the task with.
+func (e *Engine) outcomeError(res json.RawMessage, err error) *task.Error {
+	if err == nil && len(res) > e.opts.MaxResultBytes {
+		err = &task.Error{Code: task.CodeInternalError, Message: fmt.Sprintf(
+			"the tool's result of %d bytes exceeds the server's limit of %d bytes", len(res), e.opts.MaxResultBytes)}
+	}
+	if err == nil {
+		return nil
+	}
+	var terr *task.Error
+	if !errors.As(err, &terr) {
+		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
+	}
+	return terr
 }

@@ -40,6 +40,29 @@ func (p *pendingCreate) decide(err error, inlined bool) {
 	close(p.decided)
 }
 
+// quick reports whether Start may start the work of spec before its task
+// is created, to create the task with its outcome in one write
+// (startQuick): when FinishWithin is on and nothing needs the task stored
+// before the work runs (see Options.FinishWithin).
+func (e *Engine) quick(spec StartSpec) bool {
+	return e.opts.FinishWithin > 0 && spec.Queue == "" && spec.AwaitExternalRef <= 0 && spec.MaxActive <= 0 && spec.IdempotencyKey == ""
+}
+
+// settledByStart hands the outcome o of a run whose work started before
+// its task was created (p, nil for any other run) to the Start that
+// decides how the task is created, and reports whether that settled it:
+// the outcome went into the task's creation, or the task could not be
+// created. Otherwise (p nil, or the task created first) the run records
+// its outcome as any run does.
+func (p *pendingCreate) settledByStart(o quickOutcome) bool {
+	if p == nil {
+		return false
+	}
+	p.outcome <- o
+	<-p.decided
+	return p.inlined || p.err != nil
+}
+
 // quickOutcome is what a run's work returned.
 type quickOutcome struct {
 	res         json.RawMessage
@@ -168,30 +191,17 @@ func (e *Engine) createFinished(parent context.Context, t *task.Task, r *run, o 
 	return t.Clone(), nil
 }
 
-// created tells the watchers, the log, the audit trail and the observer
-// that t was created.
-func (e *Engine) created(parent context.Context, t *task.Task) {
-	e.changed(t)
-	e.log.Info("task created", "task", t.ID, "tool", t.Tool, "owner", t.Owner, "wire", t.Wire, "ttl", t.TTL)
-	e.opts.Audit.Created(parent, audit.TaskOf(t), t.Wire, t.TTL)
-	e.Observer().TaskCreated(t.Tool)
-}
-
-// outcomeError returns the task error of a work's outcome, nil for a
-// result to complete the task with.
-func (e *Engine) outcomeError(res json.RawMessage, err error) *task.Error {
-	if err == nil && len(res) > e.opts.MaxResultBytes {
-		err = &task.Error{Code: task.CodeInternalError, Message: fmt.Sprintf(
-			"the tool's result of %d bytes exceeds the server's limit of %d bytes", len(res), e.opts.MaxResultBytes)}
+// answerWithin returns what Start answers for t, created first (a queue,
+// a cap or an awaited reference stood in the way of one write) with its
+// work run by r: t terminal when the work ends within FinishWithin, else
+// t as created.
+func (e *Engine) answerWithin(parent context.Context, r *run, t *task.Task) *task.Task {
+	if e.opts.FinishWithin > 0 {
+		if done := e.awaitOutcome(parent, r, time.Now().Add(e.opts.FinishWithin)); done != nil {
+			return done
+		}
 	}
-	if err == nil {
-		return nil
-	}
-	var terr *task.Error
-	if !errors.As(err, &terr) {
-		terr = &task.Error{Code: task.CodeInternalError, Message: err.Error()}
-	}
-	return terr
+	return t.Clone()
 }
 
 // awaitOutcome waits, until deadline and not past parent's end, for the
