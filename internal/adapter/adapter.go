@@ -281,7 +281,8 @@ func (c *Core) Engine() *engine.Engine { return c.eng }
 func (c *Core) Log() *slog.Logger { return c.log }
 
 // Tool returns the policy of the tool name (Forbidden support when the
-// tool has none).
+// tool has none). A tools/call looks it up once, under the server's lock,
+// and passes it down (StartTask, RejectedArguments, SyncFallback).
 func (c *Core) Tool(name string) ToolPolicy {
 	p := c.tool(name)
 	if p.Support == "" {

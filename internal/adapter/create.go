@@ -14,13 +14,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// StartTask creates a task for the tools/call r on the wire of the given
-// version, with the retention ttl asked for (nil: the default), and starts
-// its work: the rest of the handler chain for that call. Both wires create
-// tasks here: the idempotency key, the host correlation keys of the
-// call's _meta (see [Core.Correlation]), the creation rate and the cap on
-// unfinished tasks apply alike.
-func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *time.Duration) (*task.Task, error) {
+// StartTask creates a task for the tools/call r of a tool whose policy
+// the wire looked up once for the call ([Core.Tool]), on the wire of the
+// given version, with the retention ttl asked for (nil: the default), and
+// starts its work: the rest of the handler chain for that call. Both
+// wires create tasks here: the idempotency key, the host correlation keys
+// of the call's _meta (see [Core.Correlation]), the creation rate and the
+// cap on unfinished tasks apply alike.
+func (c *Core) StartTask(ctx context.Context, r *Request, tool ToolPolicy, version string, ttl *time.Duration) (*task.Task, error) {
 	params := r.CallParams()
 	raw, err := json.Marshal(params)
 	if err != nil {
@@ -36,16 +37,16 @@ func (c *Core) StartTask(ctx context.Context, r *Request, version string, ttl *t
 	}
 	owner := c.Requester(ctx, r.Req)
 	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
-	t, err := c.create(ctx, owner, params.Name, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
+	t, err := c.create(ctx, owner, params.Name, tool, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
 	endCreate(span, t, err)
 	return t, err
 }
 
-// create creates a task of tool for owner and starts work, under the drain
-// switch, the creation rate, the cap on unfinished tasks and the
-// idempotency key, with the host correlation keys corr of the call:
-// every task is created here, whatever asked for it.
-func (c *Core) create(ctx context.Context, owner task.Owner, tool string, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
+// create creates a task of tool (its policy p) for owner and starts work,
+// under the drain switch, the creation rate, the cap on unfinished tasks
+// and the idempotency key, with the host correlation keys corr of the
+// call: every task is created here, whatever asked for it.
+func (c *Core) create(ctx context.Context, owner task.Owner, tool string, p ToolPolicy, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
 	if c.Draining().Refuses(tool) {
 		c.eng.Observer().TaskRefused(tool, "draining")
 		return nil, Draining(tool)
@@ -61,11 +62,11 @@ func (c *Core) create(ctx context.Context, owner task.Owner, tool string, reques
 		Request:        request,
 		IdempotencyKey: key,
 		MaxActive:      c.limits.cfg.MaxActiveTasks,
-		Queue:          c.Tool(tool).Queue,
-		MaxTTL:         c.Tool(tool).MaxTTL,
+		Queue:          p.Queue,
+		MaxTTL:         p.MaxTTL,
 		// The tool's work may have to record where it runs elsewhere
 		// before the requester is told the task exists.
-		AwaitExternalRef: c.Tool(tool).AwaitExternalRef,
+		AwaitExternalRef: p.AwaitExternalRef,
 		Correlation:      corr,
 	}, work)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
@@ -90,9 +91,10 @@ func (c *Core) create(ctx context.Context, owner task.Owner, tool string, reques
 // error the go-sdk answers such a call with (the specs make bad arguments
 // a tool execution error, so that the model can correct them), to be sent
 // at once instead of creating a task that could only end with it. It
-// returns nil when the tool has no schema to check or the arguments pass.
-func (c *Core) RejectedArguments(params *mcp.CallToolParamsRaw) *mcp.CallToolResult {
-	check := c.Tool(params.Name).CheckArguments
+// returns nil when the tool (its policy tool) has no schema to check or
+// the arguments pass.
+func (c *Core) RejectedArguments(params *mcp.CallToolParamsRaw, tool ToolPolicy) *mcp.CallToolResult {
+	check := tool.CheckArguments
 	if check == nil {
 		return nil
 	}

@@ -29,7 +29,8 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 	if name == "" {
 		return nil, nil, InvalidParams("name the tool to start")
 	}
-	if c.Tool(name).Support == Forbidden {
+	p := c.Tool(name)
+	if p.Support == Forbidden {
 		return nil, nil, InvalidParams(fmt.Sprintf("there is no tool %q that runs as a task (a tool that does not support tasks is called directly)", name))
 	}
 	if key != "" {
@@ -38,7 +39,7 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 		}
 	}
 	params := &mcp.CallToolParamsRaw{Name: name, Arguments: args}
-	if res := c.RejectedArguments(params); res != nil {
+	if res := c.RejectedArguments(params, p); res != nil {
 		return nil, res, nil
 	}
 	raw, err := json.Marshal(params)
@@ -53,7 +54,7 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 		return nil, nil, err
 	}
 	ctx, span := c.startCreate(ctx, meta, name, JobWire)
-	t, err = c.create(ctx, c.Requester(ctx, req), name, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
+	t, err = c.create(ctx, c.Requester(ctx, req), name, p, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
 		h := engine.FromContext(ctx)
 		if h == nil {
 			return nil, &task.Error{Code: task.CodeInternalError, Message: "the job runs without its task"}

@@ -96,7 +96,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		// receiver that ignores params.task.
 		return r.Next(ctx, r.Method, r.Req)
 	}
-	t, err := w.c.StartTask(ctx, r, w.Version(), ttl)
+	t, err := w.c.StartTask(ctx, r, tool, w.Version(), ttl)
 	if err != nil {
 		return nil, err
 	}

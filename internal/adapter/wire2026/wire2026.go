@@ -88,12 +88,12 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		// Drained, with the synchronous fallback: a plain call.
 		return r.Next(ctx, r.Method, r.Req)
 	}
-	if res := w.c.RejectedArguments(params); res != nil {
+	if res := w.c.RejectedArguments(params, tool); res != nil {
 		// Answered at once, as the server may answer any call: a task
 		// could only end with this tool error.
 		return ext2026.Complete(res)
 	}
-	t, err := w.c.StartTask(ctx, r, w.Version(), nil)
+	t, err := w.c.StartTask(ctx, r, tool, w.Version(), nil)
 	if err != nil {
 		return nil, err
 	}
