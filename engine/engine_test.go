@@ -87,14 +87,14 @@ func TestExpiryAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTerminal(t, e, tk.ID)
-	if n := e.Sweep(ctx); n != 0 {
+	if n := engine.SweepNow(e, ctx); n != 0 {
 		t.Fatalf("swept %d tasks before their TTL", n)
 	}
 	clk.Add(time.Minute + time.Millisecond)
 	if _, err := e.Get(ctx, "", tk.ID); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("expired task: err = %v, want ErrNotFound", err)
 	}
-	if n := e.Sweep(ctx); n != 1 {
+	if n := engine.SweepNow(e, ctx); n != 1 {
 		t.Fatalf("swept %d, want 1", n)
 	}
 }

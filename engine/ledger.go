@@ -65,9 +65,6 @@ type Op struct {
 // Key returns the operation's key.
 func (o *Op) Key() string { return o.op.Key }
 
-// Operation returns the operation as last written by this handle.
-func (o *Op) Operation() task.Operation { return o.op }
-
 // State returns the operation's state as last written by this handle: a
 // re-run of a task finds an operation confirmed by an earlier run in
 // state task.OpConfirmed, and does not do it again.
@@ -152,7 +149,7 @@ func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, 
 	}
 	key := spec.Key
 	if key == "" {
-		key = DefaultOperationKey(t, spec.Object, spec.Effect)
+		key = defaultOperationKey(t, spec.Object, spec.Effect)
 	}
 	for attempt := 1; attempt <= 100; attempt++ {
 		k := key
@@ -191,12 +188,12 @@ func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, 
 	return nil, fmt.Errorf("engine: operation %q was rejected 100 times", key)
 }
 
-// DefaultOperationKey is the operation key of t's work for an operation
+// defaultOperationKey is the operation key of t's work for an operation
 // on object with effect when the work names none: derived from the key
 // scope and idempotency key of t's call (stable across tasks re-created
 // with that key) or, without one, from t's ID (stable across re-runs),
 // and from t's tool, object and effect.
-func DefaultOperationKey(t *task.Task, object, effect string) string {
+func defaultOperationKey(t *task.Task, object, effect string) string {
 	base := "task\x00" + string(t.ID)
 	if t.IdempotencyKey != "" {
 		base = "idem\x00" + string(t.Owner.KeyScope()) + "\x00" + t.IdempotencyKey

@@ -44,9 +44,6 @@ func New(opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Policy returns the engine's retention and polling policy.
-func (e *Engine) Policy() task.Policy { return e.policy }
-
 // InstanceID returns the name this engine records in Task.Runner.
 func (e *Engine) InstanceID() string { return e.id }
 
@@ -91,7 +88,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			interval: e.opts.SweepInterval,
 			timeout:  e.opts.SweepTimeout,
 			step: func(ctx context.Context) {
-				e.Sweep(ctx)
+				e.sweep(ctx)
 				e.sweepLedger(ctx)
 			},
 		})

@@ -31,9 +31,9 @@ func (e *Engine) taskLogs() store.TaskLogs {
 // HasLogs reports whether the engine's store keeps task logs.
 func (e *Engine) HasLogs() bool { return e.taskLogs() != nil }
 
-// LogLimits returns the caps of each task's log (Options.LogLimits with
+// logLimits returns the caps of each task's log (Options.LogLimits with
 // the defaults filled in).
-func (e *Engine) LogLimits() store.LogLimits { return e.opts.LogLimits.WithDefaults() }
+func (e *Engine) logLimits() store.LogLimits { return e.opts.LogLimits.WithDefaults() }
 
 // ReadLog returns a page of the log of the task id, after the sequence
 // number after (0: from the oldest line kept), if owner may see the
@@ -111,10 +111,6 @@ func (h *Handle) FlushLog() {
 	}
 }
 
-// HasLog reports whether the task's lines are kept (the store keeps task
-// logs).
-func (h *Handle) HasLog() bool { return h.run.logs != nil }
-
 // newLogBuffer returns the log buffer of a run of task id, nil when the
 // store keeps no logs.
 func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
@@ -122,7 +118,7 @@ func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
 	if l == nil {
 		return nil
 	}
-	lim := e.LogLimits()
+	lim := e.logLimits()
 	// What waits in memory is bounded tighter than the log: a program
 	// writing faster than that per flush has the lines in between
 	// dropped (and counted), not a growing buffer and ever larger

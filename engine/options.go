@@ -28,19 +28,19 @@ type Options struct {
 	// InstanceID names this engine in Task.Runner. Empty means a random ID.
 	InstanceID string
 	// SweepInterval is how often expired tasks are deleted. Zero means
-	// DefaultSweepInterval (one minute); negative disables sweeping.
+	// defaultSweepInterval (one minute); negative disables sweeping.
 	SweepInterval time.Duration
-	// SweepTimeout bounds each sweep. Zero means DefaultSweepTimeout.
+	// SweepTimeout bounds each sweep. Zero means defaultSweepTimeout (30 s).
 	SweepTimeout time.Duration
 	// InputPollInterval is how often work waiting for client input re-reads
 	// the store, in case an answer arrived without a local wake-up (e.g.
-	// through another process). Zero means DefaultInputPollInterval (2 s).
+	// through another process). Zero means defaultInputPollInterval (2 s).
 	InputPollInterval time.Duration
 	// Lease is how long an engine holds a task's work without renewing
 	// it. Running engines renew their leases every HeartbeatInterval; an
 	// engine that dies loses them, and another engine on the same store
 	// takes the tasks over (by Hooks.Recover) about one Lease later. Zero means
-	// DefaultLease (15 s).
+	// defaultLease (15 s).
 	Lease time.Duration
 	// HeartbeatInterval is how often the engine renews the leases of its
 	// running work (and stops the work of tasks that ended elsewhere or
@@ -48,7 +48,7 @@ type Options struct {
 	// than Lease. Zero means Lease/3.
 	HeartbeatInterval time.Duration
 	// HeartbeatTimeout bounds each renewal; keep it well below Lease.
-	// Zero means DefaultHeartbeatTimeout.
+	// Zero means defaultHeartbeatTimeout (5 s).
 	HeartbeatTimeout time.Duration
 	// ClaimInterval is how often the engine looks for tasks whose lease
 	// expired, to take them over (an Exclusive engine: its own tasks left
@@ -57,14 +57,14 @@ type Options struct {
 	// ClaimTimeout bounds each round of takeover (the store's Claim and
 	// the resolution of the tasks it took), and each write that fails a
 	// task whose outcome is unknown (also at shutdown). Zero means
-	// DefaultClaimTimeout.
+	// defaultClaimTimeout (10 s).
 	ClaimTimeout time.Duration
 	// FeedRetryInterval is how long the engine waits before following the
 	// store's change feed again after it failed. Zero means
-	// DefaultFeedRetryInterval.
+	// defaultFeedRetryInterval (1 s).
 	FeedRetryInterval time.Duration
 	// FeedCheckTimeout bounds each read of a task announced by the change
-	// feed. Zero means DefaultFeedCheckTimeout.
+	// feed. Zero means defaultFeedCheckTimeout (5 s).
 	FeedCheckTimeout time.Duration
 	// FinishWithin is how long Start waits for work that ends quickly: a
 	// task whose work returns within it is answered already terminal
@@ -89,18 +89,18 @@ type Options struct {
 	// MaxAttempts bounds how often a task's work is started: a re-runnable
 	// task whose runs keep being cut short (e.g. the tool crashes the
 	// process) fails once it has started this many times, instead of
-	// crash-looping the server. Zero means DefaultMaxAttempts (3).
+	// crash-looping the server. Zero means defaultMaxAttempts (3).
 	MaxAttempts int64
 	// QueueInterval is how often the engine looks for waiting tasks that
 	// can start, besides at once when a task of a queue ends here or a
 	// change is announced by the store's change feed. Zero means
-	// DefaultQueueInterval.
+	// defaultQueueInterval (1 s).
 	QueueInterval time.Duration
 	// QueueTimeout bounds each round of the queue service. Zero means
-	// DefaultQueueTimeout.
+	// defaultQueueTimeout (10 s).
 	QueueTimeout time.Duration
 	// ReconcileTimeout bounds each call of Hooks.Reconcile. Zero means
-	// DefaultReconcileTimeout.
+	// defaultReconcileTimeout (30 s).
 	ReconcileTimeout time.Duration
 	// LedgerRetention is how long the operation ledger (store.Ledger)
 	// keeps an operation after its last change, whatever happened to its
@@ -113,13 +113,13 @@ type Options struct {
 	LogLimits store.LogLimits
 	// LogFlushInterval is how long a line the work logs (Handle.Log)
 	// waits in memory at most before it is written, with the lines
-	// logged meanwhile, in one write. Zero means DefaultLogFlushInterval.
+	// logged meanwhile, in one write. Zero means defaultLogFlushInterval (200 ms).
 	LogFlushInterval time.Duration
 	// LogFlushLines is how many waiting lines start a write at once.
-	// Zero means DefaultLogFlushLines.
+	// Zero means defaultLogFlushLines (256).
 	LogFlushLines int
 	// LogWriteTimeout bounds each write of logged lines. Zero means
-	// DefaultLogWriteTimeout.
+	// defaultLogWriteTimeout (5 s).
 	LogWriteTimeout time.Duration
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
@@ -135,49 +135,49 @@ type Options struct {
 // that the heartbeat renews leases before they lapse.
 func (o *Options) withDefaults() error {
 	if o.MaxResultBytes <= 0 {
-		o.MaxResultBytes = DefaultMaxResultBytes
+		o.MaxResultBytes = defaultMaxResultBytes
 	}
 	if o.InputPollInterval <= 0 {
-		o.InputPollInterval = DefaultInputPollInterval
+		o.InputPollInterval = defaultInputPollInterval
 	}
 	if o.FinishWithin == 0 {
 		o.FinishWithin = DefaultFinishWithin
 	}
 	if o.Lease <= 0 {
-		o.Lease = DefaultLease
+		o.Lease = defaultLease
 	}
 	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.LedgerRetention == 0 {
 		o.LedgerRetention = DefaultLedgerRetention
 	}
 	if o.SweepInterval == 0 {
-		o.SweepInterval = DefaultSweepInterval
+		o.SweepInterval = defaultSweepInterval
 	}
 	for _, d := range []struct {
 		opt *time.Duration
 		def time.Duration
 	}{
 		{&o.HeartbeatInterval, o.Lease / 3},
-		{&o.HeartbeatTimeout, DefaultHeartbeatTimeout},
+		{&o.HeartbeatTimeout, defaultHeartbeatTimeout},
 		{&o.ClaimInterval, o.Lease / 3},
-		{&o.ClaimTimeout, DefaultClaimTimeout},
-		{&o.SweepTimeout, DefaultSweepTimeout},
-		{&o.FeedRetryInterval, DefaultFeedRetryInterval},
-		{&o.FeedCheckTimeout, DefaultFeedCheckTimeout},
-		{&o.QueueInterval, DefaultQueueInterval},
-		{&o.QueueTimeout, DefaultQueueTimeout},
-		{&o.ReconcileTimeout, DefaultReconcileTimeout},
-		{&o.LogFlushInterval, DefaultLogFlushInterval},
-		{&o.LogWriteTimeout, DefaultLogWriteTimeout},
+		{&o.ClaimTimeout, defaultClaimTimeout},
+		{&o.SweepTimeout, defaultSweepTimeout},
+		{&o.FeedRetryInterval, defaultFeedRetryInterval},
+		{&o.FeedCheckTimeout, defaultFeedCheckTimeout},
+		{&o.QueueInterval, defaultQueueInterval},
+		{&o.QueueTimeout, defaultQueueTimeout},
+		{&o.ReconcileTimeout, defaultReconcileTimeout},
+		{&o.LogFlushInterval, defaultLogFlushInterval},
+		{&o.LogWriteTimeout, defaultLogWriteTimeout},
 	} {
 		if *d.opt <= 0 {
 			*d.opt = d.def
 		}
 	}
 	if o.LogFlushLines <= 0 {
-		o.LogFlushLines = DefaultLogFlushLines
+		o.LogFlushLines = defaultLogFlushLines
 	}
 	if o.HeartbeatInterval >= o.Lease {
 		return fmt.Errorf("engine: Options.HeartbeatInterval %v is not shorter than the Lease %v: leases would lapse between renewals", o.HeartbeatInterval, o.Lease)
@@ -185,36 +185,36 @@ func (o *Options) withDefaults() error {
 	return nil
 }
 
-// DefaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
-const DefaultMaxResultBytes = 4 << 20
+// defaultMaxResultBytes is the result cap used when Options.MaxResultBytes is zero.
+const defaultMaxResultBytes = 4 << 20
 
 // Defaults of the [Options] of the engine's leases and background
 // services, used when the option is zero.
 const (
-	// DefaultLease is the default of Options.Lease.
-	DefaultLease = 15 * time.Second
-	// DefaultHeartbeatTimeout bounds each renewal of the leases of the
+	// defaultLease is the default of Options.Lease.
+	defaultLease = 15 * time.Second
+	// defaultHeartbeatTimeout bounds each renewal of the leases of the
 	// work running on an engine (one Heartbeat of the store, and the reads
 	// of the tasks it reports lost).
-	DefaultHeartbeatTimeout = 5 * time.Second
-	// DefaultClaimTimeout bounds each round of taking over the tasks whose
+	defaultHeartbeatTimeout = 5 * time.Second
+	// defaultClaimTimeout bounds each round of taking over the tasks whose
 	// lease expired: the Claim, and the resolution of the tasks it took.
-	DefaultClaimTimeout = 10 * time.Second
-	// DefaultSweepInterval is the default of Options.SweepInterval.
-	DefaultSweepInterval = time.Minute
-	// DefaultSweepTimeout bounds each sweep of expired tasks.
-	DefaultSweepTimeout = 30 * time.Second
-	// DefaultFeedRetryInterval is how long the change-feed follower waits
+	defaultClaimTimeout = 10 * time.Second
+	// defaultSweepInterval is the default of Options.SweepInterval.
+	defaultSweepInterval = time.Minute
+	// defaultSweepTimeout bounds each sweep of expired tasks.
+	defaultSweepTimeout = 30 * time.Second
+	// defaultFeedRetryInterval is how long the change-feed follower waits
 	// before following the feed again after it failed (e.g. a lost
 	// connection).
-	DefaultFeedRetryInterval = time.Second
-	// DefaultFeedCheckTimeout bounds each read of a task announced by the
+	defaultFeedRetryInterval = time.Second
+	// defaultFeedCheckTimeout bounds each read of a task announced by the
 	// change feed (to see whether it ended elsewhere).
-	DefaultFeedCheckTimeout = 5 * time.Second
-	// DefaultInputPollInterval is the default of Options.InputPollInterval.
-	DefaultInputPollInterval = 2 * time.Second
-	// DefaultMaxAttempts is the default of Options.MaxAttempts.
-	DefaultMaxAttempts = 3
+	defaultFeedCheckTimeout = 5 * time.Second
+	// defaultInputPollInterval is the default of Options.InputPollInterval.
+	defaultInputPollInterval = 2 * time.Second
+	// defaultMaxAttempts is the default of Options.MaxAttempts.
+	defaultMaxAttempts = 3
 )
 
 // DefaultFinishWithin is the default of Options.FinishWithin.
@@ -226,30 +226,30 @@ const (
 	// the ledger keeps an operation 30 days after its last change,
 	// whatever happened to its task.
 	DefaultLedgerRetention = 30 * 24 * time.Hour
-	// DefaultReconcileTimeout is the default of Options.ReconcileTimeout.
-	DefaultReconcileTimeout = 30 * time.Second
+	// defaultReconcileTimeout is the default of Options.ReconcileTimeout.
+	defaultReconcileTimeout = 30 * time.Second
 )
 
 // The defaults of the task log options (see [Options]).
 const (
-	// DefaultLogFlushInterval is how long a logged line waits in memory,
+	// defaultLogFlushInterval is how long a logged line waits in memory,
 	// at most, before it is written to the store with the lines logged
 	// meanwhile.
-	DefaultLogFlushInterval = 200 * time.Millisecond
-	// DefaultLogFlushLines is how many waiting lines start a write at
+	defaultLogFlushInterval = 200 * time.Millisecond
+	// defaultLogFlushLines is how many waiting lines start a write at
 	// once.
-	DefaultLogFlushLines = 256
-	// DefaultLogWriteTimeout bounds each write of logged lines.
-	DefaultLogWriteTimeout = 5 * time.Second
+	defaultLogFlushLines = 256
+	// defaultLogWriteTimeout bounds each write of logged lines.
+	defaultLogWriteTimeout = 5 * time.Second
 )
 
 // Defaults of the queue service.
 const (
-	// DefaultQueueInterval is the default of Options.QueueInterval: how
+	// defaultQueueInterval is the default of Options.QueueInterval: how
 	// often the engine looks, besides when it is told of a change, for
 	// waiting tasks that can start.
-	DefaultQueueInterval = time.Second
-	// DefaultQueueTimeout bounds each round of the queue service (one
+	defaultQueueInterval = time.Second
+	// defaultQueueTimeout bounds each round of the queue service (one
 	// StartQueued per queue, and the launch of what it started).
-	DefaultQueueTimeout = 10 * time.Second
+	defaultQueueTimeout = 10 * time.Second
 )

@@ -260,8 +260,8 @@ func (e *Engine) lateResult(ctx context.Context, r *run, terr *task.Error) {
 	e.opts.Audit.LateResultDropped(ctx, at, outcome, status)
 }
 
-// Sweep deletes expired tasks now and returns how many it deleted.
-func (e *Engine) Sweep(ctx context.Context) int {
+// sweep deletes expired tasks now and returns how many it deleted.
+func (e *Engine) sweep(ctx context.Context) int {
 	n, err := e.timed.DeleteExpired(ctx, e.now())
 	if err != nil {
 		if !errors.Is(ctx.Err(), context.Canceled) { // a failure, or a timeout
