@@ -18,7 +18,8 @@
 //	}
 //
 // The suite has one sub-suite per area of the contract, each in a file of
-// its own: Create, Get, Update, List, Expiry, Idempotency, Quota, Queue
+// its own: Create, Get, Update, Integrity (what a store refuses, what it
+// keeps byte for byte, writes that panic or whose context ends), List, Expiry, Idempotency, Quota, Queue
 // ([store.Queuer]), Claim,
 // Heartbeat, ChangeFeed ([store.ChangeFeed]), Ping ([store.Pinger]),
 // Ledger ([store.Ledger]), Log ([store.TaskLogs]), Count
@@ -72,6 +73,7 @@ func Run(t *testing.T, b Backend) {
 		{"Create", s.runCreate},
 		{"Get", s.runGet},
 		{"Update", s.runUpdate},
+		{"Integrity", s.runIntegrity},
 		{"List", s.runList},
 		{"Expiry", s.runExpiry},
 		{"Idempotency", s.runIdempotency},
