@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store/internal/cursor"
 
@@ -219,66 +220,6 @@ func textColumn(b []byte, err error) (*string, error) {
 	return &s, nil
 }
 
-// scanTask reads one task selected with taskColumns.
-func scanTask(sc pgx.Row) (*task.Task, error) {
-	var c taskCols
-	if err := sc.Scan(c.dest()...); err != nil {
-		return nil, err
-	}
-	return c.task()
-}
-
-// taskCols receives the columns of a task row, in the order of the
-// tasks table's SELECT lists (scanTask, scanView).
-type taskCols struct {
-	t                                     task.Task
-	id, status                            string
-	createdMS, updatedMS, ttlNS, pollNS   int64
-	request, result, errJSON, reqs, resps []byte
-	leaseMS                               *int64
-	idemKey                               *string
-	correlation                           string
-}
-
-// dest returns the scan destinations of the columns.
-func (c *taskCols) dest() []any {
-	t := &c.t
-	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
-		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation}
-}
-
-// task returns the task the scanned columns hold.
-func (c *taskCols) task() (*task.Task, error) {
-	t := c.t
-	t.ID = task.ID(c.id)
-	t.Status = task.Status(c.status)
-	t.CreatedAt = msTime(c.createdMS)
-	t.LastUpdatedAt = msTime(c.updatedMS)
-	t.TTL = time.Duration(c.ttlNS)
-	t.PollInterval = time.Duration(c.pollNS)
-	if c.leaseMS != nil {
-		t.LeaseExpiresAt = msTime(*c.leaseMS)
-	}
-	if c.idemKey != nil {
-		t.IdempotencyKey = *c.idemKey
-	}
-	if len(c.request) > 0 {
-		t.Request = c.request
-	}
-	if len(c.result) > 0 {
-		t.Result = c.result
-	}
-	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
-		return nil, fmt.Errorf("postgres store: %w", err)
-	}
-	var err error
-	if t.Correlation, err = jsoncol.DecodeCorrelation(c.correlation); err != nil {
-		return nil, fmt.Errorf("postgres store: task %s: %w", t.ID, err)
-	}
-	return &t, nil
-}
-
 // scanAll reads every row of rows as a task and closes rows.
 func scanAll(rows pgx.Rows) ([]*task.Task, error) {
 	defer rows.Close()
@@ -292,6 +233,9 @@ func scanAll(rows pgx.Rows) ([]*task.Task, error) {
 	}
 	return tasks, rows.Err()
 }
+
+// scanTask reads one task selected with taskColumns.
+func scanTask(sc pgx.Row) (*task.Task, error) { return rowcodec.Task(sc, "postgres store") }
 
 // makeCursor returns the cursor of the position just after t in owner's
 // listing.

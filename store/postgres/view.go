@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/mcptask/mcptask/store"
-	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -60,32 +60,4 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 }
 
 // scanView reads the row of viewSQL.
-func scanView(sc pgx.Row) (*store.View, error) {
-	var (
-		c                             taskCols
-		last, dropped                 int64
-		o                             task.Operation
-		opTask, opOwner, opState      string
-		opCreated, opUpdated, opRecon int64
-		opCorr                        string
-	)
-	if err := sc.Scan(append(c.dest(), &last, &dropped,
-		&o.Key, &opTask, &o.Tool, &opOwner, &o.Object, &o.ObjectVersion, &o.Effect, &opState,
-		&o.Receipt, &o.Detail, &opCreated, &opUpdated, &opRecon, &opCorr)...); err != nil {
-		return nil, err
-	}
-	t, err := c.task()
-	if err != nil {
-		return nil, err
-	}
-	v := &store.View{Task: t, Log: store.LogPageOf(nil, 0, 0, last, dropped)}
-	if o.Key != "" {
-		o.TaskID, o.Owner, o.State = task.ID(opTask), task.Owner(opOwner), task.OpState(opState)
-		o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(opCreated), msTime(opUpdated), opTime(opRecon)
-		if o.Correlation, err = jsoncol.DecodeCorrelation(opCorr); err != nil {
-			return nil, fmt.Errorf("operation %q: %w", o.Key, err)
-		}
-		v.Operation = &o
-	}
-	return v, nil
-}
+func scanView(sc pgx.Row) (*store.View, error) { return rowcodec.View(sc, "postgres store") }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store/internal/cursor"
 
@@ -192,58 +193,7 @@ func encodeMap(m map[string]json.RawMessage) (any, error) {
 type scanner interface{ Scan(dest ...any) error }
 
 // scanTask reads one task selected with taskColumns.
-func scanTask(sc scanner) (*task.Task, error) {
-	var c taskCols
-	if err := sc.Scan(c.dest()...); err != nil {
-		return nil, err
-	}
-	return c.task()
-}
-
-// taskCols receives the columns of a task row, in the order of the
-// tasks table's SELECT lists (scanTask, scanView).
-type taskCols struct {
-	t                                     task.Task
-	id, status                            string
-	createdMS, updatedMS, ttlNS, pollNS   int64
-	request, result, errJSON, reqs, resps []byte
-	leaseMS                               int64
-	correlation                           string
-}
-
-// dest returns the scan destinations of the columns.
-func (c *taskCols) dest() []any {
-	t := &c.t
-	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
-		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&c.leaseMS, &t.IdempotencyKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation}
-}
-
-// task returns the task the scanned columns hold.
-func (c *taskCols) task() (*task.Task, error) {
-	t := c.t
-	t.LeaseExpiresAt = leaseTime(c.leaseMS)
-	t.ID = task.ID(c.id)
-	t.Status = task.Status(c.status)
-	t.CreatedAt = msTime(c.createdMS)
-	t.LastUpdatedAt = msTime(c.updatedMS)
-	t.TTL = time.Duration(c.ttlNS)
-	t.PollInterval = time.Duration(c.pollNS)
-	if len(c.request) > 0 {
-		t.Request = c.request
-	}
-	if len(c.result) > 0 {
-		t.Result = c.result
-	}
-	if err := jsoncol.Decode(&t, c.errJSON, c.reqs, c.resps); err != nil {
-		return nil, fmt.Errorf("sqlite store: %w", err)
-	}
-	var err error
-	if t.Correlation, err = jsoncol.DecodeCorrelation(c.correlation); err != nil {
-		return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
-	}
-	return &t, nil
-}
+func scanTask(sc scanner) (*task.Task, error) { return rowcodec.Task(sc, "sqlite store") }
 
 // makeCursor returns the cursor of the position just after t in owner's
 // listing.

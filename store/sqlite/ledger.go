@@ -11,6 +11,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
 	"github.com/mcptask/mcptask/store/internal/jsoncol"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -43,25 +44,8 @@ func opTime(ms int64) time.Time {
 	return msTime(ms)
 }
 
-func scanOp(sc scanner) (*task.Operation, error) {
-	var (
-		o                         task.Operation
-		taskID, owner, state      string
-		created, updated, reconMS int64
-		corr                      string
-	)
-	err := sc.Scan(&o.Key, &taskID, &o.Tool, &owner, &o.Object, &o.ObjectVersion, &o.Effect, &state,
-		&o.Receipt, &o.Detail, &created, &updated, &reconMS, &corr)
-	if err != nil {
-		return nil, err
-	}
-	if o.Correlation, err = jsoncol.DecodeCorrelation(corr); err != nil {
-		return nil, fmt.Errorf("operation %q: %w", o.Key, err)
-	}
-	o.TaskID, o.Owner, o.State = task.ID(taskID), task.Owner(owner), task.OpState(state)
-	o.CreatedAt, o.UpdatedAt, o.ReconciledAt = msTime(created), msTime(updated), opTime(reconMS)
-	return &o, nil
-}
+// scanOp reads one operation selected with opColumns.
+func scanOp(sc scanner) (*task.Operation, error) { return rowcodec.Operation(sc) }
 
 // RecordOperation inserts op unless the ledger holds its key, and returns
 // the operation as stored; see [store.Ledger]. A zero CreatedAt or
