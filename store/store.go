@@ -1,10 +1,31 @@
 // Package store defines the persistence contract of mcptask: [Store], what
-// the engine needs of a backend, and the optional interfaces beside it
-// ([ChangeFeed], [Pinger], [ErrorClassifier], [Queuer], [Ledger],
-// [Deleter], [TaskLogs], [Counter], [Browser], [Historian], [Viewer])
-// that a backend may implement. Each backend
-// (store/sqlite, store/postgres) lives in its own package and must pass the
-// shared suite in store/storetest.
+// the engine needs of every backend, and the facets beside it that a
+// backend implements as interfaces of their own. Each backend
+// (store/sqlite, store/postgres) lives in its own package and must pass
+// the shared suite in store/storetest; both implement every facet.
+//
+// DO NOT IMPLEMENT these interfaces outside this module: they grow with
+// the product, and only the backends of this module are kept passing
+// storetest. A store of another module wraps one of them instead.
+//
+// The facets, and who needs them (this is the one place that says so):
+//
+//   - Operations: [Pinger] (mcptaskd's /healthz; without it a Get of an
+//     unknown task), [ErrorClassifier] (the engine retries transient
+//     writes of running work), [Systemer] (the engine's store spans).
+//   - Work: [Queuer] (the engine's concurrency queues; metrics' waiting
+//     gauge), [Ledger] (the engine's operation ledger and
+//     reconciliation), [TaskLogs] (the engine's task logs, the log
+//     resource), [Deleter] (the engine's tasks/delete), [Viewer] (the
+//     engine's tasks/get in one read).
+//   - Operators: [Browser] (required by the dashboard), [Historian] (the
+//     dashboard's task history), [Counter] (metrics' unfinished-task
+//     gauges).
+//   - Capability: [ChangeFeed], the one facet a backend may really lack
+//     (engines then learn of other instances' changes at their next
+//     heartbeat).
+//
+// mcptaskd opens store/sqlite or store/postgres and so has every facet.
 package store
 
 import (
