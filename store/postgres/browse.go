@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func (te *taskEvents) args() []any {
 // eventTask is the part of a task's row that its history events read.
 func eventTask(r *row) *task.Task {
 	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
-		Runner: r.runner, LastUpdatedAt: msTime(r.updatedMS)}
+		Runner: r.runner, LastUpdatedAt: rowcodec.MSTime(r.updatedMS)}
 }
 
 // storeNow is the store's clock, for the events of writes that do not set
@@ -136,7 +137,7 @@ func (s *Store) History(ctx context.Context, id task.ID) ([]task.Event, error) {
 			atMS           int64
 		)
 		err := row.Scan(&e.Seq, &kind, &atMS, &from, &to, &e.Instance, &e.Attempt, &e.Message)
-		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), msTime(atMS)
+		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), rowcodec.MSTime(atMS)
 		return e, err
 	})
 	if err != nil {

@@ -94,7 +94,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 }
 
 // ceilMS is t in Unix milliseconds, rounded up: for a lease kept at
-// millisecond precision, msTime(lease).Before(t) exactly when
+// millisecond precision, rowcodec.MSTime(lease).Before(t) exactly when
 // lease < ceilMS(t).
 func ceilMS(t time.Time) int64 {
 	ms := t.UnixMilli() // rounded down, negative times included

@@ -120,7 +120,7 @@ func encodeTask(t *task.Task) (*row, error) {
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
-		ns := unixNano(msTime(r.updatedMS).Add(t.TTL))
+		ns := unixNano(rowcodec.MSTime(r.updatedMS).Add(t.TTL))
 		r.expiresNS = &ns
 	}
 	if !t.LeaseExpiresAt.IsZero() {
@@ -165,9 +165,6 @@ func checkText(s string) error {
 	}
 	return nil
 }
-
-// msTime is the UTC time of Unix millisecond ms.
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 var (
 	minNanoTime = time.Unix(0, math.MinInt64)

@@ -29,14 +29,6 @@ func opMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// opTime is the inverse of opMS.
-func opTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return msTime(ms)
-}
-
 // scanOp reads one operation selected with opColumns.
 func scanOp(sc pgx.Row) (*task.Operation, error) { return rowcodec.Operation(sc) }
 
@@ -125,8 +117,8 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
 	}
-	o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())
-	o.ReconciledAt = opTime(opMS(o.ReconciledAt))
+	o.UpdatedAt = rowcodec.MSTime(o.UpdatedAt.UnixMilli())
+	o.ReconciledAt = rowcodec.OpTime(opMS(o.ReconciledAt))
 	return o, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -185,7 +186,7 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 				rows.Close()
 				return nil, fmt.Errorf("postgres store: read the log of %s: %w", id, err)
 			}
-			l.Time = msTime(ms)
+			l.Time = rowcodec.MSTime(ms)
 			lines = append(lines, l)
 		}
 		rows.Close()

@@ -29,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"log/slog"
 	"sync"
 	"time"
@@ -676,11 +677,11 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 	if tag.String() != "COMMIT" {
 		return nil, fmt.Errorf("postgres store: update task %s: the transaction was rolled back (%s)", id, tag)
 	}
-	t.CreatedAt = msTime(r.createdMS)
-	t.LastUpdatedAt = msTime(r.updatedMS)
+	t.CreatedAt = rowcodec.MSTime(r.createdMS)
+	t.LastUpdatedAt = rowcodec.MSTime(r.updatedMS)
 	t.LeaseExpiresAt = time.Time{}
 	if r.leaseMS != nil {
-		t.LeaseExpiresAt = msTime(*r.leaseMS)
+		t.LeaseExpiresAt = rowcodec.MSTime(*r.leaseMS)
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"slices"
 	"strings"
 	"time"
@@ -70,7 +71,7 @@ func (s *Store) History(ctx context.Context, id task.ID) ([]task.Event, error) {
 		if err := rows.Scan(&e.Seq, &kind, &atMS, &from, &to, &e.Instance, &e.Attempt, &e.Message); err != nil {
 			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: history of task %s: %w", id, err))
 		}
-		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), msTime(atMS)
+		e.Kind, e.From, e.To, e.At = task.EventKind(kind), task.Status(from), task.Status(to), rowcodec.MSTime(atMS)
 		evs = append(evs, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -288,7 +289,7 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 // eventTask is the part of a task's row that its history events read.
 func eventTask(r *row) *task.Task {
 	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
-		Runner: r.runner, LastUpdatedAt: msTime(r.updatedMS)}
+		Runner: r.runner, LastUpdatedAt: rowcodec.MSTime(r.updatedMS)}
 }
 
 // storeNow is the store's clock, for the events of writes that do not set

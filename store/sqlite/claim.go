@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -81,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 				return nil, fmt.Errorf("sqlite store: claim task %s: %w", t.ID, err)
 			}
 			t.Runner = req.Runner
-			t.LeaseExpiresAt = leaseTime(until)
+			t.LeaseExpiresAt = rowcodec.OpTime(until)
 			ids[i] = t.ID
 		}
 		claimed = tasks

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -28,11 +29,11 @@ func TestLeaseEncoding(t *testing.T) {
 			t.Errorf("ceilMS(%v) = %d, want %d", tc.in, got, tc.ceil)
 		}
 	}
-	if leaseMS(time.Time{}) != 0 || !leaseTime(0).IsZero() {
+	if leaseMS(time.Time{}) != 0 || !rowcodec.OpTime(0).IsZero() {
 		t.Error("the zero lease is not encoded as 0")
 	}
 	at := time.Date(2026, 7, 28, 9, 0, 0, 123_456_789, time.FixedZone("X", 3600))
-	if got := leaseTime(leaseMS(at)); !got.Equal(at.Truncate(time.Millisecond)) || got.Location() != time.UTC {
+	if got := rowcodec.OpTime(leaseMS(at)); !got.Equal(at.Truncate(time.Millisecond)) || got.Location() != time.UTC {
 		t.Errorf("lease %v came back as %v", at, got)
 	}
 }

@@ -97,7 +97,7 @@ func encodeTask(t *task.Task) (*row, error) {
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
-		r.expiresNS = unixNano(msTime(r.updatedMS).Add(t.TTL))
+		r.expiresNS = unixNano(rowcodec.MSTime(r.updatedMS).Add(t.TTL))
 	}
 	var err error
 	if r.correlation, err = jsoncol.EncodeCorrelation(t.Correlation); err != nil {
@@ -115,9 +115,6 @@ func encodeTask(t *task.Task) (*row, error) {
 	return r, nil
 }
 
-// msTime is the UTC time of Unix millisecond ms.
-func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
 // leaseMS encodes a lease expiry as Unix milliseconds (rounded down), 0
 // meaning no lease. (A lease at exactly the Unix epoch would read back as
 // no lease; no engine takes such a lease.)
@@ -126,14 +123,6 @@ func leaseMS(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixMilli()
-}
-
-// leaseTime decodes what leaseMS encoded.
-func leaseTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return msTime(ms)
 }
 
 // ceilMS is t in Unix milliseconds, rounded up: a stored millisecond

@@ -36,14 +36,6 @@ func opMS(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// opTime is the inverse of opMS.
-func opTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return msTime(ms)
-}
-
 // scanOp reads one operation selected with opColumns.
 func scanOp(sc scanner) (*task.Operation, error) { return rowcodec.Operation(sc) }
 
@@ -119,8 +111,8 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 			opMS(o.ReconciledAt), corr, key); err != nil {
 			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
 		}
-		o.UpdatedAt = msTime(o.UpdatedAt.UnixMilli())
-		o.ReconciledAt = opTime(opMS(o.ReconciledAt))
+		o.UpdatedAt = rowcodec.MSTime(o.UpdatedAt.UnixMilli())
+		o.ReconciledAt = rowcodec.OpTime(opMS(o.ReconciledAt))
 		out = o
 		return []task.ID{before, o.TaskID}, nil
 	})

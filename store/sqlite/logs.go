@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"strconv"
 	"time"
 
@@ -154,7 +155,7 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 			if err := rows.Scan(&l.Seq, &ms, &l.Stream, &l.Text); err != nil {
 				return nil, s.noteCorrupt(fmt.Errorf("sqlite store: read the log of %s: %w", id, err))
 			}
-			l.Time = msTime(ms)
+			l.Time = rowcodec.MSTime(ms)
 			lines = append(lines, l)
 		}
 		if err := rows.Err(); err != nil {

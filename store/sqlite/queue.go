@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/history"
@@ -172,10 +173,10 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 			before := *t
 			t.Queued = false
 			t.Runner = req.Runner
-			t.LeaseExpiresAt = leaseTime(until)
+			t.LeaseExpiresAt = rowcodec.OpTime(until)
 			t.Attempts++
 			t.StatusMessage = ""
-			t.LastUpdatedAt = msTime(nowMS)
+			t.LastUpdatedAt = rowcodec.MSTime(nowMS)
 			if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
 				return nil, err
 			}

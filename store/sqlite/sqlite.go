@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"log/slog"
 	"net/url"
 	"os"
@@ -705,9 +706,9 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		if err := s.insertEvents(tx, r.id, history.Events(&before, t, storeNow(), instance)); err != nil {
 			return nil, err
 		}
-		t.CreatedAt = msTime(r.createdMS)
-		t.LastUpdatedAt = msTime(r.updatedMS)
-		t.LeaseExpiresAt = leaseTime(r.leaseMS)
+		t.CreatedAt = rowcodec.MSTime(r.createdMS)
+		t.LastUpdatedAt = rowcodec.MSTime(r.updatedMS)
+		t.LeaseExpiresAt = rowcodec.OpTime(r.leaseMS)
 		out = t
 		return []task.ID{id}, nil
 	})
