@@ -133,39 +133,23 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	if s.closed() {
 		return nil, "", ErrClosed
 	}
-	limit := q.PageLimit()
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, vals ...any) {
-		n := len(args)
-		for i := range vals {
-			cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", n+i+1), 1)
+	where, args, err := rowcodec.OperationFilter(q, s.opSigner())
+	if err != nil {
+		return nil, "", err
+	}
+	n := 0
+	for i, cond := range where { // ? → $1, $2, … in the order of args
+		for strings.Contains(cond, "?") {
+			n++
+			cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", n), 1)
 		}
-		where, args = append(where, cond), append(args, vals...)
-	}
-	if q.Owner != "" {
-		add("owner = ?", string(q.Owner))
-	}
-	if q.State != "" {
-		add("state = ?", string(q.State))
-	}
-	if q.TaskID != "" {
-		add("task_id = ?", string(q.TaskID))
-	}
-	if q.Cursor != "" {
-		createdMS, key, err := s.opSigner().ParseAt(q.Scope(), q.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		add("(created_at_ms, key) < (?, ?)", createdMS, key)
+		where[i] = cond
 	}
 	text := `SELECT ` + opColumns + ` FROM %[1]s.operations`
 	if len(where) > 0 {
 		text += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	text += fmt.Sprintf(` ORDER BY created_at_ms DESC, key DESC LIMIT %d`, limit+1)
+	text += fmt.Sprintf(` ORDER BY created_at_ms DESC, key DESC LIMIT %d`, q.PageLimit()+1)
 	rows, err := s.pool.Query(ctx, s.opSQL(text), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("postgres store: operations: %w", err)
@@ -182,12 +166,7 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("postgres store: operations: %w", err)
 	}
-	next := ""
-	if len(ops) > limit {
-		ops = ops[:limit]
-		last := ops[limit-1]
-		next = s.opSigner().MakeAt(q.Scope(), last.CreatedAt.UnixMilli(), last.Key)
-	}
+	ops, next := rowcodec.OperationPage(q, s.opSigner(), ops)
 	return ops, next, nil
 }
 

@@ -133,33 +133,16 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	if s.closed() {
 		return nil, "", ErrClosed
 	}
-	limit := q.PageLimit()
-	var (
-		where []string
-		args  []any
-	)
-	if q.Owner != "" {
-		where, args = append(where, "owner = ?"), append(args, string(q.Owner))
-	}
-	if q.State != "" {
-		where, args = append(where, "state = ?"), append(args, string(q.State))
-	}
-	if q.TaskID != "" {
-		where, args = append(where, "task_id = ?"), append(args, string(q.TaskID))
-	}
-	if q.Cursor != "" {
-		createdMS, key, err := s.opSigner().ParseAt(q.Scope(), q.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		where, args = append(where, "(created_at_ms, key) < (?, ?)"), append(args, createdMS, key)
+	where, args, err := rowcodec.OperationFilter(q, s.opSigner())
+	if err != nil {
+		return nil, "", err
 	}
 	text := `SELECT ` + opColumns + ` FROM operations`
 	if len(where) > 0 {
 		text += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	text += ` ORDER BY created_at_ms DESC, key DESC LIMIT ?`
-	args = append(args, limit+1)
+	args = append(args, q.PageLimit()+1)
 	// Prepared once per variant of the filters (a tasks/get reads its
 	// task's latest operation with one of them).
 	st, err := s.readStmt(ctx, text)
@@ -182,12 +165,7 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	if err := rows.Err(); err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: operations: %w", err))
 	}
-	next := ""
-	if len(ops) > limit {
-		ops = ops[:limit]
-		last := ops[limit-1]
-		next = s.opSigner().MakeAt(q.Scope(), last.CreatedAt.UnixMilli(), last.Key)
-	}
+	ops, next := rowcodec.OperationPage(q, s.opSigner(), ops)
 	return ops, next, nil
 }
 
