@@ -114,7 +114,9 @@ func main() {
 		fmt.Printf("%s\t%d\t%d\n", p.dir, p.lines, p.exported)
 	}
 	top := func(title string, xs []item) {
-		sort.Slice(xs, func(i, j int) bool { return xs[i].lines > xs[j].lines || xs[i].lines == xs[j].lines && xs[i].name < xs[j].name })
+		sort.Slice(xs, func(i, j int) bool {
+			return xs[i].lines > xs[j].lines || xs[i].lines == xs[j].lines && xs[i].name < xs[j].name
+		})
 		fmt.Printf("\n%s\n", title)
 		for i := 0; i < *n && i < len(xs); i++ {
 			fmt.Printf("%d\t%s\n", xs[i].lines, xs[i].name)
