@@ -11,12 +11,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mcptask/mcptask/internal/testkit/clitest"
 	"github.com/mcptask/mcptask/internal/testkit/proctest"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/source/command"
@@ -34,19 +34,13 @@ func TestMain(m *testing.M) {
 }
 
 func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "mcptaskd-test-")
+	bins, cleanup, err := clitest.Build(".")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	daemonBin = filepath.Join(dir, "mcptaskd")
-	start := time.Now()
-	if err := proctest.Build(context.Background(), daemonBin, ".", raceEnabled, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "building mcptaskd: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(os.Stderr, "built mcptaskd (race=%v) in %v\n", raceEnabled, time.Since(start).Round(time.Millisecond))
+	defer cleanup()
+	daemonBin = bins[0]
 	return m.Run()
 }
 

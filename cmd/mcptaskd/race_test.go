@@ -1,7 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled builds the daemon under test with the race detector when the
-// tests themselves run with it.
-const raceEnabled = true
