@@ -238,10 +238,8 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
-	if eng.HasLogs() {
-		// The task logs: a resource of each task, read by its owner only.
-		srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
-	}
+	// The task logs: a resource of each task, read by its owner only.
+	srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
 	if o.ResultLinkBytes > 0 {
 		srv.AddResourceTemplate(adapter.ResultTemplate(), s.core.ReadResultResource)
 	}

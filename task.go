@@ -146,7 +146,6 @@ type Op = engine.Op
 // After a crash, the tool's ToolOptions.Reconcile is asked about an
 // operation left unsettled before the recovery policy runs; mcptask
 // shows the task's latest operation apart from its status on tasks/get.
-// It fails on a store without a ledger (engine.ErrNoLedger).
 func (t *Task) RecordOperation(ctx context.Context, op Operation) (*Op, error) {
 	return t.h.RecordOperation(ctx, engine.OperationSpec{Key: op.Key, Object: op.Object, ObjectVersion: op.ObjectVersion, Effect: op.Effect})
 }
@@ -156,10 +155,6 @@ func (t *Task) RecordOperation(ctx context.Context, op Operation) (*Op, error) {
 // Reattach tool whose re-run follows the work it started to its end, and
 // records its outcome on the operation then.
 var ErrNoReconcile = engine.ErrNoReconcile
-
-// ErrNoLedger is returned by Task.RecordOperation when the server's store
-// keeps no operation ledger.
-var ErrNoLedger = engine.ErrNoLedger
 
 // Log appends line to the task's log (stream "log"), which the task's
 // owner reads while the task runs and after (resources/read of the

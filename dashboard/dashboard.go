@@ -46,8 +46,8 @@ type Options struct {
 	// Engine runs the tasks: the dashboard cancels through it, reads the
 	// ledger and logs, and follows its changes.
 	Engine *engine.Engine
-	// Store is the engine's store. It must be a [store.Browser]; when it
-	// is a [store.Historian] too, task pages show each task's timeline.
+	// Store is the engine's store: the dashboard browses and counts its
+	// tasks and shows each task's history.
 	Store store.Store
 
 	// Authenticate admits a token presented at sign-in (or as a bearer
@@ -107,8 +107,6 @@ type DrainControl interface {
 // the actions, the live streams, "/login" and its assets.
 type Handler struct {
 	opts    Options
-	browser store.Browser
-	hist    store.Historian // nil when the store keeps no history
 	key     []byte
 	mux     *http.ServeMux
 	guarded http.Handler // mux behind CrossOriginProtection
@@ -137,10 +135,6 @@ func New(opts Options) (*Handler, error) {
 	if opts.Engine == nil || opts.Store == nil {
 		return nil, errors.New("dashboard: Options.Engine and Options.Store are required")
 	}
-	b, ok := opts.Store.(store.Browser)
-	if !ok {
-		return nil, errors.New("dashboard: the store cannot browse tasks (it is no store.Browser)")
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -161,13 +155,11 @@ func New(opts Options) (*Handler, error) {
 	}
 	h := &Handler{
 		opts:    opts,
-		browser: b,
 		key:     opts.SessionKey,
 		logins:  quota.NewLimiters(signInRate, signInBurst),
 		streams: make(chan struct{}, opts.MaxLiveStreams),
 		done:    make(chan struct{}),
 	}
-	h.hist, _ = opts.Store.(store.Historian)
 	if len(h.key) == 0 {
 		h.key = make([]byte, 32)
 		rand.Read(h.key)

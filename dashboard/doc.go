@@ -4,7 +4,7 @@
 //	eng, _ := engine.New(st, &engine.Options{InstanceID: "api-1"})
 //	dash, err := dashboard.New(dashboard.Options{
 //		Engine: eng,
-//		Store:  st, // a store.Browser: the sqlite and postgres stores are
+//		Store:  st, // store/sqlite or store/postgres
 //		Authenticate: func(r *http.Request, token string) (task.Owner, time.Time, bool) {
 //			return task.UserOwner("", "ops"), time.Time{}, token == adminToken // no expiry of its own
 //		},
@@ -20,8 +20,7 @@
 //     first), rows updated live;
 //   - a task page: its status and status message, the timeline of its
 //     history (every creation, status change and start of its work, with
-//     the time and the instance that made it, when the store is a
-//     store.Historian), pending input requests, the domain operations and
+//     the time and the instance that made it), pending input requests, the domain operations and
 //     their receipts (the ledger), the tail of its log, TTL and expiry,
 //     owner; its result or error only on an explicit, audited request;
 //   - actions: cancel a task, cancel the selected tasks, drain a tool and

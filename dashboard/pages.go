@@ -240,7 +240,7 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 		return err
 	}
 	p.Counts = counts
-	ts, next, err := h.browser.Browse(ctx, f.query)
+	ts, next, err := h.opts.Store.Browse(ctx, f.query)
 	if err != nil {
 		return err
 	}
@@ -307,7 +307,7 @@ func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*coun
 	e, ok := h.countCache.m[k]
 	h.countCache.mu.Unlock()
 	if !ok || e.at.Before(notBefore) || now.Sub(e.at) >= countsMaxAge {
-		n, err := h.browser.CountByStatus(r.Context(), f.query)
+		n, err := h.opts.Store.CountByStatus(r.Context(), f.query)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -408,12 +408,9 @@ type taskLive struct {
 	Terminal, Queued, Expired                         bool
 	HasOutcome                                        bool
 	Events                                            []eventView
-	HistoryKept                                       bool
 	Inputs                                            []inputView
 	Ops                                               []opView
-	LedgerKept                                        bool
 	Log                                               []logView
-	LogKept                                           bool
 	LogDropped                                        int64
 	LogMore                                           int64
 	// Correlation is the host correlation keys of the call that created
@@ -511,39 +508,31 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 	for _, k := range slices.Sorted(maps.Keys(t.Correlation)) {
 		l.Correlation = append(l.Correlation, correlationView{Key: k, Value: t.Correlation[k]})
 	}
-	if h.hist != nil {
-		l.HistoryKept = true
-		evs, err := h.hist.History(ctx, id)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
-		for _, e := range evs {
-			l.Events = append(l.Events, eventView{
-				At: e.At.UTC().Format(shownTime), AtISO: e.At.UTC().Format(time.RFC3339Nano),
-				Kind: string(e.Kind), From: string(e.From), To: string(e.To),
-				Instance: e.Instance, Message: clip(e.Message, 300), Attempt: e.Attempt,
-			})
-		}
+	evs, err := h.opts.Store.History(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	for _, e := range evs {
+		l.Events = append(l.Events, eventView{
+			At: e.At.UTC().Format(shownTime), AtISO: e.At.UTC().Format(time.RFC3339Nano),
+			Kind: string(e.Kind), From: string(e.From), To: string(e.To),
+			Instance: e.Instance, Message: clip(e.Message, 300), Attempt: e.Attempt,
+		})
 	}
 	for _, key := range slices.Sorted(maps.Keys(t.InputRequests)) {
 		l.Inputs = append(l.Inputs, inputOf(key, t.InputRequests[key]))
 	}
 	ops, _, err := h.opts.Engine.Operations(ctx, t.Owner, store.OperationQuery{TaskID: id, Limit: 50})
-	switch {
-	case errors.Is(err, engine.ErrNoLedger):
-	case err != nil:
+	if err != nil {
 		return nil, err
-	default:
-		l.LedgerKept = true
-		for _, o := range ops {
-			l.Ops = append(l.Ops, opView{
-				Key: o.Key, Effect: o.Effect, Object: strings.TrimSpace(o.Object + " " + o.ObjectVersion),
-				State: string(o.State), Receipt: o.Receipt, Detail: o.Detail, Updated: o.UpdatedAt.UTC().Format(shownTime),
-			})
-		}
 	}
-	if h.opts.Engine.HasLogs() {
-		l.LogKept = true
+	for _, o := range ops {
+		l.Ops = append(l.Ops, opView{
+			Key: o.Key, Effect: o.Effect, Object: strings.TrimSpace(o.Object + " " + o.ObjectVersion),
+			State: string(o.State), Receipt: o.Receipt, Detail: o.Detail, Updated: o.UpdatedAt.UTC().Format(shownTime),
+		})
+	}
+	{
 		pos, err := h.opts.Engine.LogPosition(ctx, id)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err

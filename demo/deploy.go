@@ -3,7 +3,6 @@ package demo
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -89,7 +88,7 @@ func deployWithConfirmation(ctx context.Context, _ *mcp.CallToolRequest, in depl
 	// left for reconciliation: the task shows the effect unknown).
 	op, err := t.RecordOperation(ctx, mcptask.Operation{Object: "service/" + in.Service, ObjectVersion: version,
 		Effect: "roll out " + target + " to production"})
-	if err != nil && !errors.Is(err, mcptask.ErrNoLedger) {
+	if err != nil {
 		return nil, out, err
 	}
 	progress(ctx, fmt.Sprintf("rolling out %s", target))

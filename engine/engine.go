@@ -92,8 +92,7 @@ type run struct {
 	refOnce sync.Once
 	refDone chan struct{}
 
-	// logs holds the lines the work logged until they are written; nil
-	// when the store keeps no logs.
+	// logs holds the lines the work logged until they are written.
 	logs *logBuffer
 
 	// pending is set for a run whose work started before its task was

@@ -54,10 +54,6 @@ func (e *TerminalError) Error() string {
 // task.CallDigest).
 var ErrIdempotencyConflict = errors.New("the idempotency key was already used for another call (another tool or other arguments)")
 
-// ErrDeleteUnsupported is returned by Delete when the engine's store is no
-// [store.Deleter].
-var ErrDeleteUnsupported = errors.New("the task store cannot delete tasks")
-
 // NotTerminalError is Delete's refusal of a task that has not ended
 // (working or input_required): it must be cancelled first.
 type NotTerminalError struct{ Status task.Status }

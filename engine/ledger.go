@@ -13,10 +13,6 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// ErrNoLedger is returned by Handle.RecordOperation when the engine's
-// store keeps no operation ledger (it is no store.Ledger).
-var ErrNoLedger = errors.New("engine: the task store keeps no operation ledger")
-
 // ErrNoReconcile is what a ReconcileFunc returns for a task whose tool has
 // no way to ask its system of record: the recovery policy decides, as for
 // a task without unsettled operations.
@@ -33,12 +29,6 @@ var ErrOperationKeyTaken = errors.New("engine: the operation key is taken by ano
 // the task may run again), or anything else (or an error) when it cannot
 // tell.
 type ReconcileFunc func(ctx context.Context, t *task.Task, op task.Operation) (state task.OpState, detail string, err error)
-
-// ledger returns the store's ledger, or nil.
-func (e *Engine) ledger() store.Ledger {
-	l, _ := e.store.(store.Ledger)
-	return l
-}
 
 // OperationSpec is what a handler says of an operation it is about to do.
 type OperationSpec struct {
@@ -91,10 +81,7 @@ func (o *Op) Rejected(ctx context.Context, reason string) error {
 // receipt of an operation reconciliation settled meanwhile) still records
 // the receipt if the operation has none, and returns the *task.OpError.
 func (o *Op) move(ctx context.Context, to task.OpState, receipt, detail string) error {
-	l := o.e.ledger()
-	if l == nil {
-		return ErrNoLedger
-	}
+	l := o.e.store
 	var moveErr error
 	// Not cut short by the work's cancellation (the evidence is kept
 	// whatever happened to the task), but bounded.
@@ -136,10 +123,7 @@ func (o *Op) move(ctx context.Context, to task.OpState, receipt, detail string) 
 // a reconciliation found rejected gets a new attempt, its key suffixed
 // "#2", "#3"....
 func (h *Handle) RecordOperation(ctx context.Context, spec OperationSpec) (*Op, error) {
-	l := h.e.ledger()
-	if l == nil {
-		return nil, ErrNoLedger
-	}
+	l := h.e.store
 	if err := h.run.ensureCreated(ctx); err != nil {
 		return nil, err
 	}
@@ -202,20 +186,13 @@ func defaultOperationKey(t *task.Task, object, effect string) string {
 	return "op-" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
-// HasLedger reports whether the engine's store keeps the operation
-// ledger.
-func (e *Engine) HasLedger() bool { return e.ledger() != nil }
-
 // Operations returns a page of owner's own operations that q selects,
 // newest first, and the cursor of the next page ("" at the end): q.Owner
-// is always owner (an empty owner selects nothing). ErrNoLedger when the
-// store keeps no ledger; store.ErrBadCursor for a cursor the ledger did
+// is always owner (an empty owner selects nothing);
+// store.ErrBadCursor for a cursor the ledger did
 // not issue for this selection.
 func (e *Engine) Operations(ctx context.Context, owner task.Owner, q store.OperationQuery) ([]*task.Operation, string, error) {
-	l := e.ledger()
-	if l == nil {
-		return nil, "", ErrNoLedger
-	}
+	l := e.store
 	if owner == "" {
 		return nil, "", nil
 	}
@@ -224,12 +201,9 @@ func (e *Engine) Operations(ctx context.Context, owner task.Owner, q store.Opera
 }
 
 // LatestOperation returns the newest operation the task with id recorded,
-// or nil if none (or the store keeps no ledger).
+// or nil if none.
 func (e *Engine) LatestOperation(ctx context.Context, id task.ID) (*task.Operation, error) {
-	l := e.ledger()
-	if l == nil {
-		return nil, nil
-	}
+	l := e.store
 	ops, _, err := l.Operations(ctx, store.OperationQuery{TaskID: id, Limit: 1})
 	if err != nil || len(ops) == 0 {
 		return nil, err
@@ -240,10 +214,7 @@ func (e *Engine) LatestOperation(ctx context.Context, id task.ID) (*task.Operati
 // unsettledOps returns the operations of t that are neither confirmed nor
 // rejected.
 func (e *Engine) unsettledOps(ctx context.Context, t *task.Task) ([]*task.Operation, error) {
-	l := e.ledger()
-	if l == nil {
-		return nil, nil
-	}
+	l := e.store
 	var out []*task.Operation
 	q := store.OperationQuery{TaskID: t.ID, Limit: store.MaxOperationLimit}
 	for {
@@ -293,7 +264,7 @@ func (e *Engine) reconcile(ctx context.Context, t *task.Task, unknownMsg string)
 	if len(ops) == 0 || e.hooks.Reconcile == nil {
 		return policy, ops
 	}
-	l := e.ledger()
+	l := e.store
 	var confirmed, rejected, unknown []*task.Operation
 	for _, op := range ops {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ReconcileTimeout)
@@ -400,10 +371,7 @@ func (e *Engine) completeReconciled(ctx context.Context, id task.ID, ops []*task
 // markUnknown sets the unsettled operations of a task that the recovery
 // policy failed "outcome unknown" to unknown, for an operator.
 func (e *Engine) markUnknown(ctx context.Context, ops []*task.Operation, why string) {
-	l := e.ledger()
-	if l == nil {
-		return
-	}
+	l := e.store
 	for _, op := range ops {
 		now := e.now()
 		if _, err := l.UpdateOperation(context.WithoutCancel(ctx), op.Key, func(o *task.Operation) error {
@@ -419,8 +387,8 @@ func (e *Engine) markUnknown(ctx context.Context, ops []*task.Operation, why str
 
 // sweepLedger deletes the operations past the ledger's retention.
 func (e *Engine) sweepLedger(ctx context.Context) {
-	l := e.ledger()
-	if l == nil || e.opts.LedgerRetention < 0 {
+	l := e.store
+	if e.opts.LedgerRetention < 0 {
 		return
 	}
 	n, err := l.DeleteOperations(ctx, e.now().Add(-e.opts.LedgerRetention))

@@ -18,19 +18,6 @@ import (
 // overflow its caps in memory (see logBuffer.backoff).
 const maxLogBackoff = 2 * time.Second
 
-// ErrNoLogs is returned by ReadLog when the engine's store keeps no task
-// logs (it is not a store.TaskLogs).
-var ErrNoLogs = errors.New("engine: the task store keeps no task logs")
-
-// taskLogs returns the store's task logs, or nil.
-func (e *Engine) taskLogs() store.TaskLogs {
-	l, _ := e.store.(store.TaskLogs)
-	return l
-}
-
-// HasLogs reports whether the engine's store keeps task logs.
-func (e *Engine) HasLogs() bool { return e.taskLogs() != nil }
-
 // logLimits returns the caps of each task's log (Options.LogLimits with
 // the defaults filled in).
 func (e *Engine) logLimits() store.LogLimits { return e.opts.LogLimits.WithDefaults() }
@@ -40,12 +27,9 @@ func (e *Engine) logLimits() store.LogLimits { return e.opts.LogLimits.WithDefau
 // task: another owner's task, an expired or an unknown one is a
 // *NotFoundError, exactly as for Get. It returns the task as read too.
 // limit is bounded to store.MaxLogReadLines; limit <= 0 reads the log's
-// position only. ErrNoLogs when the store keeps no logs.
+// position only.
 func (e *Engine) ReadLog(ctx context.Context, owner task.Owner, id task.ID, after int64, limit int) (*store.LogPage, *task.Task, error) {
-	l := e.taskLogs()
-	if l == nil {
-		return nil, nil, ErrNoLogs
-	}
+	l := e.store
 	t, err := e.visible(ctx, owner, id)
 	if err != nil {
 		return nil, nil, err
@@ -61,13 +45,9 @@ func (e *Engine) ReadLog(ctx context.Context, owner task.Owner, id task.ID, afte
 }
 
 // LogPosition returns the position of the log of the task id (a page
-// without lines: Last, Dropped), nil when the store keeps no logs. The
-// caller has checked that the requester may see the task.
+// without lines: Last, Dropped). The caller has checked that the requester may see the task.
 func (e *Engine) LogPosition(ctx context.Context, id task.ID) (*store.LogPage, error) {
-	l := e.taskLogs()
-	if l == nil {
-		return nil, nil
-	}
+	l := e.store
 	return l.ReadLog(ctx, id, 0, 0)
 }
 
@@ -80,8 +60,7 @@ func (e *Engine) LogPosition(ctx context.Context, id task.ID) (*store.LogPage, e
 // outcome is recorded, or asks for input. At most 4 x LogFlushLines lines
 // and 256 KiB wait (within the log's caps): a program that writes faster
 // has the oldest waiting lines dropped, and counted as dropped in the
-// log, and is written less often (up to every 2 s) while it does. It does
-// nothing when the store keeps no logs.
+// log, and is written less often (up to every 2 s) while it does.
 func (h *Handle) Log(stream, text string) {
 	b := h.run.logs
 	if b == nil {
@@ -111,13 +90,9 @@ func (h *Handle) FlushLog() {
 	}
 }
 
-// newLogBuffer returns the log buffer of a run of task id, nil when the
-// store keeps no logs.
+// newLogBuffer returns the log buffer of a run of task id.
 func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
-	l := e.taskLogs()
-	if l == nil {
-		return nil
-	}
+	l := e.store
 	lim := e.logLimits()
 	// What waits in memory is bounded tighter than the log: a program
 	// writing faster than that per flush has the lines in between

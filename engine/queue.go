@@ -26,7 +26,7 @@ var ErrNoQueue = errors.New("engine: unknown queue (declare it with SetQueue)")
 // the waiting tasks (see [store.Queuer.StartQueued]), on whichever
 // engine sharing the store sees it first. The engine builds the work of a
 // waiting task from its stored call (see Hooks.WorkOf). SetQueue must be
-// called before Run, on a store that is a [store.Queuer].
+// called before Run.
 func (e *Engine) SetQueue(name string, max int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -37,9 +37,6 @@ func (e *Engine) SetQueue(name string, max int) error {
 		return errors.New("engine: SetQueue with an empty name")
 	case max <= 0:
 		return fmt.Errorf("engine: queue %q: the cap must be positive, not %d", name, max)
-	}
-	if _, ok := e.store.(store.Queuer); !ok {
-		return fmt.Errorf("engine: queue %q: the store keeps no concurrency queues (it is not a store.Queuer)", name)
 	}
 	if e.queues == nil {
 		e.queues = map[string]int{}
@@ -97,10 +94,7 @@ func (e *Engine) queueService() {
 // startWaiting starts, in every declared queue, the waiting tasks that
 // fit under its cap, and runs their work here.
 func (e *Engine) startWaiting(ctx context.Context) {
-	q, ok := e.store.(store.Queuer)
-	if !ok {
-		return
-	}
+	q := e.store
 	e.mu.Lock()
 	queues := maps.Clone(e.queues)
 	e.mu.Unlock()
@@ -134,11 +128,7 @@ func (e *Engine) startWaiting(ctx context.Context) {
 // rolling change of the configuration), and starting them all here would
 // break its cap.
 func (e *Engine) startUndeclared(ctx context.Context) {
-	q, ok := e.store.(store.Queuer)
-	if !ok {
-		return
-	}
-	waiting, err := q.WaitingQueues(ctx)
+	waiting, err := e.store.WaitingQueues(ctx)
 	if err != nil {
 		e.log.Warn("looking for tasks waiting in queues", "err", err)
 		return
@@ -155,7 +145,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 			continue
 		}
 		e.log.Warn("tasks wait in a queue that is no longer declared (its cap was removed): they start now", "queue", name, "waiting", waiting[name])
-		started, err := e.startQueued(ctx, q, store.QueueRequest{Runner: e.id, Queue: name, Max: math.MaxInt32, Now: e.now(), Lease: e.opts.Lease})
+		started, err := e.startQueued(ctx, e.store, store.QueueRequest{Runner: e.id, Queue: name, Max: math.MaxInt32, Now: e.now(), Lease: e.opts.Lease})
 		if err != nil {
 			e.log.Error("starting the tasks of an undeclared queue", "queue", name, "err", err)
 			continue

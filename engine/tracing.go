@@ -24,11 +24,7 @@ func newStoreTracer(tp trace.TracerProvider, st store.Store) *storeTracer {
 	if tp == nil {
 		return nil
 	}
-	t := &storeTracer{tracer: tp.Tracer(tracing.TracerName)}
-	if s, ok := st.(store.Systemer); ok {
-		t.system = s.DBSystem()
-	}
-	return t
+	return &storeTracer{tracer: tp.Tracer(tracing.TracerName), system: st.DBSystem()}
 }
 
 // start starts the span name of the store operation op, a child of the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -22,13 +21,12 @@ const (
 func (e *Engine) Transient(err error) bool { return e.transient(err) }
 
 // transient reports whether a store error is transient (see
-// [store.ErrorClassifier]); without a classifier no error is.
+// [store.ErrorClassifier]).
 func (e *Engine) transient(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	c, ok := e.store.(store.ErrorClassifier)
-	return ok && c.Transient(err)
+	return e.store.Transient(err)
 }
 
 // writeForWork is write for the writes the work of a running task makes

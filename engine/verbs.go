@@ -170,10 +170,7 @@ var errTerminal = errors.New("terminal")
 // finds it gone. It deletes the task only, never the store's ledger of
 // domain operations. It is audited (task.deleted), never with payloads.
 func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*task.Task, error) {
-	d, ok := e.store.(store.Deleter)
-	if !ok {
-		return nil, ErrDeleteUnsupported
-	}
+	d := e.store
 	t, err := e.visible(ctx, owner, id)
 	if err != nil {
 		return nil, err

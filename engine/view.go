@@ -13,22 +13,12 @@ import (
 
 // View returns what a tasks/get answers of the task with the given ID, if
 // owner may see it: the task (its payloads loaded as opts says, see
-// store.ViewOptions), its newest operation on the ledger (nil if none, or
-// the store keeps no ledger) and its log's position (nil when the store
-// keeps no logs). Another owner's task, an expired or an unknown one is a
-// *NotFoundError, exactly as for Get.
-//
-// A store that is a store.Viewer reads it all in one round trip (traced
-// as mcptask.store.view, observed as "view"). Another store is read as
-// Get, LatestOperation and LogPosition read it, the task whole; a failure
-// to read its operation or its log position is then logged and leaves
-// them out, as the answer of the task must not fail for its evidence.
+// store.ViewOptions), its newest operation on the ledger (nil if none)
+// and its log's position, read in one round trip (traced as
+// mcptask.store.view, observed as "view"). Another owner's task, an
+// expired or an unknown one is a *NotFoundError, exactly as for Get.
 func (e *Engine) View(ctx context.Context, owner task.Owner, id task.ID, opts store.ViewOptions) (*store.View, error) {
-	v, ok := e.store.(store.Viewer)
-	if !ok {
-		return e.viewByReads(ctx, owner, id)
-	}
-	view, err := e.viewTask(ctx, v, id, opts)
+	view, err := e.viewTask(ctx, e.store, id, opts)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &NotFoundError{Reason: audit.ReasonUnknown}
 	}
@@ -37,32 +27,6 @@ func (e *Engine) View(ctx context.Context, owner task.Owner, id task.ID, opts st
 	}
 	if err := e.denied(view.Task, owner, e.now()); err != nil {
 		return nil, err
-	}
-	return view, nil
-}
-
-// viewByReads is View on a store that is no store.Viewer: three reads.
-func (e *Engine) viewByReads(ctx context.Context, owner task.Owner, id task.ID) (*store.View, error) {
-	t, err := e.visible(ctx, owner, id)
-	if err != nil {
-		return nil, err
-	}
-	view := &store.View{Task: t}
-	// A failure because the request's client gave up is not logged (no
-	// one reads the answer).
-	if op, err := e.LatestOperation(ctx, id); err != nil {
-		if ctx.Err() == nil {
-			e.log.Warn("reading the task's latest operation", "task", id, "err", err)
-		}
-	} else {
-		view.Operation = op
-	}
-	if p, err := e.LogPosition(ctx, id); err != nil {
-		if ctx.Err() == nil {
-			e.log.Warn("reading the task's log position", "task", id, "err", err)
-		}
-	} else {
-		view.Log = p
 	}
 	return view, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"reflect"
@@ -20,14 +19,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
-
-// readsOnly hides the store.Viewer of a store: the engine then reads a
-// view with Get, LatestOperation and LogPosition.
-type readsOnly struct {
-	store.Store
-	store.Ledger
-	store.TaskLogs
-}
 
 // storeCalls is an Observer that counts the store calls by op.
 type storeCalls struct {
@@ -65,113 +56,98 @@ func (*storeCalls) FeedReconnect()                                  {}
 func (*storeCalls) TaskTakenOver(string, string)                    {}
 
 // TestView: Engine.View answers what Get, LatestOperation and
-// LogPosition answer, in one read on a store.Viewer and in three on
-// another store, and refuses exactly as Get refuses (another owner's,
+// LogPosition answer, in one read, and refuses exactly as Get refuses (another owner's,
 // an unknown, an expired task).
 func TestView(t *testing.T) {
-	for _, viewer := range []bool{true, false} {
-		t.Run(fmt.Sprintf("viewer=%v", viewer), func(t *testing.T) {
-			clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-			sq, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sq.Close()
-			var st store.Store = sq
-			if !viewer {
-				st = readsOnly{sq, sq, sq}
-			}
-			if _, ok := st.(store.Viewer); ok != viewer {
-				t.Fatalf("the store is a Viewer: %v, want %v", ok, viewer)
-			}
-			calls := &storeCalls{}
-			e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), SweepInterval: -1,
-				Now: clk.Now, Policy: task.Policy{DefaultTTL: time.Minute}, Observer: calls})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Run(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			defer e.Shutdown(context.Background())
-			ctx := context.Background()
-			tk, err := e.Start(ctx, engine.StartSpec{Owner: "alice", Tool: "deploy"}, func(ctx context.Context) (json.RawMessage, error) {
-				h := engine.FromContext(ctx)
-				for _, eff := range []string{"first", "second"} {
-					if _, err := h.RecordOperation(ctx, engine.OperationSpec{Key: eff, Effect: eff}); err != nil {
-						return nil, err
-					}
-				}
-				h.Log("stdout", "one\ntwo")
-				return json.RawMessage(`{"content":[],"isError":true}`), nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitFor(t, "the task to end", func() bool {
-				got, err := e.Get(ctx, "alice", tk.ID)
-				return err == nil && got.Status.Terminal()
-			})
-
-			calls.take()
-			got, err := e.View(ctx, "alice", tk.ID, store.ViewOptions{Result: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// One store call on a Viewer (the ledger's and the logs' reads
-			// are not observed: the fallback's Get is the one seen).
-			want := map[string]int{"view": 1}
-			if !viewer {
-				want = map[string]int{"get": 1}
-			}
-			n := calls.take()
-			for op := range n {
-				if op != "get" && op != "view" {
-					delete(n, op) // the engine's background calls, if any
-				}
-			}
-			if !reflect.DeepEqual(n, want) {
-				t.Errorf("store calls of View: %v, want %v", n, want)
-			}
-			whole, err := e.Get(ctx, "alice", tk.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Task.Status != task.Completed || string(got.Task.Result) != string(whole.Result) ||
-				got.Task.Owner != whole.Owner || got.Task.Tool != whole.Tool || !got.Task.LastUpdatedAt.Equal(whole.LastUpdatedAt) {
-				t.Errorf("View's task = %+v, want %+v", got.Task, whole)
-			}
-			op, err := e.LatestOperation(ctx, tk.ID)
-			if err != nil || op == nil {
-				t.Fatalf("LatestOperation = %v, %v", op, err)
-			}
-			if got.Operation == nil || got.Operation.Key != op.Key || got.Operation.Key != "second" {
-				t.Errorf("View's operation = %+v, want %+v", got.Operation, op)
-			}
-			pos, err := e.LogPosition(ctx, tk.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got.Log, pos) || pos.Last != 2 {
-				t.Errorf("View's log position = %+v, want %+v (2 lines)", got.Log, pos)
-			}
-
-			// The refusals are Get's, word for word.
-			same := func(what string, owner task.Owner, id task.ID) {
-				t.Helper()
-				_, gerr := e.Get(ctx, owner, id)
-				v, verr := e.View(ctx, owner, id, store.ViewOptions{})
-				var nf *engine.NotFoundError
-				if v != nil || !errors.As(verr, &nf) || !errors.Is(verr, engine.ErrNotFound) || !reflect.DeepEqual(verr, gerr) {
-					t.Errorf("View of %s = %+v, %#v; want Get's error %#v", what, v, verr, gerr)
-				}
-			}
-			same("another owner's task", "mallory", tk.ID)
-			same("an unknown task", "alice", task.NewID())
-			clk.Add(time.Minute + time.Millisecond)
-			same("an expired task", "alice", tk.ID)
-		})
+	clk := &clock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	sq, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer sq.Close()
+	st := sq
+	calls := &storeCalls{}
+	e, err := engine.New(engine.Options{Store: st, Logger: slog.New(slog.DiscardHandler), SweepInterval: -1,
+		Now: clk.Now, Policy: task.Policy{DefaultTTL: time.Minute}, Observer: calls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	ctx := context.Background()
+	tk, err := e.Start(ctx, engine.StartSpec{Owner: "alice", Tool: "deploy"}, func(ctx context.Context) (json.RawMessage, error) {
+		h := engine.FromContext(ctx)
+		for _, eff := range []string{"first", "second"} {
+			if _, err := h.RecordOperation(ctx, engine.OperationSpec{Key: eff, Effect: eff}); err != nil {
+				return nil, err
+			}
+		}
+		h.Log("stdout", "one\ntwo")
+		return json.RawMessage(`{"content":[],"isError":true}`), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the task to end", func() bool {
+		got, err := e.Get(ctx, "alice", tk.ID)
+		return err == nil && got.Status.Terminal()
+	})
+
+	calls.take()
+	got, err := e.View(ctx, "alice", tk.ID, store.ViewOptions{Result: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One store call.
+	want := map[string]int{"view": 1}
+	n := calls.take()
+	for op := range n {
+		if op != "get" && op != "view" {
+			delete(n, op) // the engine's background calls, if any
+		}
+	}
+	if !reflect.DeepEqual(n, want) {
+		t.Errorf("store calls of View: %v, want %v", n, want)
+	}
+	whole, err := e.Get(ctx, "alice", tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Task.Status != task.Completed || string(got.Task.Result) != string(whole.Result) ||
+		got.Task.Owner != whole.Owner || got.Task.Tool != whole.Tool || !got.Task.LastUpdatedAt.Equal(whole.LastUpdatedAt) {
+		t.Errorf("View's task = %+v, want %+v", got.Task, whole)
+	}
+	op, err := e.LatestOperation(ctx, tk.ID)
+	if err != nil || op == nil {
+		t.Fatalf("LatestOperation = %v, %v", op, err)
+	}
+	if got.Operation == nil || got.Operation.Key != op.Key || got.Operation.Key != "second" {
+		t.Errorf("View's operation = %+v, want %+v", got.Operation, op)
+	}
+	pos, err := e.LogPosition(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Log, pos) || pos.Last != 2 {
+		t.Errorf("View's log position = %+v, want %+v (2 lines)", got.Log, pos)
+	}
+
+	// The refusals are Get's, word for word.
+	same := func(what string, owner task.Owner, id task.ID) {
+		t.Helper()
+		_, gerr := e.Get(ctx, owner, id)
+		v, verr := e.View(ctx, owner, id, store.ViewOptions{})
+		var nf *engine.NotFoundError
+		if v != nil || !errors.As(verr, &nf) || !errors.Is(verr, engine.ErrNotFound) || !reflect.DeepEqual(verr, gerr) {
+			t.Errorf("View of %s = %+v, %#v; want Get's error %#v", what, v, verr, gerr)
+		}
+	}
+	same("another owner's task", "mallory", tk.ID)
+	same("an unknown task", "alice", task.NewID())
+	clk.Add(time.Minute + time.Millisecond)
+	same("an expired task", "alice", tk.ID)
 }
 
 // TestViewSpan: a View in a caller's trace is one span,

@@ -24,7 +24,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,23 +160,17 @@ const DefaultCountTimeout = 2 * time.Second
 
 // CollectStore registers, on the registry of New, the gauges read from
 // st at each scrape, within timeout (zero: DefaultCountTimeout):
-// mcptask_tasks (unfinished tasks running, by tool and status), which
-// needs st to be a [store.Counter], and mcptask_queue_waiting_tasks
-// (tasks waiting per queue), for a [store.Queuer]. A failed read leaves
-// its gauges out of that scrape and counts in
-// mcptask_store_count_errors_total. It returns an error if st is
-// neither.
+// mcptask_tasks (unfinished tasks running, by tool and status) and
+// mcptask_queue_waiting_tasks (tasks waiting per queue). A failed read
+// leaves its gauges out of that scrape and counts in
+// mcptask_store_count_errors_total. It returns the registry's error if
+// they are registered already.
 func (m *Metrics) CollectStore(st store.Store, timeout time.Duration) error {
-	c, _ := st.(store.Counter)
-	q, _ := st.(store.Queuer)
-	if c == nil && q == nil {
-		return errors.New("metrics: the store can count neither its tasks (store.Counter) nor its queues (store.Queuer)")
-	}
 	if timeout <= 0 {
 		timeout = DefaultCountTimeout
 	}
 	sc := &storeCollector{
-		counter: c, queuer: q, timeout: timeout,
+		store: st, timeout: timeout,
 		tasks: prometheus.NewDesc(Namespace+"_tasks", "Unfinished tasks that are not waiting in a queue, by tool and status (working, input_required), read from the store at scrape time.",
 			[]string{"tool", "status"}, nil),
 		waiting: prometheus.NewDesc(Namespace+"_queue_waiting_tasks", "Tasks waiting in a concurrency queue, by queue, read from the store at scrape time.",
@@ -190,8 +183,7 @@ func (m *Metrics) CollectStore(st store.Store, timeout time.Duration) error {
 
 // storeCollector reads the gauges of CollectStore at each scrape.
 type storeCollector struct {
-	counter        store.Counter
-	queuer         store.Queuer
+	store          store.Store
 	timeout        time.Duration
 	tasks, waiting *prometheus.Desc
 	errs           *prometheus.CounterVec
@@ -208,29 +200,25 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	if c.counter != nil {
-		if counts, err := c.counter.CountActive(ctx); err != nil {
-			c.errs.WithLabelValues("tasks").Inc()
-		} else {
-			type key struct{ tool, status string }
-			sum := map[key]int{}
-			for _, n := range counts {
-				if !n.Queued {
-					sum[key{n.Tool, string(n.Status)}] += n.N
-				}
-			}
-			for k, n := range sum {
-				ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n), k.tool, k.status)
+	if counts, err := c.store.CountActive(ctx); err != nil {
+		c.errs.WithLabelValues("tasks").Inc()
+	} else {
+		type key struct{ tool, status string }
+		sum := map[key]int{}
+		for _, n := range counts {
+			if !n.Queued {
+				sum[key{n.Tool, string(n.Status)}] += n.N
 			}
 		}
+		for k, n := range sum {
+			ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(n), k.tool, k.status)
+		}
 	}
-	if c.queuer != nil {
-		if waiting, err := c.queuer.WaitingQueues(ctx); err != nil {
-			c.errs.WithLabelValues("queues").Inc()
-		} else {
-			for q, n := range waiting {
-				ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), q)
-			}
+	if waiting, err := c.store.WaitingQueues(ctx); err != nil {
+		c.errs.WithLabelValues("queues").Inc()
+	} else {
+		for q, n := range waiting {
+			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), q)
 		}
 	}
 	c.errs.Collect(ch)

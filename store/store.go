@@ -1,31 +1,33 @@
-// Package store defines the persistence contract of mcptask: [Store], what
-// the engine needs of every backend, and the facets beside it that a
-// backend implements as interfaces of their own. Each backend
+// Package store defines the persistence contract of mcptask: [Store],
+// what the engine, mcptaskd, the dashboard and metrics need of a backend,
+// River-style: one contract, and one capability question. Each backend
 // (store/sqlite, store/postgres) lives in its own package and must pass
-// the shared suite in store/storetest; both implement every facet.
+// the shared suite in store/storetest.
 //
-// DO NOT IMPLEMENT these interfaces outside this module: they grow with
-// the product, and only the backends of this module are kept passing
-// storetest. A store of another module wraps one of them instead.
+// DO NOT IMPLEMENT [Store] outside this module: it grows with the
+// product, and only the backends of this module are kept passing
+// storetest. A store of another module wraps one of them instead (a
+// test double embeds a real backend and overrides a method or two).
 //
-// The facets, and who needs them (this is the one place that says so):
+// The contract is the core (create, read, update, list, claim, heartbeat,
+// retention) and the facets it embeds, each an interface of its own so
+// that a caller can say which part it uses, and who needs them (this is
+// the one place that says so):
 //
-//   - Operations: [Pinger] (mcptaskd's /healthz; without it a Get of an
-//     unknown task), [ErrorClassifier] (the engine retries transient
-//     writes of running work), [Systemer] (the engine's store spans).
+//   - Operations: [Pinger] (mcptaskd's /healthz), [ErrorClassifier] (the
+//     engine retries transient writes of running work), [Systemer] (the
+//     engine's store spans).
 //   - Work: [Queuer] (the engine's concurrency queues; metrics' waiting
 //     gauge), [Ledger] (the engine's operation ledger and
 //     reconciliation), [TaskLogs] (the engine's task logs, the log
 //     resource), [Deleter] (the engine's tasks/delete), [Viewer] (the
 //     engine's tasks/get in one read).
-//   - Operators: [Browser] (required by the dashboard), [Historian] (the
-//     dashboard's task history), [Counter] (metrics' unfinished-task
-//     gauges).
-//   - Capability: [ChangeFeed], the one facet a backend may really lack
-//     (engines then learn of other instances' changes at their next
-//     heartbeat).
-//
-// mcptaskd opens store/sqlite or store/postgres and so has every facet.
+//   - Operators: [Browser] (the dashboard), [Historian] (the dashboard's
+//     task history), [Counter] (metrics' unfinished-task gauges).
+//   - Capability: [ChangeFeed], the one facet a backend may lack, asked
+//     for with a type assertion (engines then learn of other instances'
+//     changes at their next heartbeat). Both backends of this module
+//     have it.
 package store
 
 import (
@@ -47,16 +49,28 @@ var ErrExists = errors.New("task already exists")
 // non-terminal tasks as the quota allows.
 var ErrTooManyActive = errors.New("too many unfinished tasks")
 
-// Store persists tasks: exactly what the engine needs of a backend.
-// Implementations must be safe for concurrent use. Every method that
-// returns nil has made its change durable: a task is committed before
-// Create returns, so a following Get (from any connection or process)
-// finds it.
+// Store persists tasks: everything the product needs of a backend (see
+// the package doc for who needs which facet). Implementations must be
+// safe for concurrent use. Every method that returns nil has made its
+// change durable: a task is committed before Create returns, so a
+// following Get (from any connection or process) finds it.
 //
 // Backends may offer more (e.g. listing every unfinished task, for their
-// own tools and tests), outside this interface, and the optional
-// interfaces below (e.g. [Deleter]).
+// own tools and tests) outside this interface; [ChangeFeed] is the one
+// capability asked for by type assertion.
 type Store interface {
+	Queuer
+	Ledger
+	TaskLogs
+	Viewer
+	Deleter
+	Browser
+	Historian
+	Counter
+	Pinger
+	ErrorClassifier
+	Systemer
+
 	// Create durably inserts t, under the conditions of opts (see
 	// [CreateOptions]; the zero value sets none). It returns ErrExists if
 	// t.ID is taken.
@@ -136,7 +150,7 @@ type CreateOptions struct {
 	MaxConcurrent int
 }
 
-// Queuer is implemented by stores that keep concurrency queues (see
+// Queuer, a facet of [Store], is what stores do that keep concurrency queues (see
 // [CreateOptions.MaxConcurrent]): the tasks of a queue run at most its
 // cap at once, across every engine sharing the store; the others wait,
 // durably, and start in turns between their owners.
@@ -236,7 +250,7 @@ type ChangeFeed interface {
 	Changes(ctx context.Context, ready func(), fn func(task.ID)) error
 }
 
-// Pinger is implemented by stores that can tell cheaply whether they can
+// Pinger, a facet of [Store], is what stores do that can tell cheaply whether they can
 // serve requests now (e.g. for a health check).
 type Pinger interface {
 	// Ping returns nil if the store answered a trivial request, or the
@@ -244,7 +258,7 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// ErrorClassifier is implemented by stores that can tell a transient
+// ErrorClassifier, a facet of [Store], is what stores do that can tell a transient
 // failure from a lasting one. The engine tries the writes of running work
 // again, backing off within the lease period, when they fail transiently,
 // instead of failing the work on a database restart.
@@ -260,7 +274,7 @@ type ErrorClassifier interface {
 	Transient(err error) bool
 }
 
-// Deleter is implemented by stores that delete one task on request (the
+// Deleter, a facet of [Store], is what stores do that delete one task on request (the
 // owner's tasks/delete): both backends are.
 type Deleter interface {
 	// Delete durably removes the task with the given ID and everything
@@ -278,7 +292,7 @@ type Deleter interface {
 // ErrBadCursor is returned by List for a cursor it did not issue.
 var ErrBadCursor = errors.New("invalid cursor")
 
-// Counter is implemented by stores that count their unfinished tasks
+// Counter, a facet of [Store], is what stores do that count their unfinished tasks
 // cheaply (e.g. for metrics computed when they are scraped, which then
 // hold across restarts and across every instance sharing the store).
 type Counter interface {
@@ -299,7 +313,7 @@ type ActiveCount struct {
 	N int
 }
 
-// Systemer is implemented by stores that name their database system, as
+// Systemer, a facet of [Store], is what stores do that name their database system, as
 // OpenTelemetry's db.system.name attribute spells it ("sqlite",
 // "postgresql"): the engine's store spans carry it.
 type Systemer interface {

@@ -6,7 +6,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// Viewer is implemented by stores that read what a tasks/get answers in
+// Viewer, a facet of [Store], is what stores do that read what a tasks/get answers in
 // one round trip: the task, its newest operation on the [Ledger] and its
 // [TaskLogs] log's position, read by one statement (one snapshot), with
 // only the payload columns the caller asks for.
@@ -50,9 +50,9 @@ type View struct {
 	// Task is the task, its payloads loaded as the ViewOptions said.
 	Task *task.Task
 	// Operation is the newest operation the task recorded on the
-	// ledger, nil if none (or the store keeps no ledger).
+	// ledger, nil if none.
 	Operation *task.Operation
 	// Log is the position of the task's log (a page without lines:
-	// Next 0, Last, Dropped, More), nil when the store keeps no logs.
+	// Next 0, Last, Dropped, More).
 	Log *LogPage
 }

@@ -100,8 +100,8 @@ const ExtensionTaskNotifications = MetaPrefix + "task-notifications"
 // ExtensionOperations is the extension an mcptask server advertises to
 // say that it serves MethodOperationsList: in capabilities.extensions of
 // server/discover on 2026-07-28, in capabilities.experimental of
-// initialize on 2025-11-25. A server whose store keeps no ledger does not
-// advertise it (and answers the method as not found).
+// initialize on 2025-11-25. Every mcptask server does; a server that
+// does not advertise it answers the method as not found.
 const ExtensionOperations = MetaPrefix + "operations"
 
 // CodeTaskNotTerminal is the JSON-RPC error code of a tasks/delete of a

@@ -38,7 +38,7 @@ nobody could confirm: reconcile each with its system of record before
 retrying its task). --task selects the operations of one task.
 
 Exits 0 (also when there are none), 5 for an invalid state, 4 when the
-server is unreachable or keeps no ledger. With --json, prints a JSON array
+server is unreachable or serves no ledger. With --json, prints a JSON array
 of {"key", "taskId", "tool", "state", "effect", "object", "objectVersion",
 "receipt", "detail", "createdAt", "updatedAt", "reconciledAt"}.`,
 	flags: func(a *app, fs *flag.FlagSet) {

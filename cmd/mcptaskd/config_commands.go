@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"path/filepath"
 	"regexp"
@@ -217,18 +214,4 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
-}
-
-// registerCommands adds the commands of fc to ts, before it starts; stop
-// (never nil) stops what they started.
-func registerCommands(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (stop func() error, err error) {
-	tools := fc.commandTools()
-	if len(tools) == 0 {
-		return func() error { return nil }, nil
-	}
-	c, err := command.Register(ts, tools, log.With("component", "commands"))
-	if err != nil {
-		return func() error { return nil }, errors.New(strings.Replace(err.Error(), "commands: ", "commands.", 1))
-	}
-	return c.Close, nil
 }

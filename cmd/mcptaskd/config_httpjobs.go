@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask"
-	"github.com/mcptask/mcptask/metrics"
 	"github.com/mcptask/mcptask/source/httpjob"
 )
 
@@ -181,40 +177,15 @@ func (fc *FileConfig) validateHTTPJobs(getenv func(string) string) []error {
 	return errs
 }
 
-// httpJobsRegistrar returns the registration of the HTTP job tools
-// (registerHTTPJobs) that, with m, also exports the state of their job
-// APIs (mcptask_jobapi_up).
-func httpJobsRegistrar(m *metrics.Metrics) func(context.Context, *mcptask.Server, *FileConfig, *slog.Logger) (func() error, error) {
-	return func(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, error) {
-		stop, tools, err := registerHTTPJobs(ctx, ts, fc, log)
-		if err != nil || tools == nil || m == nil {
-			return stop, err
-		}
-		if err := m.CollectJobAPIs(tools.Health); err != nil {
-			_ = stop()
-			return func() error { return nil }, err
-		}
-		return stop, nil
-	}
-}
-
-// registerHTTPJobs adds the HTTP job tools of fc to ts, before it starts;
-// the function it returns (never nil) stops what they started, and the
-// tools are nil when fc has none.
-func registerHTTPJobs(ctx context.Context, ts *mcptask.Server, fc *FileConfig, log *slog.Logger) (func() error, *httpjob.Tools, error) {
-	none := func() error { return nil }
-	if fc == nil || len(fc.HTTPJobs) == 0 {
-		return none, nil, nil
+// httpJobTools returns the HTTP job tools of fc, in name order.
+func (fc *FileConfig) httpJobTools() []httpjob.Tool {
+	if fc == nil {
+		return nil
 	}
 	var tools []httpjob.Tool
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
 		hc := fc.HTTPJobs[name]
 		tools = append(tools, hc.tool(name))
 	}
-	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	added, err := httpjob.RegisterTools(ts, tools, client, log.With("component", "httpjobs"))
-	if err != nil {
-		return none, nil, fmt.Errorf("httpJobs: %w", err)
-	}
-	return func() error { client.CloseIdleConnections(); return nil }, added, nil
+	return tools
 }

@@ -22,11 +22,9 @@ import (
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/authn"
 	"github.com/mcptask/mcptask/dashboard"
-	"github.com/mcptask/mcptask/demo"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/metrics"
-	"github.com/mcptask/mcptask/source/gateway"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,10 +47,9 @@ type App struct {
 	audit    io.Closer       // the audit log file, if any
 	unlock   func()
 	stopping atomic.Bool
-	gw       *gateway.Gateway // nil without upstream servers
 	// stopTracing flushes and stops the trace export (a no-op without).
 	stopTracing func(context.Context) error
-	sources     []func() error // stop the tool sources (the gateway's among them)
+	sources     *toolSources
 
 	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
 	metrics    http.Handler       // the Prometheus exposition of the app's registry
@@ -65,11 +62,84 @@ type App struct {
 // NewApp opens the store and assembles the server. It does not resolve
 // the tasks a previous process left unfinished: [App.Start] does.
 func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
-	// Load the keys and tokens first: a bad file stops the start before
-	// the store is touched.
-	var verifier *authn.Verifier
+	a := &App{cfg: cfg, log: logger, conns: &connBudget{log: logger, open: map[string]int{}}}
+	// The keys, tokens and configuration file first: a bad file stops
+	// the start before the store is touched.
+	fc, err := a.loadFiles()
+	if err != nil {
+		return nil, err
+	}
+	// What was opened is closed again, in reverse, if a later step fails.
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+	auditLog, auditFile, err := openAudit(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	a.audit = auditFile
+	undo = append(undo, func() { auditFile.Close() })
+	st, unlock, exclusive, err := openStore(cfg, logger.With("component", "store"))
+	if err != nil {
+		return nil, err
+	}
+	a.store, a.unlock = st, unlock
+	undo = append(undo, unlock, func() { st.Close() })
+	m, err := a.newMetrics()
+	if err != nil {
+		return nil, err
+	}
+	if a.eng, err = engine.New(a.engineOptions(m, auditLog, exclusive)); err != nil {
+		return nil, err
+	}
+	a.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcptaskd", Title: "mcptask demo server", Version: version()}, &mcp.ServerOptions{
+		Logger: sdkLogger,
+		Instructions: "Tools here can run as durable tasks (extension io.modelcontextprotocol/tasks): " +
+			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
+			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
+	})
+	// Traces: exported with OTLP when the OTEL_* variables ask for it,
+	// else not recorded at all.
+	tp, stopTracing, err := newTracerProvider(context.Background(), os.Getenv, logger)
+	if err != nil {
+		return nil, err
+	}
+	a.stopTracing = stopTracing
+	undo = append(undo, func() { _ = stopTracing(context.Background()) })
+	a.tasks, err = mcptask.New(a.mcp, a.eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications,
+		ResultLinkBytes: cfg.ResultLinkBytes, TracerProvider: tp, FastLane: true, // mcptaskd adds no go-sdk middleware of its own
+		CorrelationKeys: fc.correlationKeys()})
+	if err != nil {
+		return nil, err
+	}
+	// The tool sources, registered before Start: the recovery of
+	// unfinished tasks asks each tool whether it may be re-run.
+	a.sources = newToolSources(fc, logger, a.mcp.AddTool)
+	undo = append(undo, func() { _ = a.sources.Close() })
+	if err = a.sources.register(a.tasks, m); err != nil {
+		return nil, err
+	}
+	if err = a.applyDrainFile(fc); err != nil {
+		return nil, err
+	}
+	if a.handler, err = a.routes(sdkLogger); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// loadFiles reads the token and key files and the configuration file of
+// a.cfg, setting a's verifier, admin token and connection limits, and
+// returns the configuration file (nil without one).
+func (a *App) loadFiles() (fc *FileConfig, err error) {
+	cfg := a.cfg
 	if cfg.AuthEnabled() {
-		verifier, err = authn.New(authn.Options{
+		a.verifier, err = authn.New(authn.Options{
 			TokensFile:  cfg.Tokens,
 			JWTKeyFile:  cfg.JWTKey,
 			JWKSFile:    cfg.JWKS,
@@ -80,51 +150,49 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		if err != nil {
 			return nil, err
 		}
+		a.conns.perSource, a.conns.perPrincipal = cfg.MaxConnsPerSource, cfg.MaxConnsPerPrincipal
 	}
-	var adminToken *[sha256.Size]byte
 	if cfg.AdminTokenFile != "" {
-		if adminToken, err = loadAdminToken(cfg.AdminTokenFile); err != nil {
+		if a.adminToken, err = loadAdminToken(cfg.AdminTokenFile); err != nil {
 			return nil, err
 		}
 	}
-	var fc *FileConfig
+	if a.verifier != nil || a.adminToken != nil {
+		a.guesses = newGuessLimiter(cfg.AuthFailuresPerSource)
+	}
 	if cfg.ConfigFile != "" {
 		if fc, err = loadFileConfig(cfg.ConfigFile, os.Getenv); err != nil {
 			return nil, err
 		}
 	}
-	auditLog, auditFile, err := openAudit(cfg, logger)
-	if err != nil {
-		return nil, err
-	}
-	st, unlock, exclusive, err := openStore(cfg, logger.With("component", "store"))
-	if err != nil {
-		auditFile.Close()
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			unlock()
-			auditFile.Close()
-		}
-	}()
-	// The metrics: a registry of this app's own (Go and process metrics
-	// included), which the engine and the adapter update.
+	return fc, nil
+}
+
+// newMetrics sets a's metrics handler: with -metrics, a registry of the
+// app's own (Go and process metrics included) that the engine and the
+// adapter update, and the gauges read from the store; it returns the
+// metrics, nil without -metrics (the handler then serves an empty
+// registry).
+func (a *App) newMetrics() (*metrics.Metrics, error) {
 	reg := prometheus.NewRegistry()
-	var obs engine.Observer
-	var m *metrics.Metrics
-	if cfg.Metrics {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		m = metrics.New(reg)
-		if err = m.CollectStore(st, 0); err != nil {
-			st.Close()
-			return nil, err
-		}
-		obs = m
+	a.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if !a.cfg.Metrics {
+		return nil, nil
 	}
-	eng, err := engine.New(engine.Options{
-		Observer: obs,
-		Store:    st,
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	if err := m.CollectStore(a.store, 0); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// engineOptions are the engine's options from a.cfg; m (if not nil)
+// observes it.
+func (a *App) engineOptions(m *metrics.Metrics, auditLog *audit.Logger, exclusive bool) engine.Options {
+	cfg := a.cfg
+	o := engine.Options{
+		Store: a.store,
 		Policy: task.Policy{
 			DefaultTTL:   cfg.DefaultTTL,
 			MaxTTL:       cfg.MaxTTL,
@@ -134,7 +202,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		FinishWithin:    finishWithin(cfg.FinishWithin),
 		SweepInterval:   cfg.SweepInterval,
 		LedgerRetention: cfg.LedgerRetention,
-		Logger:          logger,
+		Logger:          a.log,
 		Audit:           auditLog,
 		// One mcptaskd per SQLite file (lockDB): every unfinished task
 		// found at start-up was left by a process that is gone. On
@@ -143,129 +211,47 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		Exclusive:  exclusive,
 		Lease:      cfg.Lease,
 		InstanceID: instanceID(),
-	})
-	if err != nil {
-		st.Close()
-		return nil, err
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptaskd", Title: "mcptask demo server", Version: version()}, &mcp.ServerOptions{
-		Logger: sdkLogger,
-		Instructions: "Tools here can run as durable tasks (extension io.modelcontextprotocol/tasks): " +
-			"declare the extension on a tools/call to get a task handle at once, then poll it with tasks/get, " +
-			"answer its input requests with tasks/update, or stop it with tasks/cancel.",
-	})
-	// Traces: exported with OTLP when the OTEL_* variables ask for it,
-	// else not recorded at all.
-	tp, stopTracing, err := newTracerProvider(context.Background(), os.Getenv, logger)
-	if err != nil {
-		st.Close()
-		return nil, err
+	if m != nil {
+		o.Observer = m
 	}
-	defer func() {
-		if err != nil {
-			_ = stopTracing(context.Background())
-		}
-	}()
-	ts, err := mcptask.New(srv, eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications, ResultLinkBytes: cfg.ResultLinkBytes,
-		TracerProvider: tp, FastLane: true, // mcptaskd adds no go-sdk middleware of its own
-		CorrelationKeys: fc.correlationKeys()})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	// The tools must be registered before Start: the recovery of
-	// unfinished tasks asks each tool whether it may be re-run.
-	if fc.demoEnabled() {
-		demo.Register(ts)
-	}
-	var gw *gateway.Gateway
-	if ups := fc.upstreams(); len(ups) > 0 {
-		gctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		// An upstream that cannot be reached does not stop the start: its
-		// tools are added once it answers.
-		gw, err = gateway.Start(gctx, ts, ups, logger.With("component", "gateway"), &gateway.Options{AddTool: srv.AddTool})
-		cancel()
-		if err != nil {
-			st.Close()
-			return nil, err
-		}
-	}
-	if gw != nil && m != nil {
-		if err = m.CollectUpstreams(gw.Health); err != nil {
-			gw.Close()
-			st.Close()
-			return nil, err
-		}
-	}
-	// The tool sources: the gateway's upstreams, commands, HTTP job APIs.
-	var sources []func() error
-	if gw != nil {
-		sources = append(sources, gw.Close)
-	}
-	closeSources := func() {
-		for _, stop := range sources {
-			_ = stop()
-		}
-	}
-	for _, register := range []func(context.Context, *mcptask.Server, *FileConfig, *slog.Logger) (func() error, error){
-		registerCommands, httpJobsRegistrar(m),
-	} {
-		stop, err := register(context.Background(), ts, fc, logger)
-		if err != nil {
-			closeSources()
-			st.Close()
-			return nil, err
-		}
-		sources = append(sources, stop)
-	}
+	return o
+}
 
-	if fc != nil && fc.JobTools.Enabled {
-		prefix := fc.JobTools.prefix()
-		for _, name := range mcptask.JobToolNames(prefix) {
-			if ts.HasTool(name) {
-				closeSources()
-				st.Close()
-				return nil, fmt.Errorf("jobTools: the job tool %s would replace a tool of that name: choose another jobTools.prefix", name)
-			}
-		}
-		ts.AddJobTools(prefix)
-		logger.Info("job tools on: clients without task support can start and follow tasks as ordinary tools", "tools", mcptask.JobToolNames(prefix))
-	}
-	a := &App{cfg: cfg, log: logger, store: st, eng: eng, tasks: ts, mcp: srv, verifier: verifier, unlock: unlock, audit: auditFile, gw: gw,
-		sources: sources, adminToken: adminToken, metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), stopTracing: stopTracing}
-	a.conns = &connBudget{log: logger, open: map[string]int{}}
-	if verifier != nil || adminToken != nil {
-		a.guesses = newGuessLimiter(cfg.AuthFailuresPerSource)
-	}
-	if verifier != nil {
-		a.conns.perSource, a.conns.perPrincipal = cfg.MaxConnsPerSource, cfg.MaxConnsPerPrincipal
-	}
+// applyDrainFile applies the drain switch of the configuration file fc.
+func (a *App) applyDrainFile(fc *FileConfig) error {
 	a.drain.file = fc.drainState()
 	a.drain.hasConfig = fc != nil
-	if d := a.drain.file; d.Active() {
-		if err := ts.SetDrain(context.Background(), d, "config", ""); err != nil {
-			closeSources()
-			st.Close()
-			return nil, err
-		}
-		a.drain.source = "config"
-		logger.Warn("draining: new tasks are refused", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
+	d := a.drain.file
+	if !d.Active() {
+		return nil
 	}
+	if err := a.tasks.SetDrain(context.Background(), d, "config", ""); err != nil {
+		return err
+	}
+	a.drain.source = "config"
+	a.log.Warn("draining: new tasks are refused", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
+	return nil
+}
+
+// routes returns the app's HTTP handler: /mcp, /healthz, the admin
+// endpoint, /metrics (unless on its own listener) and the dashboard.
+func (a *App) routes(sdkLogger *slog.Logger) (http.Handler, error) {
 	// One endpoint for both wires: the handler sends 2026-07-28 requests
 	// (stateless, per-request _meta) to a stateless go-sdk handler, the
 	// only kind that accepts that wire, and 2025-11-25 sessions to a
 	// stateful one. Both wires share the tasks.
-	var mcpHandler http.Handler = ts.Handler(&mcp.StreamableHTTPOptions{
+	var mcpHandler http.Handler = a.tasks.Handler(&mcp.StreamableHTTPOptions{
 		Logger: sdkLogger,
 		// Closes 2025-11-25 sessions left idle; the stateless wire has none.
 		SessionTimeout: 10 * time.Minute,
 	})
-	if isLoopbackAddr(cfg.Addr) {
+	if isLoopbackAddr(a.cfg.Addr) {
 		// DNS-rebinding protection: on loopback, only loopback Host and
 		// Origin headers are served.
 		mcpHandler = httpguard.LoopbackOnly(mcpHandler)
 	}
-	if verifier != nil {
+	if a.verifier != nil {
 		// Every /mcp request needs a bearer token; its TokenInfo makes
 		// task.UserOwner(TENANT, PRINCIPAL) the owner of the tasks it creates, and
 		// only that owner sees them. A missing or refused token gets 401
@@ -274,7 +260,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		// principal's budget (-max-connections-per-principal).
 		// A source that sent too many refused tokens is refused before its
 		// token is checked (-auth-failures-per-source).
-		mcpHandler = a.guesses.limitGuesses(authn.RequireBearerToken(verifier, "mcptaskd", cfg.requiredScopes()...), a.conns.principalBudget(mcpHandler))
+		mcpHandler = a.guesses.limitGuesses(authn.RequireBearerToken(a.verifier, "mcptaskd", a.cfg.requiredScopes()...), a.conns.principalBudget(mcpHandler))
 	}
 	mux := http.NewServeMux()
 	// Browsers' cross-origin POSTs are refused; MCP clients outside a
@@ -282,10 +268,10 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
 	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
 	mux.Handle(adminDrainPath, a.adminHandler())
-	if cfg.Metrics && cfg.MetricsAddr == "" {
+	if a.cfg.Metrics && a.cfg.MetricsAddr == "" {
 		mux.Handle("GET "+metricsPath, a.adminMetricsHandler())
 	}
-	if cfg.Dashboard {
+	if a.cfg.Dashboard {
 		d, h, err := a.newDashboard()
 		if err != nil {
 			return nil, err
@@ -294,8 +280,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 		mux.Handle(dashboardPrefix, h)
 		mux.Handle(dashboardPrefix+"/", h)
 	}
-	a.handler = bodyDeadline(mux, cfg.BodyTimeout)
-	return a, nil
+	return bodyDeadline(mux, a.cfg.BodyTimeout), nil
 }
 
 // Start resolves the tasks a previous process left unfinished (re-running
@@ -318,9 +303,7 @@ func (a *App) Engine() *engine.Engine { return a.eng }
 func (a *App) Close(ctx context.Context) error {
 	a.stopping.Store(true)
 	err := a.tasks.Close(ctx)
-	for _, stop := range a.sources {
-		err = errors.Join(err, stop())
-	}
+	err = errors.Join(err, a.sources.Close())
 	err = errors.Join(err, a.store.Close())
 	a.unlock()
 	// The spans of the last runs are flushed, within ctx.
@@ -403,7 +386,7 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := pingStore(ctx, a.store); err != nil {
+		if err := a.store.Ping(ctx); err != nil {
 			status, code, detail = "unhealthy", http.StatusServiceUnavailable, "task store: "+err.Error()
 			a.log.Warn("health check failed", "err", err)
 		} else if err := a.engineHealth(); err != nil {
@@ -417,10 +400,11 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 	// admit. An upstream down leaves the server "degraded", still 200:
 	// it serves the other tools.
 	var upstreams map[string]string
-	if a.gw != nil {
+	if a.sources != nil && a.sources.gateway != nil {
+		gw := a.sources.gateway
 		details := a.healthzDetails(r)
 		upstreams = map[string]string{}
-		for name, err := range a.gw.Health() {
+		for name, err := range gw.Health() {
 			upstreams[name] = "ok"
 			if err != nil {
 				upstreams[name] = "down"
@@ -462,18 +446,6 @@ type discardResponse struct{}
 func (discardResponse) Header() http.Header         { return http.Header{} }
 func (discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (discardResponse) WriteHeader(int)             {}
-
-// pingStore checks that st can serve requests: with its Ping if it is a
-// [store.Pinger], else by reading a task that does not exist.
-func pingStore(ctx context.Context, st store.Store) error {
-	if p, ok := st.(store.Pinger); ok {
-		return p.Ping(ctx)
-	}
-	if _, err := st.Get(ctx, task.ID("healthz-probe")); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	return nil
-}
 
 // run serves cfg until ctx is done, then shuts down gracefully: it stops
 // accepting HTTP requests and waits for those in flight, lets running tasks

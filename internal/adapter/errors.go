@@ -108,8 +108,6 @@ func (c *Core) DeleteTask(ctx context.Context, method string, owner task.Owner, 
 		data, _ := json.Marshal(map[string]any{"reason": wire.ReasonNotTerminal, "status": string(nt.Status)})
 		return &jsonrpc.Error{Code: wire.CodeTaskNotTerminal, Data: data,
 			Message: fmt.Sprintf("task %q is %s: only a finished task can be deleted; cancel it first (%s), then delete it", id, nt.Status, wire.MethodTasksCancel)}
-	case errors.Is(err, engine.ErrDeleteUnsupported):
-		return MethodNotFound(method + " is not available: the server's task store cannot delete tasks")
 	}
 	return c.EngineError(ctx, method, owner, id, err)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
@@ -59,8 +58,7 @@ const OperationsPageSize = 100
 
 // ListOperations answers wire.MethodOperationsList for owner on either
 // wire: a page of owner's own operations (never another requester's),
-// newest first. An invalid state, task ID or cursor is invalid params; a
-// store without a ledger makes the method not found.
+// newest first. An invalid state, task ID or cursor is invalid params.
 func (c *Core) ListOperations(ctx context.Context, method string, owner task.Owner, p wire.ListOperationsParams) (*wire.ListOperationsResult, error) {
 	q := store.OperationQuery{State: task.OpState(p.State), Cursor: p.Cursor, Limit: OperationsPageSize}
 	if p.State != "" && !q.State.Valid() {
@@ -75,8 +73,6 @@ func (c *Core) ListOperations(ctx context.Context, method string, owner task.Own
 	}
 	ops, next, err := c.eng.Operations(ctx, owner, q)
 	switch {
-	case errors.Is(err, engine.ErrNoLedger):
-		return nil, MethodNotFound(method + " is not available: the server's task store keeps no operation ledger")
 	case errors.Is(err, store.ErrBadCursor):
 		return nil, InvalidParams("invalid cursor: pass the nextCursor of a previous " + method + " unchanged, with the same state and taskId")
 	case err != nil:

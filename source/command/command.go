@@ -4,7 +4,7 @@
 //	func main() {
 //		command.Supervise() // first: a command's supervisor is this program
 //		...
-//		cmds, err := command.Register(ts, []command.Tool{{
+//		cmds := command.New([]command.Tool{{
 //			Name:        "run_tests",
 //			Description: "Runs the test suite",
 //			InputSchema: map[string]any{"type": "object", "properties": map[string]any{
@@ -13,8 +13,8 @@
 //			Timeout:  30 * time.Minute,
 //			Progress: regexp.MustCompile(`^=== RUN\s+(\S+)`),
 //		}}, logger)
-//		...
 //		defer cmds.Close()
+//		if err := cmds.Register(ctx, ts); err != nil { ... }
 //	}
 //
 // The call's arguments fill the argv template by name, with no shell in
@@ -178,9 +178,11 @@ const maxLine = 64 << 10
 // the pipes open.
 const outputDrain = 5 * time.Second
 
-// Commands are the commands registered on a server.
+// Commands are the command tools of a server: a tool source (Register,
+// Health, Close), made by [New].
 type Commands struct {
 	log     *slog.Logger
+	tools   []Tool // as given to New
 	mu      sync.Mutex
 	running map[*proc]struct{}
 	closed  bool
@@ -196,38 +198,45 @@ type tool struct {
 	secrets  secrets.Set // of Tool.Secrets
 }
 
-// Register checks tools and adds them to ts, which must not have started
-// (see mcptask.Server.AddRawTool). A name already taken, an empty Argv, a
-// placeholder that names no property of the input schema, a program
-// that cannot be found: an error, and no tool is added. The program must
-// call Supervise at the start of main.
+// New returns the command tools of tools; it checks and adds them in
+// Register. log receives their records (nil: slog.Default()).
+func New(tools []Tool, log *slog.Logger) *Commands {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Commands{log: log, tools: tools, running: map[*proc]struct{}{}}
+}
+
+// Register checks the tools and adds them to ts, which must not have
+// started (see mcptask.Server.AddRawTool). A name already taken, an empty
+// Argv, a placeholder that names no property of the input schema, a
+// program that cannot be found: an error, and no tool is added. The
+// program must call Supervise at the start of main. Register is called
+// once.
 //
 // A command's parent is its supervisor, whose environment is the
 // command's own; on Linux, Register also makes the program non-dumpable
 // (PR_SET_DUMPABLE 0, which turns its core dumps off), so that a command
 // running as the same user, unless root, cannot read the program's
 // environment or memory through /proc/PID (environ, mem) nor ptrace it.
-func Register(ts *mcptask.Server, tools []Tool, log *slog.Logger) (*Commands, error) {
-	if log == nil {
-		log = slog.Default()
-	}
+func (c *Commands) Register(_ context.Context, ts *mcptask.Server) error {
+	log := c.log
 	var ready []*tool
 	seen := map[string]bool{}
-	for _, t := range tools {
+	for _, t := range c.tools {
 		rt, err := prepare(t)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if seen[t.Name] || ts.HasTool(t.Name) {
-			return nil, fmt.Errorf("commands: %s: a tool of that name exists already", t.Name)
+			return fmt.Errorf("commands: %s: a tool of that name exists already", t.Name)
 		}
 		seen[t.Name] = true
 		ready = append(ready, rt)
 	}
 	if len(ready) > 0 && !supervisorReady.Load() {
-		return nil, errors.New("commands: the program must call command.Supervise at the start of main: its commands run under a copy of it")
+		return errors.New("commands: the program must call command.Supervise at the start of main: its commands run under a copy of it")
 	}
-	c := &Commands{log: log, running: map[*proc]struct{}{}}
 	if len(ready) > 0 {
 		undumpable()
 		// The directories of runs whose program was killed (kill -9)
@@ -248,8 +257,12 @@ func Register(ts *mcptask.Server, tools []Tool, log *slog.Logger) (*Commands, er
 		log.Info("command tool registered", "tool", t.Name, "program", t.program, "task", opts.Support, "rerunnable", t.Rerunnable,
 			"timeout", t.Timeout, "maxConcurrent", t.MaxConcurrent)
 	}
-	return c, nil
+	return nil
 }
+
+// Health is nil: a command tool depends on no service that can be down
+// (each call starts its own process).
+func (c *Commands) Health() map[string]error { return nil }
 
 // Check reports what is wrong with t, nil if nothing: what Register
 // checks, but the program's name taken.

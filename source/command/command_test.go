@@ -39,7 +39,8 @@ func script(t testing.TB, body string) string {
 func serve(t testing.TB, tasks bool, tools ...Tool) *wiretest.Client {
 	t.Helper()
 	s := servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
-		c, err := Register(ts, tools, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c := New(tools, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		err := c.Register(context.Background(), ts)
 		if err != nil {
 			return nil, err
 		}

@@ -44,7 +44,8 @@ func tenantsGateway(t *testing.T, up gateway.Upstream) (string, *proctest.Buffer
 		StopGrace: 5 * time.Second,
 		Wrap:      auth.RequireBearerToken(verify, nil),
 		Register: func(ts *mcptask.Server) (func(), error) {
-			gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{up}, log, nil)
+			gw := gateway.New([]gateway.Upstream{up}, log, nil)
+			err := gw.Register(t.Context(), ts)
 			if err != nil {
 				return nil, err
 			}

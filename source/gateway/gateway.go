@@ -3,13 +3,13 @@
 // resumable, cancellable tasks on both task wires, whatever the upstream
 // supports:
 //
-//	gw, err := gateway.Start(ctx, ts, []gateway.Upstream{{
+//	gw := gateway.New([]gateway.Upstream{{
 //		Name:    "everything",
 //		Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"},
 //		Default: gateway.ToolPolicy{Support: mcptask.Optional},
-//	}}, logger)
-//	...
+//	}}, logger, nil)
 //	defer gw.Close()
+//	if err := gw.Register(ctx, ts); err != nil { ... }
 //
 // A task's work is the upstream tools/call. The upstream's progress
 // notifications become the task's status message; its elicitation and
@@ -24,7 +24,7 @@
 // upstream), so that the requests an upstream sends during a call belong
 // to that call: stdio carries no link between them. A session serves the
 // calls of one requester only, and what the upstream asks between calls
-// is refused. An upstream that cannot be reached at Start is tried again
+// is refused. An upstream that cannot be reached at Register is tried again
 // in the background; URLs are redacted in everything the gateway logs or
 // reports.
 package gateway
@@ -152,57 +152,65 @@ type ToolPolicy struct {
 	MaxTTL time.Duration
 }
 
-// Gateway holds the upstream connections of a server.
+// Gateway holds the upstream connections of a server: a tool source
+// (Register, Health, Close), made by [New].
 type Gateway struct {
 	log       *slog.Logger
+	ups       []Upstream // as given to New
 	upstreams []*upstream
 	ts        *mcptask.Server
 	addTool   func(*mcp.Tool, mcp.ToolHandler) // Options.AddTool
 
 	mu   sync.Mutex
-	late map[string]bool // the names of the tools added after Start
+	late map[string]bool // the names of the tools added after Register
 }
 
-// Options are the optional settings of Start.
+// Options are the optional settings of a [Gateway].
 type Options struct {
 	// AddTool, if set, adds a tool to the server after it started: the
 	// go-sdk's mcp.Server.AddTool, which tells the clients (list_changed).
 	// It registers the tools of an upstream that could not be reached at
-	// Start once it comes up; they run as plain calls until the next
+	// Register once it comes up; they run as plain calls until the next
 	// start (task support is set before the server starts). Without it,
 	// such an upstream's tools are served from the next start on.
 	AddTool func(*mcp.Tool, mcp.ToolHandler)
 }
 
-// Start connects to every upstream, lists its tools and registers them on
-// ts, which must not have started yet (its recovery of unfinished tasks
-// asks every tool whether it may run again). An upstream that cannot be
-// reached does not fail the start: it is reported down (Health), tried
-// again with backoff, and its tools registered when it answers (see
-// Options.AddTool). A name that cannot be given, or a tool of Tools the
-// upstream lacks, fails the start. opts may be nil.
-func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Logger, opts *Options) (*Gateway, error) {
+// New returns the gateway to ups; it connects to none of them until
+// Register. log receives its records (nil: slog.Default()); opts may be
+// nil.
+func New(ups []Upstream, log *slog.Logger, opts *Options) *Gateway {
 	if log == nil {
 		log = slog.Default()
 	}
-	log = redactLogger(log)
-	g := &Gateway{log: log, ts: ts, late: map[string]bool{}}
+	g := &Gateway{log: redactLogger(log), ups: ups, late: map[string]bool{}}
 	if opts != nil {
 		g.addTool = opts.AddTool
 	}
+	return g
+}
+
+// Register connects to every upstream, lists its tools and registers
+// them on ts, which must not have started yet (its recovery of
+// unfinished tasks asks every tool whether it may run again). An
+// upstream that cannot be reached does not fail it: it is reported down
+// (Health), tried again with backoff, and its tools registered when it
+// answers (see Options.AddTool). A name that cannot be given, or a tool
+// of Tools the upstream lacks, fails it; the caller then closes the
+// gateway. Register is called once.
+func (g *Gateway) Register(ctx context.Context, ts *mcptask.Server) error {
+	g.ts = ts
 	seen := map[string]bool{}
 	var down []*upstream
-	for _, cfg := range ups {
+	for _, cfg := range g.ups {
 		if err := validate(cfg); err != nil {
-			g.Close()
-			return nil, err
+			return err
 		}
 		if seen[cfg.Name] {
-			g.Close()
-			return nil, fmt.Errorf("gateway: two upstreams are named %q", cfg.Name)
+			return fmt.Errorf("gateway: two upstreams are named %q", cfg.Name)
 		}
 		seen[cfg.Name] = true
-		u := newUpstream(cfg, log.With("upstream", cfg.Name))
+		u := newUpstream(cfg, g.log.With("upstream", cfg.Name))
 		u.tracer = ts.TracerProvider().Tracer(tracing.TracerName)
 		g.upstreams = append(g.upstreams, u)
 		d, err := u.discover(ctx)
@@ -213,14 +221,13 @@ func Start(ctx context.Context, ts *mcptask.Server, ups []Upstream, log *slog.Lo
 			continue
 		}
 		if err := g.export(u, d, false); err != nil {
-			g.Close()
-			return nil, err
+			return err
 		}
 	}
 	for _, u := range down {
 		go g.retry(u)
 	}
-	return g, nil
+	return nil
 }
 
 // discovery is what an upstream says of itself: its tools and whether it
@@ -359,7 +366,7 @@ type upstream struct {
 	failures int
 	retryAt  time.Time
 	// pending, while the upstream's tools are not registered (it could
-	// not be reached at Start), says why.
+	// not be reached at Register), says why.
 	pending error
 	done    chan struct{} // closed by close
 	// dialFor, if set, bounds a dial instead of dialTimeout (see retry).
@@ -778,7 +785,7 @@ func (u *upstream) callError(ctx context.Context, name string, err error) error 
 
 // dialTimeout bounds the opening of one upstream session (a process that
 // starts but never answers initialize, an HTTP upstream that hangs).
-// While an upstream that could not be reached at Start is tried again,
+// While an upstream that could not be reached at Register is tried again,
 // the bound doubles after each attempt that ran out of time, up to
 // maxDialTimeout: an upstream that takes longer to start (npx under load)
 // comes up all the same.

@@ -55,9 +55,10 @@ func TestRedirectKeepsSecrets(t *testing.T) {
 	start := func(path string) error {
 		var health error
 		servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
-			gw, err := gateway.Start(t.Context(), ts, []gateway.Upstream{{Name: "up", URL: origin.URL + path,
+			gw := gateway.New([]gateway.Upstream{{Name: "up", URL: origin.URL + path,
 				Headers: map[string]string{"Authorization": "Bearer upstream-secret", "X-Api-Key": "key-secret"}}},
 				slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+			err := gw.Register(t.Context(), ts)
 			if err != nil {
 				return nil, err
 			}

@@ -29,7 +29,7 @@ func TestSlowUpstreamAtStart(t *testing.T) {
 	var gw *Gateway
 	servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
 		var err error
-		gw, err = Start(context.Background(), ts, []Upstream{{
+		gw = New([]Upstream{{
 			Name: "slow", Command: os.Args[0],
 			// The process takes 700 ms before it answers: the first
 			// attempts (150 ms, 300 ms, 600 ms) run out, the next fits.
@@ -40,6 +40,7 @@ func TestSlowUpstreamAtStart(t *testing.T) {
 			mu.Unlock()
 			addedCh <- struct{}{}
 		}})
+		err = gw.Register(context.Background(), ts)
 		if err != nil {
 			return nil, err
 		}

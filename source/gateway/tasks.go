@@ -283,10 +283,7 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	// The upstream call on the ledger, before it is sent; a re-run finds
 	// the operation of its first run.
 	op, err := tk.RecordOperation(ctx, mcptask.Operation{Object: u.cfg.Name + "/" + name, Effect: "call " + name + " on upstream " + u.cfg.Name})
-	switch {
-	case errors.Is(err, mcptask.ErrNoLedger):
-		op = nil
-	case err != nil:
+	if err != nil {
 		return nil, err
 	}
 	res, err := u.followUpstreamTask(ctx, uctx, c, tk, op, raw, name, req)

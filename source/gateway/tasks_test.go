@@ -42,7 +42,8 @@ func gatewayOn(t *testing.T, db string, ups ...gateway.Upstream) (url string, st
 // of ups on the server.
 func startGateway(t testing.TB, ups []gateway.Upstream) func(*mcptask.Server) (func(), error) {
 	return func(ts *mcptask.Server) (func(), error) {
-		gw, err := gateway.Start(t.Context(), ts, ups, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+		gw := gateway.New(ups, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+		err := gw.Register(t.Context(), ts)
 		if err != nil {
 			return nil, err
 		}

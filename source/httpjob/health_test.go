@@ -44,9 +44,8 @@ func TestHealth(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler),
 		Engine: engine.Options{Policy: task.Policy{PollInterval: 20 * time.Millisecond}},
 		Register: func(ts *mcptask.Server) (func(), error) {
-			var err error
-			tools, err = httpjob.RegisterTools(ts, []httpjob.Tool{buildTool(api.URL, false)}, &http.Client{}, nil)
-			return nil, err
+			tools = httpjob.New([]httpjob.Tool{buildTool(api.URL, false)}, &http.Client{}, nil)
+			return nil, tools.Register(t.Context(), ts)
 		},
 	})
 	health := func() error {

@@ -2,7 +2,7 @@
 // job, a workflow engine: a system that runs long work and keeps its
 // state) into tools of an mcptask server, whose tasks follow the job:
 //
-//	err := httpjob.Register(ts, []httpjob.Tool{{
+//	jobs := httpjob.New([]httpjob.Tool{{
 //		Name:        "build",
 //		Description: "Builds a git ref",
 //		InputSchema: map[string]any{"type": "object",
@@ -18,6 +18,7 @@
 //		Cancel:  httpjob.Cancel{Method: "POST", URL: "https://ci.example.com/jobs/{jobId}/cancel"},
 //		Support: mcptask.Optional,
 //	}}, http.DefaultClient, logger)
+//	err := jobs.Register(ctx, ts)
 //
 // A call sends the start request, with the header Idempotency-Key:
 // mcptask-TASKID, recorded on the task (Task.SetProvisionalExternalRef)
@@ -60,6 +61,7 @@
 package httpjob
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -363,19 +365,33 @@ func argList(args map[string]bool) string {
 	return "declared: " + strings.Join(ns, ", ")
 }
 
-// Register adds the tools to ts, which must not have started yet (its
-// recovery of unfinished tasks asks every tool whether it may run again).
-// client carries the requests (nil means http.DefaultClient); log
-// receives the tools' records (nil: slog.Default()). A tool with a
-// problem (Check), or whose name is taken, fails the registration of all.
-func Register(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) error {
-	_, err := RegisterTools(ts, tools, client, log)
-	return err
+// Tools are the HTTP job tools of a server: a tool source (Register,
+// Health, Close), made by [New].
+type Tools struct {
+	given  []Tool // as given to New
+	client *http.Client
+	log    *slog.Logger
+	tools  []*jobTool // registered
 }
 
-// Tools are the HTTP job tools added by [RegisterTools].
-type Tools struct {
-	tools []*jobTool
+// New returns the HTTP job tools of tools, which Register checks and
+// adds. client carries the requests (nil means http.DefaultClient); log
+// receives the tools' records (nil: slog.Default()).
+func New(tools []Tool, client *http.Client, log *slog.Logger) *Tools {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Tools{given: tools, client: client, log: log}
+}
+
+// Close closes the idle connections of the tools' client; the tasks'
+// requests end with their tasks.
+func (tl *Tools) Close() error {
+	tl.client.CloseIdleConnections()
+	return nil
 }
 
 // Health reports the state of each tool's job API, by tool name: nil when
@@ -384,9 +400,9 @@ type Tools struct {
 // the tool's secrets, or "HTTP 5xx"). Requests cut by their task's
 // cancellation or stop do not count. It is quick: e.g. for a gauge read at
 // each scrape (metrics.CollectJobAPIs).
-func (t *Tools) Health() map[string]error {
-	h := make(map[string]error, len(t.tools))
-	for _, jt := range t.tools {
+func (tl *Tools) Health() map[string]error {
+	h := make(map[string]error, len(tl.tools))
+	for _, jt := range tl.tools {
 		var err error
 		if p := jt.down.Load(); p != nil {
 			err = *p
@@ -396,15 +412,12 @@ func (t *Tools) Health() map[string]error {
 	return h
 }
 
-// RegisterTools is [Register], returning the tools added, whose Health
-// reports the state of their job APIs.
-func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *slog.Logger) (*Tools, error) {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	if log == nil {
-		log = slog.Default()
-	}
+// Register adds the tools to ts, which must not have started yet (its
+// recovery of unfinished tasks asks every tool whether it may run again).
+// A tool with a problem (Check), or whose name is taken, fails the
+// registration of all. Register is called once.
+func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
+	tools, client, log := tl.given, tl.client, tl.log
 	var errs []error
 	seen := map[string]bool{}
 	for _, t := range tools {
@@ -417,12 +430,11 @@ func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *s
 		seen[t.Name] = true
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
-	added := &Tools{}
 	for _, t := range tools {
 		jt := newJobTool(t, client, log.With("tool", t.Name), ts.TracerProvider())
-		added.tools = append(added.tools, jt)
+		tl.tools = append(tl.tools, jt)
 		schema := t.InputSchema
 		if schema == nil {
 			schema = map[string]any{"type": "object"}
@@ -455,7 +467,7 @@ func RegisterTools(ts *mcptask.Server, tools []Tool, client *http.Client, log *s
 		log.Info("HTTP job tool added", "tool", t.Name, "api", hostOf(t.Start.URL), "task", opts.Support,
 			"idempotentStart", t.IdempotentStart, "maxConcurrent", t.MaxConcurrent)
 	}
-	return added, nil
+	return nil
 }
 
 // origin is the scheme://host[:port] part of a URL template.

@@ -107,7 +107,7 @@ func serve(t *testing.T, db string, logs *proctest.Buffer, tools ...httpjob.Tool
 		DB: db, Logger: log,
 		Engine: engine.Options{Policy: task.Policy{PollInterval: 20 * time.Millisecond}},
 		Register: func(ts *mcptask.Server) (func(), error) {
-			return nil, httpjob.Register(ts, tools, &http.Client{}, log)
+			return nil, httpjob.New(tools, &http.Client{}, log).Register(t.Context(), ts)
 		},
 	})
 }

@@ -132,7 +132,7 @@ type run struct {
 	// last request was answered.
 	outage string
 	// op is the job's operation on the ledger (its receipt the job's
-	// ID); nil for a synchronous call or a store without a ledger.
+	// ID); nil for a synchronous call.
 	op *mcptask.Op
 }
 
@@ -184,13 +184,10 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		// On the ledger before any start is sent; a re-run finds the
 		// operation its first run recorded.
 		op, err := r.tk.RecordOperation(ctx, mcptask.Operation{Object: jt.Name, Effect: "run a job of " + hostOf(jt.Start.URL)})
-		switch {
-		case errors.Is(err, mcptask.ErrNoLedger):
-		case err != nil:
+		if err != nil {
 			return nil, err
-		default:
-			r.op = op
 		}
+		r.op = op
 	}
 	switch {
 	case r.ref.JobID != "":

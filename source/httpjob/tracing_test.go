@@ -52,7 +52,7 @@ func TestJobRequestsTraced(t *testing.T) {
 		Engine: engine.Options{Policy: task.Policy{PollInterval: 20 * time.Millisecond}},
 		Tasks:  mcptask.Options{TracerProvider: tp},
 		Register: func(ts *mcptask.Server) (func(), error) {
-			return nil, httpjob.Register(ts, []httpjob.Tool{buildTool(api.URL, false)}, &http.Client{}, nil)
+			return nil, httpjob.New([]httpjob.Tool{buildTool(api.URL, false)}, &http.Client{}, nil).Register(t.Context(), ts)
 		},
 	})
 	c := &wiretest.Client{URL: s.URL + "/mcp", Tasks: true}

@@ -121,10 +121,7 @@ func BrowseTasks(n int) []*task.Task {
 // without its counts), a rare status's first page, and a page deep in
 // the listing.
 func BenchBrowse100k(b *testing.B, st store.Store, load func(tasks []*task.Task)) {
-	br, ok := st.(store.Browser)
-	if !ok {
-		b.Skip("storetest: the store is not a store.Browser")
-	}
+	br := st
 	ctx := context.Background()
 	load(BrowseTasks(100_000))
 	// A cursor 500 pages in.
@@ -178,11 +175,7 @@ func BenchBrowse100k(b *testing.B, st store.Store, load func(tasks []*task.Task)
 // View sub-benchmark needs a Viewer.
 func BenchView(b *testing.B, st store.Store) {
 	ctx := context.Background()
-	l, okL := st.(store.Ledger)
-	logs, okT := st.(store.TaskLogs)
-	if !okL || !okT {
-		b.Skip("storetest: the store is not a store.Ledger and a store.TaskLogs")
-	}
+	l, logs := st, st
 	ids := make([]task.ID, 1000)
 	args := strings.Repeat("x", 1000)
 	for i := range ids {
@@ -222,10 +215,7 @@ func BenchView(b *testing.B, st store.Store) {
 		}
 	})
 	b.Run("View", func(b *testing.B) {
-		v, ok := st.(store.Viewer)
-		if !ok {
-			b.Skip("storetest: the store is not a store.Viewer")
-		}
+		v := st
 		b.ReportAllocs()
 		opts := store.ViewOptions{Result: true, Error: true, InputRequests: true}
 		i := 0
@@ -244,10 +234,7 @@ func BenchView(b *testing.B, st store.Store) {
 // 10 owners wait (one more is enqueued each turn, off the clock, so the
 // depth holds). The store must be a [store.Queuer].
 func BenchStartQueued(b *testing.B, st store.Store) {
-	qr, ok := st.(store.Queuer)
-	if !ok {
-		b.Skip("storetest: the store is not a store.Queuer")
-	}
+	qr := st
 	ctx := context.Background()
 	const capN, depth, owners = 4, 1000, 10
 	n := 0

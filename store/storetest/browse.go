@@ -30,10 +30,7 @@ func (s *suite) runBrowse(t *testing.T) {
 func (s *suite) browserOf(t *testing.T) (store.Store, store.Browser) {
 	t.Helper()
 	st := s.store(t)
-	b, ok := st.(store.Browser)
-	if !ok {
-		t.Skip("storetest: the store is not a store.Browser")
-	}
+	b := st
 	return st, b
 }
 

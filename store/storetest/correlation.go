@@ -53,26 +53,24 @@ func (s *suite) correlationTask(t *testing.T) {
 			t.Errorf("List: correlation %v, want %v", got.Correlation, tk.Correlation)
 		}
 	}
-	if v, ok := st.(store.Viewer); ok {
-		got, err := v.View(ctx, tk.ID, store.ViewOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !maps.Equal(got.Task.Correlation, tk.Correlation) {
-			t.Errorf("View: correlation %v, want %v", got.Task.Correlation, tk.Correlation)
+	got, err := st.View(ctx, tk.ID, store.ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Task.Correlation, tk.Correlation) {
+		t.Errorf("View: correlation %v, want %v", got.Task.Correlation, tk.Correlation)
+	}
+
+	browsed, _, err := st.Browse(ctx, store.BrowseQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range browsed {
+		if g.ID == tk.ID && !maps.Equal(g.Correlation, tk.Correlation) {
+			t.Errorf("Browse: correlation %v, want %v", g.Correlation, tk.Correlation)
 		}
 	}
-	if b, ok := st.(store.Browser); ok {
-		got, _, err := b.Browse(ctx, store.BrowseQuery{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range got {
-			if g.ID == tk.ID && !maps.Equal(g.Correlation, tk.Correlation) {
-				t.Errorf("Browse: correlation %v, want %v", g.Correlation, tk.Correlation)
-			}
-		}
-	}
+
 	// An Update keeps it, or writes what fn left.
 	if _, err := st.Update(ctx, tk.ID, func(x *task.Task) error { return x.SetStatusMessage("step 2", base) }); err != nil {
 		t.Fatal(err)
@@ -114,15 +112,14 @@ func (s *suite) correlationOperation(t *testing.T) {
 	if !maps.Equal(ops[0].Correlation, op.Correlation) {
 		t.Errorf("Operations: correlation %v, want %v", ops[0].Correlation, op.Correlation)
 	}
-	if v, ok := st.(store.Viewer); ok {
-		view, err := v.View(ctx, tk.ID, store.ViewOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if view.Operation == nil || !maps.Equal(view.Operation.Correlation, op.Correlation) {
-			t.Errorf("View: operation %+v, want correlation %v", view.Operation, op.Correlation)
-		}
+	view, err := st.View(ctx, tk.ID, store.ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if view.Operation == nil || !maps.Equal(view.Operation.Correlation, op.Correlation) {
+		t.Errorf("View: operation %+v, want correlation %v", view.Operation, op.Correlation)
+	}
+
 	plain := mustRecord(t, l, newOp("op-plain", tk.ID, "alice", base.Add(2e9)))
 	if plain.Correlation != nil {
 		t.Errorf("an operation without correlation reads %v, want nil", plain.Correlation)
@@ -175,10 +172,7 @@ func CorrelationMigrated(t *testing.T, st store.Store, id task.ID, opKey string)
 	tk.Correlation = map[string]string{"claudecode/toolUseId": "toolu_01migrated"}
 	mustCreate(t, st, tk)
 	checkTask(t, "a task created after the migration", mustGet(t, st, tk.ID), want(tk))
-	l, ok := st.(store.Ledger)
-	if !ok {
-		return
-	}
+	l := st
 	ops, _, err := l.Operations(ctx, store.OperationQuery{TaskID: id})
 	if err != nil || len(ops) != 1 || ops[0].Key != opKey {
 		t.Fatalf("the operation written before the migration: %v, %v", ops, err)

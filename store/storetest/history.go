@@ -30,10 +30,7 @@ func (s *suite) runHistory(t *testing.T) {
 func (s *suite) historianOf(t *testing.T) (store.Store, store.Historian) {
 	t.Helper()
 	st := s.store(t)
-	h, ok := st.(store.Historian)
-	if !ok {
-		t.Skip("storetest: the store is not a store.Historian")
-	}
+	h := st
 	return st, h
 }
 
@@ -131,10 +128,7 @@ func (s *suite) historyCreatedRunning(t *testing.T) {
 
 func (s *suite) historyStartQueued(t *testing.T) {
 	st, h := s.historianOf(t)
-	qr, ok := st.(store.Queuer)
-	if !ok {
-		t.Skip("storetest: the store is not a store.Queuer")
-	}
+	qr := st
 	ctx := store.WithInstance(t.Context(), "engine-a")
 	first := queueTask("q", base, "engine-a")
 	second := queueTask("q", base.Add(time.Second), "engine-a")

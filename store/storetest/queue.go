@@ -34,9 +34,6 @@ func (s *suite) runQueue(t *testing.T) {
 func (s *suite) queuer(t *testing.T) store.Store {
 	t.Helper()
 	st := s.store(t)
-	if _, ok := st.(store.Queuer); !ok {
-		t.Skip("storetest: the store is not a store.Queuer")
-	}
 	return st
 }
 
@@ -127,7 +124,7 @@ func (s *suite) queueCapAndOrder(t *testing.T) {
 
 func (s *suite) queueStart(t *testing.T) {
 	st := s.queuer(t)
-	qr := st.(store.Queuer)
+	qr := st
 	ctx := t.Context()
 	var q []*task.Task
 	for i := range 5 {
@@ -190,7 +187,7 @@ func (s *suite) queueStart(t *testing.T) {
 // that order. One owner's tasks start in creation order.
 func (s *suite) queueFair(t *testing.T) {
 	st := s.queuer(t)
-	qr := st.(store.Queuer)
+	qr := st
 	ctx := t.Context()
 	var flood []*task.Task
 	for i := range 40 {
@@ -336,7 +333,7 @@ func QueueShared(t *testing.T, a, b store.Store) {
 		)
 		for i, st := range stores {
 			wg.Go(func() {
-				got, err := st.(store.Queuer).StartQueued(ctx, store.QueueRequest{
+				got, err := st.StartQueued(ctx, store.QueueRequest{
 					Runner: []string{"engine-a", "engine-b"}[i], Queue: queue, Max: max, Now: now, Lease: time.Minute})
 				if err != nil {
 					t.Errorf("StartQueued: %v", err)

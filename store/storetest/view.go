@@ -32,10 +32,7 @@ func (s *suite) runView(t *testing.T) {
 func (s *suite) viewer(t *testing.T) (store.Store, store.Viewer) {
 	t.Helper()
 	st := s.store(t)
-	v, ok := st.(store.Viewer)
-	if !ok {
-		t.Skip("storetest: the store is not a store.Viewer")
-	}
+	v := st
 	return st, v
 }
 
@@ -56,31 +53,23 @@ func mustView(t *testing.T, v store.Viewer, id task.ID, opts store.ViewOptions) 
 func checkViewExtras(t *testing.T, st store.Store, id task.ID, view *store.View) {
 	t.Helper()
 	ctx := context.Background()
-	if l, ok := st.(store.Ledger); ok {
-		ops, _, err := l.Operations(ctx, store.OperationQuery{TaskID: id, Limit: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case len(ops) == 0 && view.Operation != nil:
-			t.Errorf("View: operation %+v, want none", view.Operation)
-		case len(ops) > 0 && view.Operation == nil:
-			t.Errorf("View: no operation, want %+v", ops[0])
-		case len(ops) > 0:
-			checkOp(t, "View's operation", view.Operation, ops[0])
-		}
-	} else if view.Operation != nil {
-		t.Errorf("View of a store without a ledger: operation %+v", view.Operation)
+	ops, _, err := st.Operations(ctx, store.OperationQuery{TaskID: id, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if l, ok := st.(store.TaskLogs); ok {
-		p := mustRead(t, l, id, 0, 0)
-		if view.Log == nil {
-			t.Fatalf("View: no log position, want %+v", p)
-		}
-		checkPage(t, "View's log position", view.Log, "", p.Next, p.Last, p.Missed, p.Dropped, p.More)
-	} else if view.Log != nil {
-		t.Errorf("View of a store without logs: log position %+v", view.Log)
+	switch {
+	case len(ops) == 0 && view.Operation != nil:
+		t.Errorf("View: operation %+v, want none", view.Operation)
+	case len(ops) > 0 && view.Operation == nil:
+		t.Errorf("View: no operation, want %+v", ops[0])
+	case len(ops) > 0:
+		checkOp(t, "View's operation", view.Operation, ops[0])
 	}
+	p := mustRead(t, st, id, 0, 0)
+	if view.Log == nil {
+		t.Fatalf("View: no log position, want %+v", p)
+	}
+	checkPage(t, "View's log position", view.Log, "", p.Next, p.Last, p.Missed, p.Dropped, p.More)
 }
 
 func (s *suite) viewBare(t *testing.T) {
@@ -101,10 +90,7 @@ func (s *suite) viewBare(t *testing.T) {
 func (s *suite) viewLatestOperation(t *testing.T) {
 	ctx := context.Background()
 	st, v := s.viewer(t)
-	l, ok := st.(store.Ledger)
-	if !ok {
-		t.Skip("storetest: the store is not a store.Ledger")
-	}
+	l := st
 	tk, other := newTask("alice", base), newTask("alice", base)
 	mustCreate(t, st, tk, other)
 	// Created in this order: b-old first; then, at one millisecond, the
@@ -147,10 +133,7 @@ func (s *suite) viewLatestOperation(t *testing.T) {
 
 func (s *suite) viewLogDropped(t *testing.T) {
 	st, v := s.viewer(t)
-	l, ok := st.(store.TaskLogs)
-	if !ok {
-		t.Skip("storetest: the store is not a store.TaskLogs")
-	}
+	l := st
 	id := logTask(t, st)
 	lim := store.LogLimits{MaxLines: 3}
 	mustAppend(t, l, id, store.LogBatch{Lines: textLines(numbered("a", 1, 5)...), Limits: lim})
@@ -228,12 +211,10 @@ func (s *suite) viewDeleted(t *testing.T) {
 	st, v := s.viewer(t)
 	tk := newTask("alice", base)
 	mustCreate(t, st, tk)
-	if l, ok := st.(store.Ledger); ok {
-		mustRecord(t, l, newOp("op-1", tk.ID, "alice", base))
-	}
-	if l, ok := st.(store.TaskLogs); ok {
-		mustAppend(t, l, tk.ID, store.LogBatch{Lines: textLines("x")})
-	}
+	mustRecord(t, st, newOp("op-1", tk.ID, "alice", base))
+
+	mustAppend(t, st, tk.ID, store.LogBatch{Lines: textLines("x")})
+
 	mustView(t, v, tk.ID, store.ViewOptions{})
 	if err := deleterOf(t, st).Delete(context.Background(), tk.ID); err != nil {
 		t.Fatal(err)

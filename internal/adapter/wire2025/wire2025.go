@@ -135,9 +135,7 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 	}
 	exp[wire.ExtensionIdempotency] = map[string]any{}
 	exp[wire.ExtensionTaskNotifications] = map[string]any{}
-	if w.c.Engine().HasLedger() {
-		exp[wire.ExtensionOperations] = map[string]any{}
-	}
+	exp[wire.ExtensionOperations] = map[string]any{}
 	caps["experimental"] = exp
 	m["capabilities"] = caps
 	out, err := json.Marshal(m)

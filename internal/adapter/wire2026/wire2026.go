@@ -118,9 +118,7 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
-		if w.c.Engine().HasLedger() {
-			caps.AddExtension(wire.ExtensionOperations, map[string]any{})
-		}
+		caps.AddExtension(wire.ExtensionOperations, map[string]any{})
 		dr.Capabilities = &caps
 	}
 	return res, err
