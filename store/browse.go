@@ -7,7 +7,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// Browser, a facet of [Store], is what stores do that let an operator look across every
+// Browser is the facet of [Store] by which stores let an operator look across every
 // owner's tasks (an admin dashboard, say): filtered, newest first, paged,
 // with counts per status. It bypasses owner binding: only operator
 // surfaces behind their own authorization may call it.
@@ -49,7 +49,7 @@ const (
 	MaxBrowseLimit     = 500
 )
 
-// Historian, a facet of [Store], is what stores do that keep each task's history (see
+// Historian is the facet of [Store] by which stores keep each task's history (see
 // [task.Event]): a creation, every status change and every start of its
 // work, recorded in the same durable write as the change (by Create,
 // Update and StartQueued; by Claim too if a claim changed a task's

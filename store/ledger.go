@@ -11,7 +11,7 @@ import (
 // ErrNoOperation is returned for an operation key the ledger does not hold.
 var ErrNoOperation = errors.New("no such operation")
 
-// Ledger, a facet of [Store], is what stores do that keep the domain operation ledger
+// Ledger is the facet of [Store] by which stores keep the domain operation ledger
 // (see task.Operation) beside the tasks: the evidence of what a task's
 // work did downstream, kept for its own retention, whatever happens to the
 // task (its expiry or deletion deletes the task, never its operations).

@@ -9,7 +9,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// TaskLogs, a facet of [Store], is what stores do that keep a bounded log per task: the
+// TaskLogs is the facet of [Store] by which stores keep a bounded log per task: the
 // lines a running task's work appends (a command's output, an upstream's
 // logging notifications), for its owner to read while the task runs and
 // after it ended. A task's log belongs to the task: deleting the task

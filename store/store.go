@@ -150,7 +150,7 @@ type CreateOptions struct {
 	MaxConcurrent int
 }
 
-// Queuer, a facet of [Store], is what stores do that keep concurrency queues (see
+// Queuer is the facet of [Store] by which stores keep concurrency queues (see
 // [CreateOptions.MaxConcurrent]): the tasks of a queue run at most its
 // cap at once, across every engine sharing the store; the others wait,
 // durably, and start in turns between their owners.
@@ -250,7 +250,7 @@ type ChangeFeed interface {
 	Changes(ctx context.Context, ready func(), fn func(task.ID)) error
 }
 
-// Pinger, a facet of [Store], is what stores do that can tell cheaply whether they can
+// Pinger is the facet of [Store] by which stores can tell cheaply whether they can
 // serve requests now (e.g. for a health check).
 type Pinger interface {
 	// Ping returns nil if the store answered a trivial request, or the
@@ -258,7 +258,7 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// ErrorClassifier, a facet of [Store], is what stores do that can tell a transient
+// ErrorClassifier is the facet of [Store] by which stores can tell a transient
 // failure from a lasting one. The engine tries the writes of running work
 // again, backing off within the lease period, when they fail transiently,
 // instead of failing the work on a database restart.
@@ -274,7 +274,7 @@ type ErrorClassifier interface {
 	Transient(err error) bool
 }
 
-// Deleter, a facet of [Store], is what stores do that delete one task on request (the
+// Deleter is the facet of [Store] by which stores delete one task on request (the
 // owner's tasks/delete): both backends are.
 type Deleter interface {
 	// Delete durably removes the task with the given ID and everything
@@ -292,7 +292,7 @@ type Deleter interface {
 // ErrBadCursor is returned by List for a cursor it did not issue.
 var ErrBadCursor = errors.New("invalid cursor")
 
-// Counter, a facet of [Store], is what stores do that count their unfinished tasks
+// Counter is the facet of [Store] by which stores count their unfinished tasks
 // cheaply (e.g. for metrics computed when they are scraped, which then
 // hold across restarts and across every instance sharing the store).
 type Counter interface {
@@ -313,7 +313,7 @@ type ActiveCount struct {
 	N int
 }
 
-// Systemer, a facet of [Store], is what stores do that name their database system, as
+// Systemer is the facet of [Store] by which stores name their database system, as
 // OpenTelemetry's db.system.name attribute spells it ("sqlite",
 // "postgresql"): the engine's store spans carry it.
 type Systemer interface {

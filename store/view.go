@@ -6,7 +6,7 @@ import (
 	"github.com/mcptask/mcptask/task"
 )
 
-// Viewer, a facet of [Store], is what stores do that read what a tasks/get answers in
+// Viewer is the facet of [Store] by which stores read what a tasks/get answers in
 // one round trip: the task, its newest operation on the [Ledger] and its
 // [TaskLogs] log's position, read by one statement (one snapshot), with
 // only the payload columns the caller asks for.

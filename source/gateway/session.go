@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 
@@ -212,17 +210,10 @@ func (u *upstream) dial(ctx context.Context) (*session, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "mcptask-gateway", Version: "1"}, opts)
 	var t mcp.Transport
 	if u.cfg.Command != "" {
-		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-		cmd.Dir = u.cfg.Dir
-		cmd.Env = os.Environ()
-		for k, v := range u.cfg.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-		cmd.Stderr = &logWriter{log: u.log}
-		dieWithParent(cmd)
-		t = countingTransport{Transport: &mcp.CommandTransport{Command: cmd}, n: &s.notes}
+		t = countingTransport{Transport: u.transport(nil), n: &s.notes}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient(s.sentAndLost, &s.notes)}
+		// The HTTP client counts the event streams' notifications.
+		t = u.transport(u.httpClient(s.sentAndLost, &s.notes))
 	}
 	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.cfg.ProtocolVersion})
 	if err != nil {

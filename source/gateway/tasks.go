@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -138,19 +136,13 @@ func (tc *taskConn) dial(ctx context.Context) (*client.Client, error) {
 		RequestMeta: tracing.ToMeta,
 	}
 	if u.cfg.URL != "" {
+		// Over HTTP the client dials itself: it speaks both task wires,
+		// the 2026-07-28 one stateless, which no go-sdk transport does.
 		opts.HTTPClient = u.httpClient(nil, nil)
 		opts.HTTPClient.Transport = &sessionWatch{base: opts.HTTPClient.Transport, tc: tc}
 		return client.Dial(ctx, u.cfg.URL, opts)
 	}
-	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-	cmd.Dir = u.cfg.Dir
-	cmd.Env = os.Environ()
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stderr = &logWriter{log: u.log}
-	dieWithParent(cmd)
-	return client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, "upstream "+u.cfg.Name, opts)
+	return client.Connect(ctx, u.transport(nil), "upstream "+u.cfg.Name, opts)
 }
 
 // get returns the connection, opening one if there is none.
