@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,12 +105,6 @@ func (te *taskEvents) args() []any {
 	return append([]any{te.ids}, eventArrays(te.evs)...)
 }
 
-// eventTask is the part of a task's row that its history events read.
-func eventTask(r *row) *task.Task {
-	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
-		Runner: r.runner, LastUpdatedAt: rowcodec.MSTime(r.updatedMS)}
-}
-
 // storeNow is the store's clock, for the events of writes that do not set
 // the task's LastUpdatedAt.
 var storeNow = time.Now
@@ -193,10 +188,10 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 		conds = append(conds, "owner = "+arg(string(q.Owner)))
 	}
 	if !q.CreatedAfter.IsZero() {
-		conds = append(conds, "created_at_ms >= "+arg(ceilMS(q.CreatedAfter)))
+		conds = append(conds, "created_at_ms >= "+arg(rowcodec.CeilMS(q.CreatedAfter)))
 	}
 	if !q.CreatedBefore.IsZero() {
-		conds = append(conds, "created_at_ms < "+arg(ceilMS(q.CreatedBefore)))
+		conds = append(conds, "created_at_ms < "+arg(rowcodec.CeilMS(q.CreatedBefore)))
 	}
 	if all && q.Cursor != "" {
 		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
@@ -315,7 +310,7 @@ func (s *Store) LoadTasks(ctx context.Context, tasks []*task.Task) error {
 		if err != nil {
 			return err
 		}
-		rows[i] = r.insertArgs()
+		rows[i] = r.InsertArgs()
 	}
 	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{s.schema, "tasks"}, loadColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("postgres store: load %d tasks: %w", len(tasks), err)

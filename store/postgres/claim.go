@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -81,7 +82,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 	if req.Limit > 0 {
 		limit = req.Limit
 	}
-	rows, err := s.pool.Query(ctx, s.claimSQL, req.Runner, ceilMS(req.Now), limit, req.IgnoreLeases,
+	rows, err := s.pool.Query(ctx, s.claimSQL, req.Runner, rowcodec.CeilMS(req.Now), limit, req.IgnoreLeases,
 		req.Now.Add(req.Lease).UnixMilli(), s.channel)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: claim: %w", err)
@@ -91,17 +92,6 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 		return nil, fmt.Errorf("postgres store: claim: %w", err)
 	}
 	return tasks, nil
-}
-
-// ceilMS is t in Unix milliseconds, rounded up: for a lease kept at
-// millisecond precision, rowcodec.MSTime(lease).Before(t) exactly when
-// lease < ceilMS(t).
-func ceilMS(t time.Time) int64 {
-	ms := t.UnixMilli() // rounded down, negative times included
-	if t.Nanosecond()%int(time.Millisecond) != 0 {
-		ms++
-	}
-	return ms
 }
 
 // heartbeatSQL extends to $3 (Unix ms) the leases of the tasks among $2

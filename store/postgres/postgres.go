@@ -29,10 +29,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -350,7 +351,7 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	if err != nil {
 		return err
 	}
-	args := append(r.insertArgs(), eventArrays(history.Events(nil, eventTask(r), storeNow(), store.InstanceOf(ctx)))...)
+	args := append(r.InsertArgs(), eventArrays(history.Events(nil, r.EventTask(), storeNow(), store.InstanceOf(ctx)))...)
 	// A conflict names a row that a concurrent Delete may remove before
 	// we read it; then the insert is tried again.
 	for range 3 {
@@ -360,13 +361,13 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+			return fmt.Errorf("postgres store: insert task %s: %w", r.ID, err)
 		}
 		if err := s.conflict(ctx, r); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
+	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.ID)
 }
 
 // conflict explains why the insert of r did nothing: [store.ErrExists]
@@ -374,18 +375,18 @@ func (s *Store) Create(ctx context.Context, t *task.Task, opts store.CreateOptio
 // idempotency key) is, or nil if the conflicting task is gone by now
 // (deleted meanwhile), when the caller may insert again.
 func (s *Store) conflict(ctx context.Context, r *row) error {
-	if _, err := s.Get(ctx, task.ID(r.id)); err == nil {
+	if _, err := s.Get(ctx, task.ID(r.ID)); err == nil {
 		return store.ErrExists
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if r.idemKey != nil {
-		existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.keyOwner, *r.idemKey))
+	if r.IdempotencyKey != "" {
+		existing, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, r.KeyOwner, r.IdempotencyKey))
 		if err == nil {
 			return &store.DuplicateError{Task: existing}
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("postgres store: read the task of idempotency key %q: %w", *r.idemKey, err)
+			return fmt.Errorf("postgres store: read the task of idempotency key %q: %w", r.IdempotencyKey, err)
 		}
 	}
 	return nil
@@ -427,7 +428,7 @@ func (s *Store) createLocked(ctx context.Context, t *task.Task, opts store.Creat
 		inserted, queued, err := s.createLockedTx(ctx, r, opts)
 		if err == nil && queued != nil {
 			t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
-			t.StatusMessage = queued.statusMessage
+			t.StatusMessage = queued.StatusMessage
 		}
 		if err != nil || inserted {
 			return err
@@ -436,7 +437,7 @@ func (s *Store) createLocked(ctx context.Context, t *task.Task, opts store.Creat
 			return err
 		}
 	}
-	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.id)
+	return fmt.Errorf("postgres store: insert task %s: conflicting tasks kept vanishing", r.ID)
 }
 
 // createLockedTx runs the transaction of createLocked once: under the
@@ -451,7 +452,7 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	maxActive := opts.MaxActive
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.ID, err)
 	}
 	// As in Update: a connection left inside the transaction (refused
 	// task, error) is rolled back here.
@@ -471,21 +472,21 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	locks := 0
 	if maxActive > 0 {
-		b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.owner)
+		b.Queue(quotaLockSQL, quotaLockSpace, s.schema, r.Owner)
 		locks++
 	}
 	if opts.MaxConcurrent > 0 {
-		b.Queue(quotaLockSQL, queueLockSpace, s.schema, r.queue)
+		b.Queue(quotaLockSQL, queueLockSpace, s.schema, r.Queue)
 		locks++
 	}
-	if r.idemKey != nil {
-		b.Queue(s.byKeySQL, r.keyOwner, *r.idemKey)
+	if r.IdempotencyKey != "" {
+		b.Queue(s.byKeySQL, r.KeyOwner, r.IdempotencyKey)
 	}
 	if maxActive > 0 {
-		b.Queue(s.countActiveSQL, r.owner, int64(maxActive))
+		b.Queue(s.countActiveSQL, r.Owner, int64(maxActive))
 	}
 	if opts.MaxConcurrent > 0 {
-		b.Queue(s.queueCountSQL, r.queue)
+		b.Queue(s.queueCountSQL, r.Queue)
 	}
 	br := conn.SendBatch(ctx, b)
 	inTx = true
@@ -500,7 +501,7 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 			_, err = br.Exec()
 		}
 	}
-	if err == nil && r.idemKey != nil {
+	if err == nil && r.IdempotencyKey != "" {
 		existing, err = scanTask(br.QueryRow())
 		if errors.Is(err, pgx.ErrNoRows) {
 			existing, err = nil, nil
@@ -517,7 +518,7 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	}
 	switch {
 	case err != nil:
-		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.ID, err)
 	case existing != nil:
 		return false, nil, &store.DuplicateError{Task: existing}
 	case maxActive > 0 && active >= int64(maxActive):
@@ -525,15 +526,13 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	}
 	ins := r
 	if opts.MaxConcurrent > 0 && (waiting > 0 || running >= int64(opts.MaxConcurrent)) {
-		w := *r
-		w.queued, w.runner, w.leaseMS, w.attempts = true, "", nil, 0
-		w.statusMessage = task.QueuedMessage(waiting)
-		ins, queued = &w, &w
+		queued = r.InQueue(waiting)
+		ins = queued
 	}
 
 	b = &pgx.Batch{}
-	evs := history.Events(nil, eventTask(ins), storeNow(), store.InstanceOf(ctx))
-	b.Queue(s.createSQL, append(ins.insertArgs(), eventArrays(evs)...)...)
+	evs := history.Events(nil, ins.EventTask(), storeNow(), store.InstanceOf(ctx))
+	b.Queue(s.createSQL, append(ins.InsertArgs(), eventArrays(evs)...)...)
 	b.Queue("COMMIT")
 	br = conn.SendBatch(ctx, b)
 	var id string
@@ -552,11 +551,11 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	if err != nil {
 		// If COMMIT itself failed on a broken connection, the outcome
 		// is unknown, as for any write.
-		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.id, err)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: %w", r.ID, err)
 	}
 	inTx = false
 	if tag.String() != "COMMIT" {
-		return false, nil, fmt.Errorf("postgres store: insert task %s: the transaction was rolled back (%s)", r.id, tag)
+		return false, nil, fmt.Errorf("postgres store: insert task %s: the transaction was rolled back (%s)", r.ID, tag)
 	}
 	if !inserted {
 		queued = nil
@@ -646,11 +645,11 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		return nil, err
 	}
 	b = &pgx.Batch{}
-	b.Queue(s.updateSQL, append(r.updateArgs(), s.channel)...)
+	b.Queue(s.updateSQL, append(r.UpdateArgs(), s.channel)...)
 	evs := history.Events(&before, t, storeNow(), store.InstanceOf(ctx))
 	if len(evs) > 0 {
 		var te taskEvents
-		te.add(r.id, evs)
+		te.add(r.ID, evs)
 		b.Queue(s.eventsSQL, te.args()...)
 	}
 	b.Queue("COMMIT")
@@ -677,12 +676,9 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 	if tag.String() != "COMMIT" {
 		return nil, fmt.Errorf("postgres store: update task %s: the transaction was rolled back (%s)", id, tag)
 	}
-	t.CreatedAt = rowcodec.MSTime(r.createdMS)
-	t.LastUpdatedAt = rowcodec.MSTime(r.updatedMS)
-	t.LeaseExpiresAt = time.Time{}
-	if r.leaseMS != nil {
-		t.LeaseExpiresAt = rowcodec.MSTime(*r.leaseMS)
-	}
+	t.CreatedAt = rowcodec.MSTime(r.CreatedMS)
+	t.LastUpdatedAt = rowcodec.MSTime(r.UpdatedMS)
+	t.LeaseExpiresAt = rowcodec.OpTime(r.LeaseMS)
 	return t, nil
 }
 
@@ -788,7 +784,7 @@ func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	total := 0
 	for {
 		var n int
-		if err := s.pool.QueryRow(ctx, s.deleteExpiredSQL, unixNano(now), deleteExpiredBatch).Scan(&n); err != nil {
+		if err := s.pool.QueryRow(ctx, s.deleteExpiredSQL, rowcodec.UnixNano(now), deleteExpiredBatch).Scan(&n); err != nil {
 			return total, fmt.Errorf("postgres store: delete expired: %w", err)
 		}
 		total += n

@@ -978,7 +978,7 @@ func TestQuotaWaitsForLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, s.insertSQL, r.insertArgs()...); err != nil {
+	if _, err := tx.Exec(ctx, s.insertSQL, r.InsertArgs()...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -5,10 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
@@ -114,10 +115,10 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 		conds, args = append(conds, "owner = ?"), append(args, string(q.Owner))
 	}
 	if !q.CreatedAfter.IsZero() {
-		conds, args = append(conds, "created_at_ms >= ?"), append(args, ceilMS(q.CreatedAfter))
+		conds, args = append(conds, "created_at_ms >= ?"), append(args, rowcodec.CeilMS(q.CreatedAfter))
 	}
 	if !q.CreatedBefore.IsZero() {
-		conds, args = append(conds, "created_at_ms < ?"), append(args, ceilMS(q.CreatedBefore))
+		conds, args = append(conds, "created_at_ms < ?"), append(args, rowcodec.CeilMS(q.CreatedBefore))
 	}
 	if all && q.Cursor != "" {
 		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
@@ -286,12 +287,6 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 	return out, nil
 }
 
-// eventTask is the part of a task's row that its history events read.
-func eventTask(r *row) *task.Task {
-	return &task.Task{Status: task.Status(r.status), StatusMessage: r.statusMessage, Attempts: r.attempts,
-		Runner: r.runner, LastUpdatedAt: rowcodec.MSTime(r.updatedMS)}
-}
-
 // storeNow is the store's clock, for the events of writes that do not set
 // the task's LastUpdatedAt.
 var storeNow = time.Now
@@ -314,8 +309,8 @@ func (s *Store) LoadTasks(ctx context.Context, tasks []*task.Task) error {
 	return s.writeNew(ctx, func(tx *sql.Tx) error {
 		ins := tx.Stmt(s.insertStmt)
 		for _, r := range rows {
-			if _, err := ins.Exec(r.insertArgs()...); err != nil {
-				return fmt.Errorf("sqlite store: load task %s: %w", r.id, err)
+			if _, err := ins.Exec(r.InsertArgs()...); err != nil {
+				return fmt.Errorf("sqlite store: load task %s: %w", r.ID, err)
 			}
 		}
 		return nil

@@ -5,8 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
@@ -16,7 +17,7 @@ import (
 // (lease 0) first, then by how long ago their lease ended, then oldest
 // first. LIMIT -1 means no limit.
 const (
-	// The tasks whose lease ended before now: ? is ceilMS(now).
+	// The tasks whose lease ended before now: ? is rowcodec.CeilMS(now).
 	claimSQL = `SELECT ` + taskColumns + ` FROM tasks
 		WHERE status IN ('working', 'input_required') AND lease_expires_at_ms < ? AND queued = 0
 		ORDER BY lease_expires_at_ms, created_at_ms, id LIMIT ?`
@@ -66,7 +67,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]*task.Task
 		if req.IgnoreLeases {
 			rows, err = tx.Stmt(s.claimAllStmt).Query(req.Runner, limit)
 		} else {
-			rows, err = tx.Stmt(s.claimStmt).Query(ceilMS(req.Now), limit)
+			rows, err = tx.Stmt(s.claimStmt).Query(rowcodec.CeilMS(req.Now), limit)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("sqlite store: claim: %w", err)

@@ -3,12 +3,13 @@ package sqlite
 import (
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
@@ -25,8 +26,8 @@ func TestLeaseEncoding(t *testing.T) {
 		{time.UnixMilli(-1500).Add(time.Nanosecond), -1499},
 		{time.UnixMilli(-1500), -1500},
 	} {
-		if got := ceilMS(tc.in); got != tc.ceil {
-			t.Errorf("ceilMS(%v) = %d, want %d", tc.in, got, tc.ceil)
+		if got := rowcodec.CeilMS(tc.in); got != tc.ceil {
+			t.Errorf("rowcodec.CeilMS(%v) = %d, want %d", tc.in, got, tc.ceil)
 		}
 	}
 	if leaseMS(time.Time{}) != 0 || !rowcodec.OpTime(0).IsZero() {

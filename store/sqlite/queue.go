@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
 	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"

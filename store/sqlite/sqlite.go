@@ -31,7 +31,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"log/slog"
 	"net/url"
 	"os"
@@ -42,6 +41,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcptask/mcptask/store/internal/rowcodec"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/history"
@@ -600,23 +601,23 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	instance := store.InstanceOf(ctx)
 	err = s.writeNew(ctx, func(tx *sql.Tx) error {
 		queued = nil
-		if r.idempotencyKey != "" {
+		if r.IdempotencyKey != "" {
 			// The write transaction holds the database's write lock, so
 			// no other writer, in this process or another, can insert
 			// the key between this read and the insert.
-			old, err := scanTask(tx.Stmt(s.wByKeyStmt).QueryRow(r.keyOwner, r.idempotencyKey))
+			old, err := scanTask(tx.Stmt(s.wByKeyStmt).QueryRow(r.KeyOwner, r.IdempotencyKey))
 			if err == nil {
 				return &store.DuplicateError{Task: old}
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("sqlite store: insert task %s: looking up its idempotency key: %w", r.id, err)
+				return fmt.Errorf("sqlite store: insert task %s: looking up its idempotency key: %w", r.ID, err)
 			}
 		}
 		if maxActive > 0 {
 			// The same write lock keeps the count true until the insert.
 			var n int64
-			if err := tx.Stmt(s.wCountActiveStmt).QueryRow(r.owner, int64(maxActive)).Scan(&n); err != nil {
-				return fmt.Errorf("sqlite store: insert task %s: counting the owner's unfinished tasks: %w", r.id, err)
+			if err := tx.Stmt(s.wCountActiveStmt).QueryRow(r.Owner, int64(maxActive)).Scan(&n); err != nil {
+				return fmt.Errorf("sqlite store: insert task %s: counting the owner's unfinished tasks: %w", r.ID, err)
 			}
 			if n >= int64(maxActive) {
 				return store.ErrTooManyActive
@@ -624,33 +625,31 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 		}
 		ins := r
 		if opts.MaxConcurrent > 0 {
-			running, waiting, err := s.queueCounts(tx, r.queue)
+			running, waiting, err := s.queueCounts(tx, r.Queue)
 			if err != nil {
-				return fmt.Errorf("sqlite store: insert task %s: counting queue %q: %w", r.id, r.queue, err)
+				return fmt.Errorf("sqlite store: insert task %s: counting queue %q: %w", r.ID, r.Queue, err)
 			}
 			if waiting > 0 || running >= int64(opts.MaxConcurrent) {
-				w := *r
-				w.queued, w.runner, w.leaseMS, w.attempts = true, "", 0, 0
-				w.statusMessage = task.QueuedMessage(waiting)
-				ins, queued = &w, &w
+				queued = r.InQueue(waiting)
+				ins = queued
 			}
 		}
-		res, err := tx.Stmt(s.insertStmt).Exec(ins.insertArgs()...)
+		res, err := tx.Stmt(s.insertStmt).Exec(ins.InsertArgs()...)
 		if err != nil {
-			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
+			return fmt.Errorf("sqlite store: insert task %s: %w", r.ID, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return fmt.Errorf("sqlite store: insert task %s: %w", r.id, err)
+			return fmt.Errorf("sqlite store: insert task %s: %w", r.ID, err)
 		}
 		if n == 0 {
 			return store.ErrExists
 		}
-		return s.insertEvents(tx, r.id, history.Events(nil, eventTask(ins), storeNow(), instance))
+		return s.insertEvents(tx, r.ID, history.Events(nil, ins.EventTask(), storeNow(), instance))
 	})
 	if err == nil && queued != nil {
 		t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
-		t.StatusMessage = queued.statusMessage
+		t.StatusMessage = queued.StatusMessage
 	}
 	return err
 }
@@ -700,15 +699,15 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tx.Stmt(s.updateStmt).Exec(r.updateArgs()...); err != nil {
+		if _, err := tx.Stmt(s.updateStmt).Exec(r.UpdateArgs()...); err != nil {
 			return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
 		}
-		if err := s.insertEvents(tx, r.id, history.Events(&before, t, storeNow(), instance)); err != nil {
+		if err := s.insertEvents(tx, r.ID, history.Events(&before, t, storeNow(), instance)); err != nil {
 			return nil, err
 		}
-		t.CreatedAt = rowcodec.MSTime(r.createdMS)
-		t.LastUpdatedAt = rowcodec.MSTime(r.updatedMS)
-		t.LeaseExpiresAt = rowcodec.OpTime(r.leaseMS)
+		t.CreatedAt = rowcodec.MSTime(r.CreatedMS)
+		t.LastUpdatedAt = rowcodec.MSTime(r.UpdatedMS)
+		t.LeaseExpiresAt = rowcodec.OpTime(r.LeaseMS)
 		out = t
 		return []task.ID{id}, nil
 	})
@@ -797,7 +796,7 @@ func scanAll(rows *sql.Rows) ([]*task.Task, error) {
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Stmt(s.deleteExpiredStmt).Exec(unixNano(now))
+		res, err := tx.Stmt(s.deleteExpiredStmt).Exec(rowcodec.UnixNano(now))
 		if err != nil {
 			return fmt.Errorf("sqlite store: delete expired: %w", err)
 		}
