@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
-	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
@@ -20,14 +19,6 @@ var _ store.Ledger = (*Store)(nil)
 
 const opColumns = `key, task_id, tool, owner, object, object_version, effect, state, receipt, detail,
 	created_at_ms, updated_at_ms, reconciled_at_ms, correlation`
-
-// opMS is a ledger time as Unix milliseconds, 0 for the zero time.
-func opMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
 
 // scanOp reads one operation selected with opColumns.
 func scanOp(sc pgx.Row) (*task.Operation, error) { return rowcodec.Operation(sc) }
@@ -42,28 +33,15 @@ func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.
 	if s.closed() {
 		return nil, ErrClosed
 	}
-	o := *op
-	if err := o.Normalize(); err != nil {
-		return nil, fmt.Errorf("postgres store: record operation: %w", err)
-	}
-	now := time.Now().UTC()
-	if o.CreatedAt.IsZero() {
-		o.CreatedAt = now
-	}
-	if o.UpdatedAt.IsZero() {
-		o.UpdatedAt = o.CreatedAt
-	}
-	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	o, args, err := rowcodec.RecordArgs(op, time.Now(), "postgres store")
 	if err != nil {
-		return nil, fmt.Errorf("postgres store: record operation %q: %w", o.Key, err)
+		return nil, err
 	}
 	got, err := scanOp(s.pool.QueryRow(ctx, s.opSQL(`WITH ins AS (
 		INSERT INTO %[1]s.operations (`+opColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 		ON CONFLICT (key) DO NOTHING RETURNING `+opColumns+`)
-	SELECT `+opColumns+` FROM ins`), o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
-		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
-		o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt), corr))
+	SELECT `+opColumns+` FROM ins`), args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key existed (or was inserted by a transaction that has
 		// committed since: ON CONFLICT waited for it).
@@ -97,28 +75,18 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 	if err := fn(o); err != nil {
 		return nil, err
 	}
-	if o.Key != key {
-		return nil, fmt.Errorf("postgres store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
-	}
-	if err := o.Normalize(); err != nil {
-		return nil, fmt.Errorf("postgres store: update operation: %w", err)
-	}
-	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	args, err := rowcodec.UpdateArgs(o, key, "postgres store")
 	if err != nil {
-		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
+		return nil, err
 	}
 	if _, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.operations SET task_id = $1, tool = $2, owner = $3, object = $4,
 		object_version = $5, effect = $6, state = $7, receipt = $8, detail = $9, updated_at_ms = $10,
-		reconciled_at_ms = $11, correlation = $12 WHERE key = $13`), string(o.TaskID), o.Tool, string(o.Owner), o.Object,
-		o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
-		opMS(o.ReconciledAt), corr, key); err != nil {
+		reconciled_at_ms = $11, correlation = $12 WHERE key = $13`), args...); err != nil {
 		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("postgres store: update operation %q: %w", key, err)
 	}
-	o.UpdatedAt = rowcodec.MSTime(o.UpdatedAt.UnixMilli())
-	o.ReconciledAt = rowcodec.OpTime(opMS(o.ReconciledAt))
 	return o, nil
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/cursor"
-	"github.com/mcptask/mcptask/store/internal/jsoncol"
 	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
@@ -28,14 +27,6 @@ const opUpdateSQL = `UPDATE operations SET task_id = ?, tool = ?, owner = ?, obj
 
 const opGetSQL = `SELECT ` + opColumns + ` FROM operations WHERE key = ?`
 
-// opMS is a ledger time as Unix milliseconds, 0 for the zero time.
-func opMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
 // scanOp reads one operation selected with opColumns.
 func scanOp(sc scanner) (*task.Operation, error) { return rowcodec.Operation(sc) }
 
@@ -43,26 +34,13 @@ func scanOp(sc scanner) (*task.Operation, error) { return rowcodec.Operation(sc)
 // the operation as stored; see [store.Ledger]. A zero CreatedAt or
 // UpdatedAt is the current time.
 func (s *Store) RecordOperation(ctx context.Context, op *task.Operation) (*task.Operation, error) {
-	o := *op
-	if err := o.Normalize(); err != nil {
-		return nil, fmt.Errorf("sqlite store: record operation: %w", err)
-	}
-	now := time.Now().UTC()
-	if o.CreatedAt.IsZero() {
-		o.CreatedAt = now
-	}
-	if o.UpdatedAt.IsZero() {
-		o.UpdatedAt = o.CreatedAt
-	}
-	corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+	o, args, err := rowcodec.RecordArgs(op, time.Now(), "sqlite store")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
+		return nil, err
 	}
 	var out *task.Operation
 	err = s.writeTouching(ctx, func(tx *sql.Tx) ([]task.ID, error) {
-		if _, err := tx.Exec(opInsertSQL, o.Key, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
-			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.CreatedAt.UnixMilli(),
-			o.UpdatedAt.UnixMilli(), opMS(o.ReconciledAt), corr); err != nil {
+		if _, err := tx.Exec(opInsertSQL, args...); err != nil {
 			return nil, fmt.Errorf("sqlite store: record operation %q: %w", o.Key, err)
 		}
 		got, err := scanOp(tx.QueryRow(opGetSQL, o.Key))
@@ -96,23 +74,13 @@ func (s *Store) UpdateOperation(ctx context.Context, key string, fn func(op *tas
 		if err := callOpFn(fn, o); err != nil {
 			return nil, err
 		}
-		if o.Key != key {
-			return nil, fmt.Errorf("sqlite store: UpdateOperation of %q: fn changed the key to %q", key, o.Key)
-		}
-		if err := o.Normalize(); err != nil {
-			return nil, fmt.Errorf("sqlite store: update operation: %w", err)
-		}
-		corr, err := jsoncol.EncodeCorrelation(o.Correlation)
+		args, err := rowcodec.UpdateArgs(o, key, "sqlite store")
 		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(opUpdateSQL, args...); err != nil {
 			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
 		}
-		if _, err := tx.Exec(opUpdateSQL, string(o.TaskID), o.Tool, string(o.Owner), o.Object,
-			o.ObjectVersion, o.Effect, string(o.State), o.Receipt, o.Detail, o.UpdatedAt.UnixMilli(),
-			opMS(o.ReconciledAt), corr, key); err != nil {
-			return nil, fmt.Errorf("sqlite store: update operation %q: %w", key, err)
-		}
-		o.UpdatedAt = rowcodec.MSTime(o.UpdatedAt.UnixMilli())
-		o.ReconciledAt = rowcodec.OpTime(opMS(o.ReconciledAt))
 		out = o
 		return []task.ID{before, o.TaskID}, nil
 	})
