@@ -159,49 +159,23 @@ func (s *Store) browseCursors() cursor.Signer {
 }
 
 // browseWhere returns the conditions of q (with its status and cursor
-// conditions if all is set) and their arguments, or ErrBadCursor.
-func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error) {
-	var (
-		conds []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+// conditions if paging is set) and their arguments, or ErrBadCursor.
+func (s *Store) browseWhere(q store.BrowseQuery, paging bool) (string, []any, error) {
+	conds, args, err := rowcodec.BrowseFilter(q, s.browseCursors(), paging)
+	if err != nil {
+		return "", nil, err
 	}
-	if all && len(q.Statuses) > 0 {
+	if paging && len(q.Statuses) > 0 {
 		st := make([]string, len(q.Statuses))
 		for i, x := range q.Statuses {
 			st[i] = string(x)
 		}
 		if len(st) == 1 {
 			// A range of tasks_status_created, in the listing's order.
-			conds = append(conds, "status = "+arg(st[0]))
+			conds, args = append(conds, "status = ?"), append(args, st[0])
 		} else {
-			conds = append(conds, "status = ANY("+arg(st)+"::text[])")
+			conds, args = append(conds, "status = ANY(?::text[])"), append(args, st)
 		}
-	}
-	if q.Tool != "" {
-		conds = append(conds, "tool = "+arg(q.Tool))
-	}
-	if q.Owner != "" {
-		conds = append(conds, "owner = "+arg(string(q.Owner)))
-	}
-	if !q.CreatedAfter.IsZero() {
-		conds = append(conds, "created_at_ms >= "+arg(rowcodec.CeilMS(q.CreatedAfter)))
-	}
-	if !q.CreatedBefore.IsZero() {
-		conds = append(conds, "created_at_ms < "+arg(rowcodec.CeilMS(q.CreatedBefore)))
-	}
-	if all && q.Cursor != "" {
-		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
-		if err != nil {
-			return "", nil, err
-		}
-		if _, err := task.ParseID(id); err != nil {
-			return "", nil, store.ErrBadCursor
-		}
-		conds = append(conds, "(created_at_ms, id) < ("+arg(createdMS)+", "+arg(id)+")")
 	}
 	for _, v := range []string{q.Tool, string(q.Owner)} {
 		if checkText(v) != nil {
@@ -212,15 +186,7 @@ func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error
 	if len(conds) == 0 {
 		return "", args, nil
 	}
-	return " WHERE " + strings.Join(conds, " AND "), args, nil
-}
-
-// browseLimit is the page size of a BrowseQuery's Limit.
-func browseLimit(n int) int {
-	if n <= 0 {
-		n = store.DefaultBrowseLimit
-	}
-	return min(n, store.MaxBrowseLimit)
+	return " WHERE " + strings.Join(rowcodec.Numbered(conds, 1), " AND "), args, nil
 }
 
 // Browse returns a page of the tasks q selects, every owner's, newest
@@ -238,8 +204,7 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	if err != nil {
 		return nil, "", err
 	}
-	limit := browseLimit(q.Limit)
-	args = append(args, limit+1)
+	args = append(args, rowcodec.BrowseLimit(q.Limit)+1)
 	query := `SELECT ` + taskColumns + ` FROM ` + s.quoted + `.tasks` + where +
 		` ORDER BY created_at_ms DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, query, args...)
@@ -250,12 +215,7 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	if err != nil {
 		return nil, "", fmt.Errorf("postgres store: browse: %w", err)
 	}
-	next := ""
-	if len(tasks) > limit {
-		tasks = tasks[:limit]
-		last := tasks[limit-1]
-		next = s.browseCursors().MakeAt("", last.CreatedAt.UnixMilli(), string(last.ID))
-	}
+	tasks, next := rowcodec.BrowsePage(q, s.browseCursors(), tasks)
 	return tasks, next, nil
 }
 

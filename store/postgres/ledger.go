@@ -105,14 +105,7 @@ func (s *Store) Operations(ctx context.Context, q store.OperationQuery) ([]*task
 	if err != nil {
 		return nil, "", err
 	}
-	n := 0
-	for i, cond := range where { // ? → $1, $2, … in the order of args
-		for strings.Contains(cond, "?") {
-			n++
-			cond = strings.Replace(cond, "?", fmt.Sprintf("$%d", n), 1)
-		}
-		where[i] = cond
-	}
+	where = rowcodec.Numbered(where, 1)
 	text := `SELECT ` + opColumns + ` FROM %[1]s.operations`
 	if len(where) > 0 {
 		text += ` WHERE ` + strings.Join(where, " AND ")

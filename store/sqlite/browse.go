@@ -99,36 +99,14 @@ func (s *Store) browseCursors() cursor.Signer {
 }
 
 // browseWhere returns the conditions of q (with its status and cursor
-// conditions if all is set) and their arguments, or ErrBadCursor.
-func (s *Store) browseWhere(q store.BrowseQuery, all bool) (string, []any, error) {
-	var (
-		conds []string
-		args  []any
-	)
-	if all && len(q.Statuses) > 0 {
-		conds = append(conds, statusCond(q.Statuses))
+// conditions if paging is set) and their arguments, or ErrBadCursor.
+func (s *Store) browseWhere(q store.BrowseQuery, paging bool) (string, []any, error) {
+	conds, args, err := rowcodec.BrowseFilter(q, s.browseCursors(), paging)
+	if err != nil {
+		return "", nil, err
 	}
-	if q.Tool != "" {
-		conds, args = append(conds, "tool = ?"), append(args, q.Tool)
-	}
-	if q.Owner != "" {
-		conds, args = append(conds, "owner = ?"), append(args, string(q.Owner))
-	}
-	if !q.CreatedAfter.IsZero() {
-		conds, args = append(conds, "created_at_ms >= ?"), append(args, rowcodec.CeilMS(q.CreatedAfter))
-	}
-	if !q.CreatedBefore.IsZero() {
-		conds, args = append(conds, "created_at_ms < ?"), append(args, rowcodec.CeilMS(q.CreatedBefore))
-	}
-	if all && q.Cursor != "" {
-		createdMS, id, err := s.browseCursors().ParseAt("", q.Cursor)
-		if err != nil {
-			return "", nil, err
-		}
-		if _, err := task.ParseID(id); err != nil {
-			return "", nil, store.ErrBadCursor
-		}
-		conds, args = append(conds, "(created_at_ms, id) < (?, ?)"), append(args, createdMS, id)
+	if paging && len(q.Statuses) > 0 {
+		conds = append([]string{statusCond(q.Statuses)}, conds...) // no placeholders
 	}
 	if len(conds) == 0 {
 		return "", nil, nil
@@ -183,14 +161,6 @@ func statusCond(statuses []task.Status) string {
 	return c
 }
 
-// browseLimit is the page size of a BrowseQuery's Limit.
-func browseLimit(n int) int {
-	if n <= 0 {
-		n = store.DefaultBrowseLimit
-	}
-	return min(n, store.MaxBrowseLimit)
-}
-
 // readStmt returns the prepared statement of the read pool for query,
 // preparing it on first use (the filters of Browse make a few dozen
 // variants at most).
@@ -228,12 +198,11 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	if err != nil {
 		return nil, "", err
 	}
-	limit := browseLimit(q.Limit)
 	st, err := s.readStmt(ctx, `SELECT `+taskColumns+` FROM tasks`+where+` ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
 	if err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
 	}
-	rows, err := st.QueryContext(ctx, append(args, limit+1)...)
+	rows, err := st.QueryContext(ctx, append(args, rowcodec.BrowseLimit(q.Limit)+1)...)
 	if err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
 	}
@@ -241,12 +210,7 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	if err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
 	}
-	next := ""
-	if len(tasks) > limit {
-		tasks = tasks[:limit]
-		last := tasks[limit-1]
-		next = s.browseCursors().MakeAt("", last.CreatedAt.UnixMilli(), string(last.ID))
-	}
+	tasks, next := rowcodec.BrowsePage(q, s.browseCursors(), tasks)
 	return tasks, next, nil
 }
 

@@ -90,3 +90,13 @@ func TestTimes(t *testing.T) {
 		t.Errorf("CeilMS: %d %d %d", CeilMS(at), CeilMS(at.Add(time.Nanosecond)), CeilMS(at.Add(-time.Nanosecond)))
 	}
 }
+
+func TestNumbered(t *testing.T) {
+	got := Numbered([]string{"a = ?", "(x, y) < (?, ?)", "status = ANY(?::text[])", "false"}, 1)
+	want := []string{"a = $1", "(x, y) < ($2, $3)", "status = ANY($4::text[])", "false"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("Numbered[%d] = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
