@@ -44,33 +44,24 @@ type HTTPJobConfig struct {
 	Description string         `yaml:"description"`
 	InputSchema map[string]any `yaml:"inputSchema"`
 	Start       struct {
-		Method  string            `yaml:"method"`
-		URL     string            `yaml:"url"`
-		Headers map[string]string `yaml:"headers"`
-		Body    any               `yaml:"body"`
-		JobID   string            `yaml:"jobId"`
+		RequestConfig `yaml:",inline"`
+		JobID         string `yaml:"jobId"`
 	} `yaml:"start"`
 	Status struct {
-		URL       string            `yaml:"url"`
-		Headers   map[string]string `yaml:"headers"`
-		State     string            `yaml:"state"`
-		Message   string            `yaml:"message"`
-		Error     string            `yaml:"error"`
-		Working   []string          `yaml:"working"`
-		Completed []string          `yaml:"completed"`
-		Failed    []string          `yaml:"failed"`
-		Cancelled []string          `yaml:"cancelled"`
+		RequestConfig `yaml:",inline"`
+		State         string   `yaml:"state"`
+		Message       string   `yaml:"message"`
+		Error         string   `yaml:"error"`
+		Working       []string `yaml:"working"`
+		Completed     []string `yaml:"completed"`
+		Failed        []string `yaml:"failed"`
+		Cancelled     []string `yaml:"cancelled"`
 	} `yaml:"status"`
 	Result struct {
-		URL     string            `yaml:"url"`
-		Headers map[string]string `yaml:"headers"`
-		Pointer string            `yaml:"pointer"`
+		RequestConfig `yaml:",inline"`
+		Pointer       string `yaml:"pointer"`
 	} `yaml:"result"`
-	Cancel struct {
-		Method  string            `yaml:"method"`
-		URL     string            `yaml:"url"`
-		Headers map[string]string `yaml:"headers"`
-	} `yaml:"cancel"`
+	Cancel RequestConfig `yaml:"cancel"`
 	// IdempotentStart declares that the job API honours Idempotency-Key:
 	// a start interrupted by a crash is sent again with the same key.
 	IdempotentStart bool     `yaml:"idempotentStart"`
@@ -87,13 +78,11 @@ type HTTPJobConfig struct {
 func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 	return httpjob.Tool{
 		Name: name, Description: hc.Description, InputSchema: hc.InputSchema,
-		Start: httpjob.Start{Method: strings.ToUpper(hc.Start.Method), URL: hc.Start.URL, Headers: hc.Start.Headers,
-			Body: jsonBody(hc.Start.Body), JobID: hc.Start.JobID},
-		Status: httpjob.Status{URL: hc.Status.URL, Headers: hc.Status.Headers, State: hc.Status.State, Message: hc.Status.Message,
-			Error: hc.Status.Error, Working: hc.Status.Working, Completed: hc.Status.Completed, Failed: hc.Status.Failed,
-			Cancelled: hc.Status.Cancelled},
-		Result:          httpjob.Result{URL: hc.Result.URL, Headers: hc.Result.Headers, Pointer: hc.Result.Pointer},
-		Cancel:          httpjob.Cancel{Method: strings.ToUpper(hc.Cancel.Method), URL: hc.Cancel.URL, Headers: hc.Cancel.Headers},
+		Start: httpjob.Start{Request: hc.Start.request(), JobID: hc.Start.JobID},
+		Status: httpjob.Status{Request: hc.Status.request(), State: hc.Status.State, Message: hc.Status.Message, Error: hc.Status.Error,
+			Working: hc.Status.Working, Completed: hc.Status.Completed, Failed: hc.Status.Failed, Cancelled: hc.Status.Cancelled},
+		Result:          httpjob.Result{Request: hc.Result.request(), Pointer: hc.Result.Pointer},
+		Cancel:          httpjob.Cancel{Request: hc.Cancel.request()},
 		PollInterval:    time.Duration(hc.PollInterval),
 		Timeout:         time.Duration(hc.Timeout),
 		IdempotentStart: hc.IdempotentStart,
@@ -102,6 +91,22 @@ func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 		MaxTTL:          time.Duration(hc.MaxTTL),
 		Secrets:         hc.secrets,
 	}
+}
+
+// RequestConfig is a request of an httpJobs entry: start, status, result
+// and cancel each take one (see httpjob.Request).
+type RequestConfig struct {
+	Method   string            `yaml:"method"`
+	URL      string            `yaml:"url"`
+	Headers  map[string]string `yaml:"headers"`
+	Body     any               `yaml:"body"`     // a JSON body template
+	BodyText string            `yaml:"bodyText"` // a text body template
+}
+
+// request returns the httpjob request of rc.
+func (rc RequestConfig) request() httpjob.Request {
+	return httpjob.Request{Method: strings.ToUpper(rc.Method), URL: rc.URL, Headers: rc.Headers,
+		Body: jsonBody(rc.Body), BodyText: rc.BodyText}
 }
 
 // jsonBody returns a body template decoded from YAML as JSON values:

@@ -201,6 +201,10 @@ func TestCheckConfigGaps(t *testing.T) {
 		{"wrong type", "demo: false\n" + cmd("x", "    maxConcurrent: lots\n"), "5: commands.x.maxConcurrent: want a whole number, not `lots`"},
 		{"wrong type of a list", "demo: false\ncommands:\n  x:\n    argv: /bin/true\n", "4: commands.x.argv: want a list, not `/bin/true`"},
 		{"invalid UTF-8", "demo: false\n" + cmd("x", "    description: \"caf\xe9\"\n"), "5: the file is not valid UTF-8 (byte 0xe9 in column 22)"},
+		{"unknown field of an http job's cancel", "demo: false\nhttpJobs:\n  bb_build:\n    start: {url: http://127.0.0.1:1/j, jobId: /id}\n" +
+			"    status: {url: \"http://127.0.0.1:1/j/{jobId}\", state: /s, working: [a], completed: [b]}\n    cancel:\n      url: \"http://127.0.0.1:1/j/{jobId}\"\n      bodyy: {id: \"{jobId}\"}\n",
+			"8: httpJobs.bb_build.cancel.bodyy: unknown field"},
+		{"unknown field in a flow mapping", "demo: false\n" + cmd("x", "    log: {tailKiB: 1, tial: 2}\n"), "5: commands.x.log.tial: unknown field"},
 		{"alias bomb", aliasBomb(6), "11: commands.bomb.inputSchema.l4: the aliases (*l3) expand the document past 1048576 nodes: refused (a YAML alias bomb?)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

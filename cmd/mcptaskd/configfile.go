@@ -241,6 +241,38 @@ func fieldAt(n *yaml.Node, line int) string {
 	return best
 }
 
+// unknownField is yaml's error for a key that no field decodes.
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type .*$`)
+
+// keyPath returns the dotted path of the mapping key name on line (""
+// if none is there).
+func keyPath(n *yaml.Node, line int, name string) string {
+	var walk func(n *yaml.Node, path []string) string
+	walk = func(n *yaml.Node, path []string) string {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := append(slices.Clip(path), k.Value)
+				if k.Line == line && k.Value == name {
+					return strings.Join(p, ".")
+				}
+				if found := walk(v, p); found != "" {
+					return found
+				}
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				if found := walk(c, path); found != "" {
+					return found
+				}
+			}
+		}
+		return ""
+	}
+	return walk(n, nil)
+}
+
 // maxNodes bounds the nodes of a configuration once its aliases are
 // expanded: a few aliases of aliases (a "billion laughs" document) would
 // otherwise expand to gigabytes.
@@ -404,7 +436,13 @@ func parseFileConfigIn(data []byte, dir string, getenv func(string) string) (*Fi
 					l = fmt.Sprintf("want %s, not %s", goTypeName(t[3]), t[2])
 				}
 				n, _ := strconv.Atoi(m[1])
-				if field := fieldAt(docOf(&root), n); field != "" && !strings.Contains(l, " not found in type ") {
+				if u := unknownField.FindStringSubmatch(l); u != nil {
+					// The unknown key named by its whole path, e.g.
+					// httpJobs.build.cancel.bodyy: unknown field.
+					if path := keyPath(docOf(&root), n, u[1]); path != "" {
+						l = path + ": unknown field"
+					}
+				} else if field := fieldAt(docOf(&root), n); field != "" {
 					l = field + ": " + l
 				}
 				l = m[1] + ": " + l

@@ -202,7 +202,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _ = exec.Command(daemonBin, "-check-config", unknown).CombinedOutput()
-	if !strings.Contains(string(out), unknown+":3: field comand not found") {
+	if !strings.Contains(string(out), unknown+":3: mcpServers.one.comand: unknown field") {
 		t.Errorf("-check-config of a misspelt field:\n%s", out)
 	}
 	// The example shipped in the repository stays valid.

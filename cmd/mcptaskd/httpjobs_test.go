@@ -206,7 +206,7 @@ httpJobs:
 		`8: httpJobs.deploy.start.jobId: "id" is not a JSON pointer`,
 		`11: httpJobs.deploy.status.state: "/state~" is not a JSON pointer`,
 		"9: httpJobs.deploy.status.completed: list the states of a job that succeeded",
-		"13: httpJobs.deploy.cancel.url: required with a cancel method",
+		"13: httpJobs.deploy.cancel.url: required with a method, headers or a body",
 		"14: httpJobs.deploy.pollInterval: 1ms: want at least 10ms",
 	} {
 		if !strings.Contains(err.Error(), want) {

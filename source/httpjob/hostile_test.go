@@ -69,9 +69,8 @@ func secretTool(base string) httpjob.Tool {
 		Name: "build",
 		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"name": map[string]any{"type": "string"}, "id": map[string]any{"type": "string"}}},
-		Start: httpjob.Start{URL: base + "/m/{name}/jobs", Headers: h, JobID: "/id", Body: map[string]any{"id": "{id}"}},
-		Status: httpjob.Status{URL: base + "/jobs/{jobId}", Headers: h, State: "/state", Message: "/progress", Error: "/error",
-			Working: []string{"running"}, Completed: []string{"succeeded"}, Failed: []string{"failed"}},
+		Start:        httpjob.Start{Request: httpjob.Request{URL: base + "/m/{name}/jobs", Headers: h, Body: map[string]any{"id": "{id}"}}, JobID: "/id"},
+		Status:       httpjob.Status{Request: httpjob.Request{URL: base + "/jobs/{jobId}", Headers: h}, State: "/state", Message: "/progress", Error: "/error", Working: []string{"running"}, Completed: []string{"succeeded"}, Failed: []string{"failed"}},
 		Result:       httpjob.Result{Pointer: "/output"},
 		PollInterval: 20 * time.Millisecond,
 		Support:      mcptask.Optional,

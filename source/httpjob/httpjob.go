@@ -7,15 +7,15 @@
 //		Description: "Builds a git ref",
 //		InputSchema: map[string]any{"type": "object",
 //			"properties": map[string]any{"ref": map[string]any{"type": "string"}}},
-//		Start: httpjob.Start{Method: "POST", URL: "https://ci.example.com/jobs",
+//		Start: httpjob.Start{Request: httpjob.Request{Method: "POST", URL: "https://ci.example.com/jobs",
 //			Headers: map[string]string{"Authorization": "Bearer " + token},
-//			Body:    map[string]any{"ref": "{ref}"}, JobID: "/id"},
-//		Status: httpjob.Status{URL: "https://ci.example.com/jobs/{jobId}",
+//			Body:    map[string]any{"ref": "{ref}"}}, JobID: "/id"},
+//		Status: httpjob.Status{Request: httpjob.Request{URL: "https://ci.example.com/jobs/{jobId}"},
 //			State: "/state", Message: "/progress", Error: "/error/message",
 //			Working: []string{"queued", "running"}, Completed: []string{"succeeded"},
 //			Failed: []string{"failed"}, Cancelled: []string{"cancelled"}},
 //		Result:  httpjob.Result{Pointer: "/output"},
-//		Cancel:  httpjob.Cancel{Method: "POST", URL: "https://ci.example.com/jobs/{jobId}/cancel"},
+//		Cancel:  httpjob.Cancel{Request: httpjob.Request{URL: "https://ci.example.com/jobs/{jobId}/cancel"}},
 //		Support: mcptask.Optional,
 //	}}, http.DefaultClient, logger)
 //	err := jobs.Register(ctx, ts)
@@ -33,11 +33,15 @@
 // failed job's error (at Status.Error) an isError result, a cancel of the
 // task sends the cancel request.
 //
-// Templates: {name} is the call's argument name (escaped for a path
-// segment, or for a query value after the '?', in URLs), {jobId} the
-// job's ID. In a body template, a string that is exactly "{name}" becomes
-// the argument's JSON value (a number stays a number); other strings get
-// the values interpolated as text.
+// Every request (start, status, result, cancel) has a method, a URL,
+// headers and a body: JSON (Body) or text (BodyText). Templates: {name}
+// is the call's argument name (escaped for a path segment, or for a query
+// value after the '?', in URLs), {jobId} the job's ID. An argument the
+// call omits takes its default from the input schema, if it has one. In
+// a JSON body template, a string that is exactly "{name}" becomes the
+// argument's JSON value (a number stays a number), and an object member
+// of an argument given neither by the call nor by a default is left out;
+// other strings get the values interpolated as text, as in a text body.
 //
 // After a crash, a restart, a graceful hand-back or a takeover by another
 // instance, the task's work runs again (ToolOptions.Reattach) and
@@ -115,16 +119,27 @@ type Tool struct {
 	Secrets []string
 }
 
-// Start is the request that starts a job.
-type Start struct {
-	// Method defaults to POST.
+// Request is a request to the job API. Its URL and body are templates
+// (see the package doc): {name} is an argument of the call, {jobId} the
+// job's ID once known. Header values are sent as they are (secrets).
+type Request struct {
+	// Method defaults to POST for a start or a cancel, GET for the others.
 	Method string
-	// URL is a template of the call's arguments.
+	// URL is an http:// or https:// URL template; no placeholder may
+	// stand in its scheme, host or port.
 	URL     string
 	Headers map[string]string
 	// Body is a JSON body template (decoded JSON: maps, lists, strings,
-	// numbers); nil sends no body.
-	Body any
+	// numbers), sent as application/json; BodyText a text body template,
+	// sent as text/plain unless Headers set a Content-Type. At most one
+	// is set; with neither, no body is sent.
+	Body     any
+	BodyText string
+}
+
+// Start is the request that starts a job.
+type Start struct {
+	Request
 	// JobID is the JSON pointer of the job's ID in the answer (a string
 	// or a number).
 	JobID string
@@ -133,9 +148,8 @@ type Start struct {
 // Status is the request that reads a job's state, and how its answer maps
 // to the task.
 type Status struct {
-	// URL is a template with {jobId} (and any argument).
-	URL     string
-	Headers map[string]string
+	// Request's URL needs {jobId}.
+	Request
 	// State is the JSON pointer of the job's state, whose value is one of
 	// Working, Completed, Failed or Cancelled; any other value (or none)
 	// fails the task loudly.
@@ -154,23 +168,18 @@ type Status struct {
 
 // Result says where a completed job's result is: with no URL, at Pointer
 // in the last status answer; with a URL (a template with {jobId}), at
-// Pointer in the answer to a GET of it. Pointer "" is the whole answer.
+// Pointer in the answer to its request. Pointer "" is the whole answer.
 // The result is the task's: a string as text, anything else as JSON text
 // (and, for an object, as structured content).
 type Result struct {
-	URL     string
-	Headers map[string]string
+	Request
 	Pointer string
 }
 
 // Cancel is the request that cancels a job, sent when the task is
 // cancelled or times out; with no URL a job is never cancelled.
 type Cancel struct {
-	// Method defaults to POST.
-	Method string
-	// URL is a template with {jobId} (and any argument).
-	URL     string
-	Headers map[string]string
+	Request
 }
 
 // Defaults and bounds.
@@ -284,17 +293,28 @@ func (t Tool) Check() []Problem {
 		}
 	}
 
-	checkMethod("start.method", t.Start.Method)
-	checkURL("start.url", t.Start.URL, false, true)
-	checkHeaders("start.headers", t.Start.Headers)
-	known("start.body", false, bodyNames(t.Start.Body))
+	checkRequest := func(field string, req Request, withJobID, required bool) {
+		checkMethod(field+".method", req.Method)
+		checkURL(field+".url", req.URL, withJobID, required)
+		checkHeaders(field+".headers", req.Headers)
+		known(field+".body", withJobID, bodyNames(req.Body))
+		known(field+".bodyText", withJobID, names(req.BodyText))
+		if req.Body != nil && req.BodyText != "" {
+			bad(field+".bodyText", "set body (JSON) or bodyText, not both")
+		}
+		if req.URL == "" && !required && (req.Method != "" || len(req.Headers) > 0 || req.Body != nil || req.BodyText != "") {
+			bad(field+".url", "required with a method, headers or a body")
+		}
+	}
+
+	checkRequest("start", t.Start.Request, false, true)
 	checkPtr("start.jobId", t.Start.JobID, true)
 
-	checkURL("status.url", t.Status.URL, true, true)
-	if t.Status.URL != "" && !slices.Contains(names(t.Status.URL), jobIDName) {
-		bad("status.url", "want {jobId} in it")
+	checkRequest("status", t.Status.Request, true, true)
+	if t.Status.URL != "" && !slices.Contains(names(t.Status.URL), jobIDName) && !slices.Contains(bodyNames(t.Status.Body), jobIDName) &&
+		!slices.Contains(names(t.Status.BodyText), jobIDName) {
+		bad("status.url", "want {jobId} in it (or in the status body)")
 	}
-	checkHeaders("status.headers", t.Status.Headers)
 	checkPtr("status.state", t.Status.State, true)
 	checkPtr("status.message", t.Status.Message, false)
 	checkPtr("status.error", t.Status.Error, false)
@@ -317,19 +337,10 @@ func (t Tool) Check() []Problem {
 		}
 	}
 
-	checkURL("result.url", t.Result.URL, true, false)
-	if t.Result.URL == "" && len(t.Result.Headers) > 0 {
-		bad("result.headers", "headers need a result url")
-	}
-	checkHeaders("result.headers", t.Result.Headers)
+	checkRequest("result", t.Result.Request, true, false)
 	checkPtr("result.pointer", t.Result.Pointer, false)
 
-	checkMethod("cancel.method", t.Cancel.Method)
-	checkURL("cancel.url", t.Cancel.URL, true, false)
-	if t.Cancel.URL == "" && (t.Cancel.Method != "" || len(t.Cancel.Headers) > 0) {
-		bad("cancel.url", "required with a cancel method or headers")
-	}
-	checkHeaders("cancel.headers", t.Cancel.Headers)
+	checkRequest("cancel", t.Cancel.Request, true, false)
 
 	if t.PollInterval < 0 {
 		bad("pollInterval", "must not be negative")

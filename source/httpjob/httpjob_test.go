@@ -38,12 +38,10 @@ func buildTool(base string, inline bool) httpjob.Tool {
 		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
 			"ref": map[string]any{"type": "string"}, "count": map[string]any{"type": "integer"},
 			"reject": map[string]any{"type": "string"}}},
-		Start: httpjob.Start{URL: base + "/jobs", Headers: auth, JobID: "/id",
-			Body: map[string]any{"ref": "{ref}", "count": "{count}", "note": "build of {ref}", "reject": "{reject}"}},
-		Status: httpjob.Status{URL: base + "/jobs/{jobId}", Headers: auth, State: "/state", Message: "/progress", Error: "/error/message",
-			Working: []string{"running"}, Completed: []string{"succeeded"}, Failed: []string{"failed"}, Cancelled: []string{"cancelled"}},
-		Result:          httpjob.Result{URL: base + "/jobs/{jobId}/result", Headers: auth, Pointer: "/data"},
-		Cancel:          httpjob.Cancel{URL: base + "/jobs/{jobId}/cancel", Headers: auth},
+		Start:           httpjob.Start{Request: httpjob.Request{URL: base + "/jobs", Headers: auth, Body: map[string]any{"ref": "{ref}", "count": "{count}", "note": "build of {ref}", "reject": "{reject}"}}, JobID: "/id"},
+		Status:          httpjob.Status{Request: httpjob.Request{URL: base + "/jobs/{jobId}", Headers: auth}, State: "/state", Message: "/progress", Error: "/error/message", Working: []string{"running"}, Completed: []string{"succeeded"}, Failed: []string{"failed"}, Cancelled: []string{"cancelled"}},
+		Result:          httpjob.Result{Request: httpjob.Request{URL: base + "/jobs/{jobId}/result", Headers: auth}, Pointer: "/data"},
+		Cancel:          httpjob.Cancel{Request: httpjob.Request{URL: base + "/jobs/{jobId}/cancel", Headers: auth}},
 		PollInterval:    20 * time.Millisecond,
 		IdempotentStart: true,
 		Support:         mcptask.Optional,
@@ -349,8 +347,8 @@ func TestCheck(t *testing.T) {
 
 func ExampleTool_Check() {
 	t := httpjob.Tool{Name: "deploy",
-		Start:  httpjob.Start{URL: "https://jobs.example.com/deploy/{service}", JobID: "/id"},
-		Status: httpjob.Status{URL: "https://jobs.example.com/jobs/{jobId}", State: "state", Working: []string{"running"}, Completed: []string{"done"}}}
+		Start:  httpjob.Start{Request: httpjob.Request{URL: "https://jobs.example.com/deploy/{service}"}, JobID: "/id"},
+		Status: httpjob.Status{Request: httpjob.Request{URL: "https://jobs.example.com/jobs/{jobId}"}, State: "state", Working: []string{"running"}, Completed: []string{"done"}}}
 	for _, p := range t.Check() {
 		fmt.Println(p)
 	}

@@ -160,6 +160,7 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments are not a JSON object"}
 		}
 	}
+	withDefaults(r.v.args, jt.InputSchema)
 	if r.tk != nil {
 		raw, err := r.tk.ExternalRef(ctx)
 		if err != nil {
@@ -250,19 +251,7 @@ func (r *run) record(ctx context.Context, final bool) error {
 // start sends the start request (retrying what may be retried, always
 // with the same key) and reads the job's ID from its answer.
 func (r *run) start(ctx context.Context) error {
-	u, err := r.v.fillURL(r.Start.URL)
-	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
-	}
-	var body []byte
-	if r.Start.Body != nil {
-		body, err = json.Marshal(r.v.fillBody(r.Start.Body))
-		if err != nil {
-			return r.fail("encoding the start request's body: %v", err)
-		}
-	}
-	method := cmp(r.Start.Method, http.MethodPost)
-	code, answer, err := r.do(ctx, "starting the job", method, u, r.Start.Headers, body, r.ref.Key)
+	code, answer, err := r.send(ctx, "starting the job", r.Start.Request, http.MethodPost, r.ref.Key)
 	if err != nil {
 		return r.ended(ctx, "starting the job", err)
 	}
@@ -287,13 +276,9 @@ func (r *run) start(ctx context.Context) error {
 // prefix starts the first status message relayed (after a re-attachment).
 func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, error) {
 	r.v.jobID = r.ref.JobID
-	u, err := r.v.fillURL(r.Status.URL)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
-	}
 	var relayed string // the job's last message relayed
 	for {
-		code, answer, err := r.do(ctx, "reading the job's status", http.MethodGet, u, r.Status.Headers, nil, "")
+		code, answer, err := r.send(ctx, "reading the job's status", r.Status.Request, http.MethodGet, "")
 		if err != nil {
 			return nil, r.ended(ctx, "reading the job's status", err)
 		}
@@ -361,11 +346,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 // or from a result request.
 func (r *run) result(ctx context.Context, doc any, answer []byte) (*mcp.CallToolResult, error) {
 	if r.Result.URL != "" {
-		u, err := r.v.fillURL(r.Result.URL)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
-		}
-		code, b, err := r.do(ctx, "reading the job's result", http.MethodGet, u, r.Result.Headers, nil, "")
+		code, b, err := r.send(ctx, "reading the job's result", r.Result.Request, http.MethodGet, "")
 		if err != nil {
 			return nil, r.ended(ctx, "reading the job's result", err)
 		}
@@ -430,15 +411,10 @@ func (r *run) cancelJob() {
 		r.log.Info("the task ended; no cancel request is configured, the job may still run", "task", r.taskID(), "job", r.ref.JobID)
 		return
 	}
-	u, err := r.v.fillURL(r.Cancel.URL)
-	if err != nil {
-		r.log.Warn("cannot send the cancel request", "task", r.taskID(), "job", r.ref.JobID, "err", r.scrub(err.Error()))
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
 	defer cancel()
 	r.tk = nil // no status message: the task has ended
-	code, answer, err := r.do(ctx, "cancelling the job", cmp(r.Cancel.Method, http.MethodPost), u, r.Cancel.Headers, nil, "")
+	code, answer, err := r.send(ctx, "cancelling the job", r.Cancel.Request, http.MethodPost, "")
 	switch {
 	case err != nil:
 		r.log.Warn("the cancel request failed", "job", r.ref.JobID, "err", r.scrub(err.Error()))
@@ -447,6 +423,45 @@ func (r *run) cancelJob() {
 	default:
 		r.log.Info("job cancelled", "job", r.ref.JobID)
 	}
+}
+
+// send fills the templates of req and sends it (see do); method is its
+// default method. A template that cannot be filled is the call's invalid
+// params, and nothing is sent.
+func (r *run) send(ctx context.Context, what string, req Request, method, key string) (int, []byte, error) {
+	u, err := r.v.fillURL(req.URL)
+	if err != nil {
+		return 0, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
+	}
+	headers := req.Headers
+	var body []byte
+	switch {
+	case req.Body != nil:
+		if body, err = json.Marshal(r.v.fillBody(req.Body)); err != nil {
+			return 0, nil, r.fail("%s: encoding the request's body: %v", what, err)
+		}
+		headers = withDefault(headers, "Content-Type", "application/json")
+	case req.BodyText != "":
+		body = []byte(r.v.fillText(req.BodyText))
+		headers = withDefault(headers, "Content-Type", "text/plain; charset=utf-8")
+	}
+	return r.do(ctx, what, cmp(req.Method, method), u, headers, body, key)
+}
+
+// withDefault is h with the header k set to v unless h sets it (in any
+// case); h itself is not changed.
+func withDefault(h map[string]string, k, v string) map[string]string {
+	for name := range h {
+		if http.CanonicalHeaderKey(name) == k {
+			return h
+		}
+	}
+	out := make(map[string]string, len(h)+1)
+	for name, val := range h {
+		out[name] = val
+	}
+	out[k] = v
+	return out
 }
 
 // do sends one request, retrying connection errors, 5xx and 429 with
@@ -519,9 +534,6 @@ func (r *run) once(ctx context.Context, what, method, u string, headers map[stri
 	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
-	}
-	if body != nil && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	if key != "" {

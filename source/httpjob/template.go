@@ -129,41 +129,74 @@ func replaceAll(tmpl string, fn func(name string) string) string {
 }
 
 // fillBody fills a JSON body template: a string that is exactly "{name}"
-// becomes the argument's JSON value (null when the call did not give it);
-// other strings (and keys) get the values interpolated as text.
+// becomes the argument's JSON value; other strings (and keys) get the
+// values interpolated as text. An object member whose value is exactly
+// "{name}" of an argument the call did not give (and whose schema has no
+// default) is left out, not sent as null; in a list it is null.
 func (v vars) fillBody(tmpl any) any {
+	out, _ := v.fillValue(tmpl)
+	return out
+}
+
+// fillValue is fillBody; ok is false for "{name}" of an argument not
+// given.
+func (v vars) fillValue(tmpl any) (_ any, ok bool) {
 	switch t := tmpl.(type) {
 	case string:
 		if m := placeholder.FindStringSubmatch(t); m != nil && m[0] == t {
 			if m[1] == jobIDName && v.jobID != "" {
-				return v.jobID
+				return v.jobID, true
 			}
 			raw, ok := v.args[m[1]]
 			if !ok {
-				return nil
+				return nil, false
 			}
 			var val any
 			_ = json.Unmarshal(raw, &val)
-			return val
+			return val, true
 		}
-		return placeholder.ReplaceAllStringFunc(t, func(ph string) string {
-			s, _ := v.text(ph[1 : len(ph)-1])
-			return s
-		})
+		return v.fillText(t), true
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, e := range t {
-			out[v.fillBody(k).(string)] = v.fillBody(e)
+			if val, ok := v.fillValue(e); ok {
+				out[v.fillText(k)] = val
+			}
 		}
-		return out
+		return out, true
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = v.fillBody(e)
+			out[i], _ = v.fillValue(e)
 		}
-		return out
+		return out, true
 	}
-	return tmpl
+	return tmpl, true
+}
+
+// fillText fills a text template: each placeholder becomes its value as
+// text ("" for an argument not given).
+func (v vars) fillText(tmpl string) string {
+	return placeholder.ReplaceAllStringFunc(tmpl, func(ph string) string {
+		s, _ := v.text(ph[1 : len(ph)-1])
+		return s
+	})
+}
+
+// withDefaults adds to args the default of each property of schema (an
+// object schema's "properties") that args lacks.
+func withDefaults(args map[string]json.RawMessage, schema map[string]any) {
+	props, _ := schema["properties"].(map[string]any)
+	for name, p := range props {
+		pm, _ := p.(map[string]any)
+		d, ok := pm["default"]
+		if _, given := args[name]; given || !ok || d == nil {
+			continue
+		}
+		if b, err := json.Marshal(d); err == nil {
+			args[name] = b
+		}
+	}
 }
 
 // checkPointer checks the syntax of an RFC 6901 JSON pointer: "" (the
