@@ -15,6 +15,10 @@
 //	GET  /jobs/{id}             {"id","state","progress","error":{"message"},"output"}
 //	GET  /jobs/{id}/result      {"data": output} once succeeded, else 409
 //	POST /jobs/{id}/cancel      cancels a running job
+//	POST /rpc                   JSON-RPC 2.0, as CI servers speak it:
+//	                            {"method":"cancel","params":{"id":ID}} cancels
+//	                            a running job; a body that is not such a
+//	                            request is refused with 400
 //
 // With a token, every /jobs request needs "Authorization: Bearer TOKEN"
 // (else 401). The test hooks, without a token: POST
@@ -68,6 +72,8 @@ type State struct {
 	Held int `json:"held"`
 	// StatusRequests counts the status requests of known jobs.
 	StatusRequests int `json:"statusRequests"`
+	// RPCContentType is the Content-Type of the last JSON-RPC request.
+	RPCContentType string `json:"rpcContentType,omitempty"`
 }
 
 // Service is the job API.
@@ -119,6 +125,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /jobs/{id}", s.authed(s.status))
 	mux.HandleFunc("GET /jobs/{id}/result", s.authed(s.result))
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.authed(s.cancel))
+	mux.HandleFunc("POST /rpc", s.authed(s.rpc))
 	mux.HandleFunc("POST /test/jobs/{id}/{op}", s.hook)
 	mux.HandleFunc("POST /test/hold", s.setHold)
 	mux.HandleFunc("GET /test/stats", s.stats)
@@ -251,6 +258,40 @@ func (s *Service) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, view(j))
+}
+
+// rpc serves the JSON-RPC endpoint: the method cancel.
+func (s *Service) rpc(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  struct {
+			ID string `json:"id"`
+		} `json:"params"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "not a JSON-RPC 2.0 request"}})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.RPCContentType = r.Header.Get("Content-Type")
+	j := s.st.Jobs[in.Params.ID]
+	if in.Method != "cancel" || j == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": in.ID,
+			"error": map[string]any{"code": -32602, "message": "unknown method or job"}})
+		return
+	}
+	s.st.Cancels++
+	if j.State == "running" {
+		j.State, j.Progress = "cancelled", "cancelled on request"
+	}
+	if err := s.saveLocked(); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{"message": err.Error()}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": in.ID, "result": view(j)})
 }
 
 func (s *Service) hook(w http.ResponseWriter, r *http.Request) {
