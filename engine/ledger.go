@@ -77,6 +77,13 @@ func (o *Op) Rejected(ctx context.Context, reason string) error {
 	return o.move(ctx, task.OpRejected, "", reason)
 }
 
+// Unknown records that the effect's outcome is not known (e.g. a cancel
+// the downstream system refused or never answered: the effect may still
+// happen), and why; reconciliation may settle it later.
+func (o *Op) Unknown(ctx context.Context, reason string) error {
+	return o.move(ctx, task.OpUnknown, "", reason)
+}
+
 // move writes a state change. A change the states forbid (e.g. a late
 // receipt of an operation reconciliation settled meanwhile) still records
 // the receipt if the operation has none, and returns the *task.OpError.

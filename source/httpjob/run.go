@@ -127,7 +127,13 @@ type run struct {
 	tk   *mcptask.Task // nil for a synchronous call
 	v    vars
 	ref  ref
-	last string // the status message last set
+	last string // the status message last shown
+	// steady is the job's own status message (not an outage's): shown
+	// again when the job API answers after an outage.
+	steady string
+	// logTo is the task whose log receives the run's notes; unlike tk it
+	// stays set after the task ended (a cancel's outcome is noted).
+	logTo *mcptask.Task
 	// outage is the status message of a retry in progress, "" when the
 	// last request was answered.
 	outage string
@@ -155,6 +161,7 @@ func (jt *jobTool) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 // call runs a call of the tool.
 func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	r := &run{jobTool: jt, tk: mcptask.FromContext(ctx), v: vars{args: map[string]json.RawMessage{}}}
+	r.logTo = r.tk
 	if req.Params != nil && len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
 		if err := json.Unmarshal(req.Params.Arguments, &r.v.args); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments are not a JSON object"}
@@ -195,6 +202,7 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		// A re-run after a crash, a shutdown or a takeover: the job runs
 		// (or ran) in the job system; watch it again.
 		jt.log.Info("re-attaching to a job", "task", r.tk.ID(), "job", r.ref.JobID)
+		r.note("re-attached to job %s", r.ref.JobID)
 		r.setMessage(ctx, fmt.Sprintf("re-attached to job %s", r.ref.JobID))
 		return r.watch(ctx, "re-attached to job "+r.ref.JobID+": ")
 	case r.ref.Key != "" && !jt.IdempotentStart:
@@ -234,6 +242,7 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		}
 		jt.log.Info("job started", "task", r.tk.ID(), "job", r.ref.JobID, "idempotencyKey", r.ref.Key)
 	}
+	r.note("job %s started (idempotency key %s)", r.ref.JobID, r.ref.Key)
 	r.setMessage(ctx, "job "+r.ref.JobID+" started")
 	return r.watch(ctx, "")
 }
@@ -257,6 +266,12 @@ func (r *run) start(ctx context.Context) error {
 	}
 	if code >= 300 {
 		r.log.Warn("the job API refused the start", "task", r.taskID(), "status", code, "answer", r.excerpt(answer))
+		why := fmt.Sprintf("the job API refused to start the job: HTTP %d: %s", code, r.apiError(answer))
+		r.note("%s", why)
+		if code < 500 {
+			// A 4xx answer: nothing was started.
+			r.settle(ctx, task.OpRejected, why)
+		}
 		return r.fail("the job API refused to start the job: HTTP %d: %s", code, r.apiError(answer))
 	}
 	doc, err := decode(answer)
@@ -315,6 +330,8 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 		case slices.Contains(r.Status.Working, state):
 		case slices.Contains(r.Status.Completed, state):
 			r.settle(ctx, task.OpConfirmed, "job "+r.ref.JobID+" completed")
+			r.note("job %s completed (state %q)", r.ref.JobID, state)
+			r.setMessage(ctx, "job "+r.ref.JobID+" completed")
 			return r.result(ctx, doc, answer)
 		case slices.Contains(r.Status.Failed, state):
 			msg := "(the status answer names no error)"
@@ -325,12 +342,15 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 			}
 			r.log.Info("job failed", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" failed: "+msg)
+			r.note("job %s failed (state %q): %s", r.ref.JobID, state, msg)
+			r.setMessage(ctx, "job "+r.ref.JobID+" failed: "+msg)
 			return &mcp.CallToolResult{IsError: true,
 				Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("job %s failed: %s", r.ref.JobID, msg)}},
 				StructuredContent: map[string]any{"jobId": r.ref.JobID, "state": state, "error": msg}}, nil
 		case slices.Contains(r.Status.Cancelled, state):
 			r.log.Info("job cancelled in the job system", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" was cancelled in the job system")
+			r.note("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
 			return nil, r.fail("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
 		default:
 			return nil, r.mismatch(fmt.Sprintf("the job's state %q at %s is in none of the lists working %q, completed %q, failed %q, cancelled %q",
@@ -418,10 +438,18 @@ func (r *run) cancelJob() {
 	switch {
 	case err != nil:
 		r.log.Warn("the cancel request failed", "job", r.ref.JobID, "err", r.scrub(err.Error()))
+		why := fmt.Sprintf("the cancel request of job %s failed: %s; the job may still run", r.ref.JobID, r.describe(err))
+		r.note("%s", why)
+		r.settle(ctx, task.OpUnknown, why)
 	case code >= 300:
 		r.log.Warn("the job API refused the cancel request", "job", r.ref.JobID, "status", code, "answer", r.excerpt(answer))
+		why := fmt.Sprintf("the job API refused the cancel of job %s: HTTP %d: %s; the job may still run", r.ref.JobID, code, r.apiError(answer))
+		r.note("%s", why)
+		r.settle(ctx, task.OpUnknown, why)
 	default:
 		r.log.Info("job cancelled", "job", r.ref.JobID)
+		r.note("the job API accepted the cancel of job %s", r.ref.JobID)
+		r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" cancelled on request (the job API accepted the cancel)")
 	}
 }
 
@@ -479,7 +507,9 @@ func (r *run) do(ctx context.Context, what, method, u string, headers map[string
 		if err == nil && code < 500 && code != http.StatusTooManyRequests {
 			if r.outage != "" {
 				r.log.Info("the job API answers again", "task", r.taskID(), "job", r.ref.JobID, "attempts", attempt)
-				r.outage, r.last = "", "" // the job's own message is shown again
+				r.note("the job API answers again %s, after %d attempts", what, attempt)
+				r.outage = ""
+				r.show(ctx, r.steady) // the job's own message, not the outage's
 			}
 			return code, answer, nil
 		}
@@ -495,7 +525,8 @@ func (r *run) do(ctx context.Context, what, method, u string, headers map[string
 		pause := backoff(attempt)
 		r.outage = fmt.Sprintf("the job API failed %d times in a row %s, last: %s", attempt, what, problem)
 		r.log.Warn("the job API failed; retrying", "task", r.taskID(), "job", r.ref.JobID, "what", what, "attempt", attempt, "pause", pause, "err", problem)
-		r.setMessage(ctx, fmt.Sprintf("%s; retrying in %v", r.outage, pause))
+		r.note("the job API failed %s (attempt %d): %s; retrying in %v", what, attempt, problem, pause)
+		r.show(ctx, fmt.Sprintf("%s; retrying in %v", r.outage, pause))
 		if err := sleep(ctx, pause); err != nil {
 			return 0, nil, err
 		}
@@ -586,13 +617,28 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// setMessage sets the task's status message when it changed.
+// setMessage sets the task's status message, the job's own (see
+// steady), when it changed.
 func (r *run) setMessage(ctx context.Context, msg string) {
-	if r.tk == nil || msg == r.last {
+	r.steady = msg
+	r.show(ctx, msg)
+}
+
+// show sets the task's status message when it changed.
+func (r *run) show(ctx context.Context, msg string) {
+	if r.tk == nil || msg == r.last || msg == "" {
 		return
 	}
 	r.last = msg
 	_ = r.tk.SetStatusMessage(ctx, r.scrub(msg))
+}
+
+// note writes a line to the task's log (mcptask logs, the dashboard),
+// without secrets.
+func (r *run) note(format string, args ...any) {
+	if r.logTo != nil {
+		r.logTo.Log(r.bounded(fmt.Sprintf(format, args...)))
+	}
 }
 
 func (r *run) taskID() string {
@@ -723,10 +769,15 @@ func (r *run) settle(ctx context.Context, to task.OpState, detail string) {
 		}
 		err = r.op.Confirmed(ctx, detail)
 	case task.OpRejected:
-		if r.op.State() == task.OpIntended {
+		if r.op.State() == task.OpIntended && r.ref.JobID != "" {
 			_ = r.op.Submitted(ctx, r.ref.JobID)
 		}
 		err = r.op.Rejected(ctx, r.bounded(detail))
+	case task.OpUnknown:
+		if r.op.State() == task.OpIntended && r.ref.JobID != "" {
+			_ = r.op.Submitted(ctx, r.ref.JobID)
+		}
+		err = r.op.Unknown(ctx, r.bounded(detail))
 	}
 	if err != nil {
 		r.log.Warn("recording the job on the operation ledger", "task", r.taskID(), "job", r.ref.JobID, "state", to, "err", err)
