@@ -226,6 +226,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := eng.SetHooks(engine.Hooks{
 		Recover:        s.core.Recover,
 		Reconcile:      s.reconcile,
+		Cancel:         s.cancelWork,
 		WorkOf:         s.core.WorkOf,
 		Hold:           s.queueHeld,
 		TracerProvider: o.TracerProvider,
@@ -338,4 +339,16 @@ func (s *Server) reconcile(ctx context.Context, t *task.Task, op task.Operation)
 		return "", "", engine.ErrNoReconcile
 	}
 	return fn(ctx, op)
+}
+
+// cancelWork is the engine's Hooks.Cancel: the task's tool's
+// ToolOptions.Cancel, nil for a tool without one.
+func (s *Server) cancelWork(ctx context.Context, t *task.Task) error {
+	s.mu.RLock()
+	fn := s.tools[t.Tool].Cancel
+	s.mu.RUnlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(ctx, t)
 }

@@ -206,3 +206,10 @@ func (t *Task) awaitInput(ctx context.Context, method string, req json.RawMessag
 	}
 	return answer, err
 }
+
+// WorkCancelled returns the error a tool handler returns to end its task
+// cancelled rather than failed: the system doing the work cancelled it
+// (e.g. a job cancelled in its job system, or on the task's cancel; see
+// ToolOptions.Cancel). msg is the task's status message; a call answered
+// without a task gets it as an error.
+func WorkCancelled(msg string) error { return &engine.CancelledError{Message: msg} }

@@ -55,6 +55,20 @@ type ToolOptions struct {
 	// leaves the task to the recovery policy. Without it, or for a task
 	// that recorded no operation, the recovery policy decides.
 	Reconcile func(ctx context.Context, op task.Operation) (state task.OpState, detail string, err error)
+	// Cancel, if set, tells the system doing a task's work to stop when
+	// the task is cancelled (by its owner, or an operator), before the
+	// task is marked cancelled: it gets the stored task (its call in
+	// Request, its external reference in ExternalRef) and may run on any
+	// server sharing the task store, not only the one running the
+	// handler. nil means the system confirmed the cancel (or there was
+	// nothing to stop): the task is cancelled and its handler's context
+	// ends. An error refuses the cancel: the task goes on, its status
+	// message and log say why, the audit trail records the refusal and
+	// the canceller is answered with the reason (JSON-RPC error
+	// wire.CodeCancelRefused). It runs within engine.CancelTimeout.
+	// Without it a cancel is carried out at once, as the handler's
+	// context ending.
+	Cancel func(ctx context.Context, t *task.Task) error
 	// AwaitExternalRef, if positive, delays the answer to a call that
 	// creates a task until the handler has recorded its external
 	// reference, or returned, or this long has passed: the client is

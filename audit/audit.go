@@ -43,6 +43,9 @@ const (
 	EventResultRetrieved = "task.result_retrieved"
 	// EventCancelled: a requester cancelled a task.
 	EventCancelled = "task.cancelled"
+	// EventCancelRefused: the system doing a task's work refused (or
+	// could not be told of) a requester's cancel; the task goes on.
+	EventCancelRefused = "task.cancel_refused"
 	// EventDeleted: a requester deleted a finished task and everything
 	// it held (attribute status: the status it had ended with).
 	EventDeleted = "task.deleted"
@@ -232,6 +235,12 @@ func (a *Logger) ResultRetrieved(ctx context.Context, requester task.Owner, t Ta
 // Cancelled records that requester cancelled t.
 func (a *Logger) Cancelled(ctx context.Context, requester task.Owner, t Task) {
 	a.write(ctx, EventCancelled, t.actedOnBy(requester)...)
+}
+
+// CancelRefused records a cancel of t by requester that the system doing
+// its work refused (the task goes on), and why.
+func (a *Logger) CancelRefused(ctx context.Context, requester task.Owner, t Task, reason string) {
+	a.write(ctx, EventCancelRefused, append(t.actedOnBy(requester), slog.String("reason", reason))...)
 }
 
 // Deleted records that requester deleted t, which had ended with

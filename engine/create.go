@@ -253,10 +253,15 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 		return
 	}
 	terr := e.outcomeError(res, err)
+	var cancelled *CancelledError
+	errors.As(err, &cancelled)
 	now := e.now()
 	t, uerr := e.recordOutcome(ctx, r, func(t *task.Task) error {
 		if t.Runner != e.id && !t.Status.Terminal() {
 			return errLost // another engine took the task over
+		}
+		if cancelled != nil {
+			return t.Cancel(cancelled.Message, now)
 		}
 		if terr != nil {
 			return t.Fail(terr, terr.Message, now)
@@ -265,6 +270,8 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	})
 	var te *task.TransitionError
 	switch {
+	case errors.As(uerr, &te) && cancelled != nil && te.From == task.Cancelled:
+		return // cancelled meanwhile by its owner: the same outcome
 	case errors.As(uerr, &te), errors.Is(uerr, errLost):
 		// Cancelled (or otherwise ended, or taken over) while the work
 		// ran: the stored state stands, the late result is dropped, and
@@ -274,6 +281,9 @@ func (e *Engine) finish(ctx context.Context, r *run, interrupted bool, res json.
 	case uerr != nil:
 		e.log.Error("recording task outcome", "task", r.id, "err", uerr)
 		return
+	case t.Status == task.Cancelled:
+		r.final.Store(t)
+		e.log.Info("task cancelled by its work", "task", t.ID, "tool", t.Tool, "message", t.StatusMessage)
 	case t.Status == task.Failed:
 		r.final.Store(t)
 		e.log.Info("task failed", "task", t.ID, "tool", t.Tool, "code", t.Error.Code, "message", t.Error.Message)

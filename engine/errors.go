@@ -73,3 +73,22 @@ func (e *AnswerError) Error() string { return fmt.Sprintf("the answer to %q: %v"
 
 // Unwrap returns what check said.
 func (e *AnswerError) Unwrap() error { return e.Err }
+
+// CancelRefusedError is the error of a cancel that the system doing the
+// task's work refused or could not be told of (see [Hooks.Cancel]): the
+// task was not cancelled and goes on.
+type CancelRefusedError struct {
+	// Reason is what the system said (or why it could not be asked),
+	// without secrets.
+	Reason string
+}
+
+func (e *CancelRefusedError) Error() string { return "the task was not cancelled: " + e.Reason }
+
+// CancelledError, returned by a task's work, ends the task cancelled, not
+// failed: the system doing the work cancelled it (e.g. a job cancelled in
+// its job system, or on the task's cancel: see [Hooks.Cancel]). Message
+// is the task's status message.
+type CancelledError struct{ Message string }
+
+func (e *CancelledError) Error() string { return e.Message }

@@ -43,6 +43,17 @@ type Hooks struct {
 	// unknown" and leaves the operation unknown for an operator. Tasks
 	// without unsettled operations keep the recovery policy.
 	Reconcile ReconcileFunc
+	// Cancel, if set, is asked before a cancel (its owner's or an
+	// operator's) marks an unfinished task cancelled: it tells the
+	// system doing the task's work to stop (e.g. a job API's cancel
+	// request), from the stored task alone, so that any engine sharing
+	// the store may ask it. A nil error (the system confirmed the cancel,
+	// or the tool has nothing to tell) lets the cancel proceed; any other
+	// error refuses it: the task is not cancelled and goes on, its
+	// status message and log say why, the audit trail records the
+	// refusal, and the canceller gets a *[CancelRefusedError]. It runs
+	// within [CancelTimeout].
+	Cancel func(ctx context.Context, t *task.Task) error
 	// TracerProvider, if set, receives an OpenTelemetry span for the
 	// engine's store operations (mcptask.store.<op>, see
 	// docs/tracing.md): those made for a request or a task's work when

@@ -80,6 +80,65 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 	return t, err
 }
 
+// CancelTimeout bounds how long a cancel waits for [Hooks.Cancel].
+const CancelTimeout = time.Minute
+
+// askCancel asks Hooks.Cancel about the cancel of task id: nil lets it
+// proceed; a refusal is recorded (status message, log, audit trail) and
+// returned as a *CancelRefusedError with the task as it stands. A task
+// already finished gives a *TerminalError, one the canceller may not see
+// a *NotFoundError.
+func (e *Engine) askCancel(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
+	var (
+		t   *task.Task
+		err error
+	)
+	if operator {
+		t, err = e.timed.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			err = &NotFoundError{Reason: audit.ReasonUnknown}
+		}
+	} else {
+		t, err = e.visible(ctx, owner, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.Status.Terminal() {
+		return t, &TerminalError{Status: t.Status}
+	}
+	hctx, cancel := context.WithTimeout(ctx, CancelTimeout)
+	herr := e.hooks.Cancel(hctx, t)
+	cancel()
+	if herr == nil {
+		return nil, nil
+	}
+	reason := herr.Error()
+	var refused *CancelRefusedError
+	if errors.As(herr, &refused) {
+		reason = refused.Reason
+	}
+	msg := "cancel refused: " + reason
+	e.log.Warn("task cancel refused", "task", t.ID, "tool", t.Tool, "operator", operator, "reason", reason)
+	e.opts.Audit.CancelRefused(ctx, owner, audit.TaskOf(t), reason)
+	lim := e.logLimits()
+	if lerr := e.store.AppendLog(context.WithoutCancel(ctx), t.ID, store.LogBatch{
+		Lines: []store.LogLine{{Time: e.now(), Stream: "log", Text: msg}}, Limits: lim}); lerr != nil {
+		e.log.Warn("writing a refused cancel to the task's log", "task", t.ID, "err", lerr)
+	}
+	if cur, werr := e.write(context.WithoutCancel(ctx), id, func(t *task.Task) error {
+		if t.Status.Terminal() {
+			return errTerminal
+		}
+		t.StatusMessage = msg
+		t.LastUpdatedAt = e.now()
+		return nil
+	}); werr == nil {
+		t = cur
+	}
+	return t, &CancelRefusedError{Reason: reason}
+}
+
 // Cancel moves a task to cancelled and cancels its work's context. The task
 // is cancelled in the store before Cancel returns. Cancelling a terminal
 // task returns a *TerminalError and the task unchanged.
@@ -104,6 +163,12 @@ const (
 )
 
 func (e *Engine) cancel(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
+	asked := e.hooks.Cancel != nil
+	if asked {
+		if t, err := e.askCancel(ctx, owner, id, operator); err != nil {
+			return t, err
+		}
+	}
 	var terminal task.Status
 	fn := func(t *task.Task) error {
 		if t.Status.Terminal() {
@@ -140,6 +205,11 @@ func (e *Engine) cancel(ctx context.Context, owner task.Owner, id task.ID, opera
 		}
 		if gerr != nil {
 			return nil, gerr
+		}
+		if asked && terminal == task.Cancelled {
+			// The system doing the work confirmed this cancel, and the
+			// work saw it first and ended the task cancelled.
+			return cur, nil
 		}
 		return cur, &TerminalError{Status: terminal}
 	}

@@ -114,6 +114,19 @@ const CodeTaskNotTerminal = -32011
 // error.
 const ReasonNotTerminal = "task_not_terminal"
 
+// CodeCancelRefused is the JSON-RPC error code of a tasks/cancel that the
+// system doing the task's work refused, or could not be told of (e.g. a
+// job API that answered the cancel request with HTTP 400): the task was
+// not cancelled and goes on; its status message says why. Its data is
+// {"reason": ReasonCancelRefused, "detail": ...}. (Both wires allow it:
+// 2025-11-25 must not answer a cancel it did not carry out, and on
+// 2026-07-28 a cancel is cooperative.)
+const CodeCancelRefused = -32012
+
+// ReasonCancelRefused is the reason in the data of a CodeCancelRefused
+// error.
+const ReasonCancelRefused = "cancel_refused"
+
 // MetaTaskSupport is the key under which an mcptask server states each
 // tool's task support ("forbidden", "optional", "required") in the _meta
 // of the tools of a 2026-07-28 tools/list answer, where the extension has

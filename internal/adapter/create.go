@@ -114,6 +114,10 @@ func toolWork(next mcp.MethodHandler, method string, req mcp.Request) engine.Wor
 	return func(ctx context.Context) (json.RawMessage, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {
+			var ce *engine.CancelledError
+			if errors.As(err, &ce) {
+				return nil, ce // the work says the task is cancelled
+			}
 			var je *jsonrpc.Error
 			if errors.As(err, &je) {
 				return nil, &task.Error{Code: je.Code, Message: je.Message, Data: je.Data}

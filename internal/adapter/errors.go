@@ -19,13 +19,19 @@ import (
 // whatever the reason, is answered as an unknown task; the audit trail
 // gets the reason.
 func (c *Core) EngineError(ctx context.Context, method string, owner task.Owner, id task.ID, err error) error {
-	var term *engine.TerminalError
+	var (
+		term    *engine.TerminalError
+		refused *engine.CancelRefusedError
+	)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		c.auditDenied(ctx, method, owner, id, err)
 		return InvalidParams(fmt.Sprintf("task %q not found: it does not exist or has expired", id))
 	case errors.As(err, &term):
 		return InvalidParams(fmt.Sprintf("task %q is already %s", id, term.Status))
+	case errors.As(err, &refused):
+		data, _ := json.Marshal(map[string]any{"reason": wire.ReasonCancelRefused, "detail": refused.Reason})
+		return &jsonrpc.Error{Code: wire.CodeCancelRefused, Message: fmt.Sprintf("task %q was not cancelled: %s; it goes on", id, refused.Reason), Data: data}
 	case errors.Is(err, engine.ErrClosed):
 		return InternalError("the server is shutting down")
 	case abandoned(ctx, err):

@@ -177,9 +177,17 @@ type Result struct {
 }
 
 // Cancel is the request that cancels a job, sent when the task is
-// cancelled or times out; with no URL a job is never cancelled.
+// cancelled or times out. A task is marked cancelled only once the job
+// API accepted it: a 2xx answer (with a value at OK, if set) and, when
+// Status lists Cancelled states, a status that says so within
+// CancelConfirmWait. A refused or failed cancel (or a tool with no cancel
+// URL) leaves the task running, and the canceller is told why.
 type Cancel struct {
 	Request
+	// OK, if set, is the JSON pointer of a value a 2xx answer must hold
+	// for the cancel to count as accepted (e.g. /result of a JSON-RPC
+	// answer, whose errors come with HTTP 200 too).
+	OK string
 }
 
 // Defaults and bounds.
@@ -195,6 +203,9 @@ const (
 	MaxAnswer = 4 << 20
 	// Excerpt is how much of an unexpected answer is shown.
 	Excerpt = 256
+	// CancelConfirmWait bounds how long a cancel waits for the job's
+	// status to say cancelled (when Status lists Cancelled states).
+	CancelConfirmWait = 30 * time.Second
 )
 
 // KeyPrefix starts the Idempotency-Key of a task's start request, followed
@@ -341,6 +352,10 @@ func (t Tool) Check() []Problem {
 	checkPtr("result.pointer", t.Result.Pointer, false)
 
 	checkRequest("cancel", t.Cancel.Request, true, false)
+	checkPtr("cancel.ok", t.Cancel.OK, false)
+	if t.Cancel.OK != "" && t.Cancel.URL == "" {
+		bad("cancel.url", "required with cancel.ok")
+	}
 
 	if t.PollInterval < 0 {
 		bad("pollInterval", "must not be negative")
@@ -467,6 +482,7 @@ func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
 			Queue:            t.Queue,
 			MaxTTL:           t.MaxTTL,
 			Reconcile:        jt.reconcile,
+			Cancel:           jt.cancelTask,
 		}
 		if opts.Support == "" {
 			opts.Support = mcptask.Optional

@@ -351,7 +351,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 			r.log.Info("job cancelled in the job system", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" was cancelled in the job system")
 			r.note("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
-			return nil, r.fail("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
+			return nil, mcptask.WorkCancelled(r.scrub(fmt.Sprintf("job %s was cancelled (state %q)", r.ref.JobID, state)))
 		default:
 			return nil, r.mismatch(fmt.Sprintf("the job's state %q at %s is in none of the lists working %q, completed %q, failed %q, cancelled %q",
 				state, r.Status.State, r.Status.Working, r.Status.Completed, r.Status.Failed, r.Status.Cancelled), answer)
@@ -400,9 +400,16 @@ func (r *run) ended(ctx context.Context, what string, err error) error {
 	}
 	timedOut := errors.Is(context.Cause(ctx), errTimeout)
 	cancelled := r.tk == nil || r.tk.Cancelled()
-	if r.ref.JobID != "" && (timedOut || cancelled) {
+	switch {
+	case r.ref.JobID != "" && cancelled && !timedOut && r.tk != nil && r.Cancel.URL != "":
+		// The cancel was carried out before the task was marked
+		// cancelled (cancelTask): the job API accepted it.
+		r.note("job %s cancelled on request", r.ref.JobID)
+		r.settle(context.WithoutCancel(ctx), task.OpRejected, "job "+r.ref.JobID+" cancelled on request (the job API accepted the cancel)")
+	case r.ref.JobID != "" && (timedOut || cancelled):
 		r.cancelJob()
-	} else if r.ref.JobID == "" && (timedOut || cancelled) && r.ref.Key != "" {
+	}
+	if r.ref.JobID == "" && (timedOut || cancelled) && r.ref.Key != "" {
 		r.log.Warn("the task ended before the job API answered the start; a job it may have started was not cancelled",
 			"task", r.taskID(), "idempotencyKey", r.ref.Key)
 	}
@@ -423,6 +430,77 @@ func (r *run) ended(ctx context.Context, what string, err error) error {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
 	}
 	return context.Cause(ctx)
+}
+
+// cancelTask is the tool's ToolOptions.Cancel: it sends the cancel
+// request of the task's job and returns nil once the job API accepted it
+// (see Cancel), else why not. A task whose job's ID is not recorded yet
+// (its start is in flight) is let go: its run's start request is cut.
+func (jt *jobTool) cancelTask(ctx context.Context, t *task.Task) error {
+	var rf ref
+	if t.ExternalRef == "" || json.Unmarshal([]byte(t.ExternalRef), &rf) != nil || rf.JobID == "" {
+		return nil
+	}
+	if jt.Cancel.URL == "" {
+		return fmt.Errorf("job %s cannot be cancelled: the tool declares no cancel request (cancel.url); it runs to its end", rf.JobID)
+	}
+	var call struct {
+		Arguments map[string]json.RawMessage `json:"arguments"`
+	}
+	_ = json.Unmarshal(t.Request, &call)
+	if call.Arguments == nil {
+		call.Arguments = map[string]json.RawMessage{}
+	}
+	withDefaults(call.Arguments, jt.InputSchema)
+	r := &run{jobTool: jt, v: vars{args: call.Arguments, jobID: rf.JobID}, ref: rf}
+	code, answer, err := r.send(ctx, "cancelling the job", jt.Cancel.Request, http.MethodPost, "")
+	switch {
+	case err != nil && r.outage != "":
+		return errors.New(r.scrub(fmt.Sprintf("the cancel request of job %s failed: %s", rf.JobID, r.outage)))
+	case err != nil:
+		return errors.New(r.scrub(fmt.Sprintf("the cancel request of job %s failed: %s", rf.JobID, r.describe(err))))
+	case code >= 300:
+		jt.log.Warn("the job API refused the cancel request", "task", t.ID, "job", rf.JobID, "status", code, "answer", r.excerpt(answer))
+		return fmt.Errorf("the job API refused the cancel of job %s: HTTP %d: %s", rf.JobID, code, r.apiError(answer))
+	}
+	if jt.Cancel.OK != "" {
+		doc, derr := decode(answer)
+		if v, lerr := lookup(doc, jt.Cancel.OK); derr != nil || lerr != nil || v == nil {
+			return fmt.Errorf("the job API did not accept the cancel of job %s: its answer has no value at %s: %s", rf.JobID, jt.Cancel.OK, r.apiError(answer))
+		}
+	}
+	jt.log.Info("the job API accepted the cancel", "task", t.ID, "job", rf.JobID)
+	if len(jt.Status.Cancelled) == 0 {
+		return nil // no state says cancelled: the accepted request is the confirmation
+	}
+	return r.confirmCancel(ctx)
+}
+
+// confirmCancel waits, up to CancelConfirmWait, for the job's status to
+// say cancelled.
+func (r *run) confirmCancel(ctx context.Context) error {
+	ctx, stop := context.WithTimeout(ctx, CancelConfirmWait)
+	defer stop()
+	state := ""
+	for {
+		code, answer, err := r.send(ctx, "confirming the cancel", r.Status.Request, http.MethodGet, "")
+		if err == nil && code < 300 {
+			if doc, derr := decode(answer); derr == nil {
+				v, _ := lookup(doc, r.Status.State)
+				state, _ = scalarText(v)
+			}
+			switch {
+			case slices.Contains(r.Status.Cancelled, state):
+				return nil
+			case slices.Contains(r.Status.Completed, state), slices.Contains(r.Status.Failed, state):
+				return fmt.Errorf("job %s ended (state %q) before the cancel took effect", r.ref.JobID, state)
+			}
+		}
+		if err := sleep(ctx, r.PollInterval); err != nil {
+			return fmt.Errorf("the job API accepted the cancel, but job %s still says %q after %v: the task goes on and ends as the job does",
+				r.ref.JobID, state, CancelConfirmWait)
+		}
+	}
 }
 
 // cancelJob sends the cancel request, bounded, with retries.
