@@ -557,6 +557,7 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 			// told of the task, and a crash re-attaches to it.
 			upstreamTasks = true
 			h = u.taskHandler(t.Name, p, h)
+			opts.Cancel = u.cancelTask
 			opts.Reattach = !stdio
 			opts.AwaitExternalRef = DefaultAwaitExternalRef
 			if p.Timeout > 0 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/tracing"
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -371,7 +373,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
 			// The upstream task runs, but a crash now could not find it:
 			// say so, and stop it rather than leave it unwatched.
-			u.cancelUpstream(c, id)
+			u.cancelUpstream(c, id, slog.LevelWarn)
 			return nil, fmt.Errorf("recording the upstream task %s: %w", id, err)
 		}
 		u.log.Debug("upstream task created", "task", tk.ID(), "upstreamTask", id)
@@ -416,8 +418,15 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		// its call timed out: the upstream task is cancelled too. A
 		// shutdown or a takeover leaves it running: the next run
 		// re-attaches to it.
-		if tk.Cancelled() || errors.Is(context.Cause(ctx), errTimeout) {
-			u.cancelUpstream(c, id)
+		// (A cancel of ours was relayed before our task was marked
+		// cancelled, by cancelTask; it is sent once more, in case the
+		// upstream task was created after that, and its refusal, mostly
+		// "already cancelled", only noted.)
+		switch {
+		case errors.Is(context.Cause(ctx), errTimeout):
+			u.cancelUpstream(c, id, slog.LevelWarn)
+		case tk.Cancelled():
+			u.cancelUpstream(c, id, slog.LevelDebug)
 		}
 		return nil, u.callError(ctx, name, err)
 	}
@@ -645,12 +654,69 @@ func (e *upstreamError) Unwrap() []error {
 	return errs
 }
 
-// cancelUpstream sends tasks/cancel for the upstream task id, bounded.
-func (u *upstream) cancelUpstream(c *client.Client, id string) {
+// cancelTask is the ToolOptions.Cancel of a tool whose tasks are upstream
+// tasks: our task is cancelled only once the upstream accepted tasks/cancel
+// of its task; a refusal (or an upstream that cannot be reached) leaves
+// ours running, and says why. A task not created upstream yet is let go:
+// its run's create is cut.
+func (u *upstream) cancelTask(ctx context.Context, t *task.Task) error {
+	var ref externalRef
+	if t.ExternalRef == "" || json.Unmarshal([]byte(t.ExternalRef), &ref) != nil || ref.TaskID == "" {
+		return nil
+	}
+	c, err := u.tasks.get(ctx)
+	if err != nil {
+		return fmt.Errorf("upstream %s cannot be reached to cancel its task %s: %s", u.cfg.Name, ref.TaskID, redact(err.Error()))
+	}
+	st, err := c.Cancel(ctx, ref.TaskID)
+	if err != nil {
+		u.log.Warn("the upstream refused to cancel its task", "task", t.ID, "upstreamTask", ref.TaskID, "err", err)
+		return fmt.Errorf("upstream %s refused to cancel its task %s: %s", u.cfg.Name, ref.TaskID, redact(err.Error()))
+	}
+	// An acknowledgement is not a cancel (2026-07-28: cancellation is
+	// cooperative, and the task may have ended meanwhile): ours is
+	// cancelled once the upstream's says so.
+	wait, stop := context.WithTimeout(ctx, cancelConfirmWait)
+	defer stop()
+	for {
+		if st != nil && st.Status == "cancelled" {
+			u.log.Debug("upstream task cancelled", "task", t.ID, "upstreamTask", ref.TaskID)
+			return nil
+		}
+		if st != nil && st.Terminal() {
+			return fmt.Errorf("upstream %s's task %s ended (%s) before the cancel took effect", u.cfg.Name, ref.TaskID, st.Status)
+		}
+		pause := 100 * time.Millisecond
+		if st != nil && st.PollInterval > 0 {
+			pause = min(st.PollInterval, time.Second)
+		}
+		select {
+		case <-wait.Done():
+			status := "unknown"
+			if st != nil {
+				status = st.Status
+			}
+			return fmt.Errorf("upstream %s acknowledged the cancel, but its task %s is still %s after %v: ours goes on and ends as it does",
+				u.cfg.Name, ref.TaskID, status, cancelConfirmWait)
+		case <-time.After(pause):
+		}
+		if got, err := c.Get(wait, ref.TaskID); err == nil {
+			st = got
+		}
+	}
+}
+
+// cancelConfirmWait bounds how long a cancel of ours waits for the
+// upstream task to say cancelled.
+const cancelConfirmWait = 30 * time.Second
+
+// cancelUpstream sends tasks/cancel for the upstream task id, bounded; a
+// failure is logged at the level failure.
+func (u *upstream) cancelUpstream(c *client.Client, id string, failure slog.Level) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
 	if _, err := c.Cancel(ctx, id); err != nil {
-		u.log.Warn("cancelling the upstream task", "upstreamTask", id, "err", err)
+		u.log.Log(ctx, failure, "cancelling the upstream task", "upstreamTask", id, "err", err)
 		return
 	}
 	u.log.Debug("upstream task cancelled", "upstreamTask", id)

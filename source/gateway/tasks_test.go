@@ -19,6 +19,8 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
+	mcpwire "github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -143,6 +145,35 @@ func TestTaskUpstream(t *testing.T) {
 				t.Fatal("the upstream task was never cancelled")
 			}
 			up.ResetCancelled()
+
+			// A cancel the upstream refuses: ours is refused too, and
+			// our task goes on to the upstream's outcome. (An upstream
+			// of its own: the first's work is released for good.)
+			up2 := upstreamtest.New(t)
+			url2, _ := gatewayOn(t, filepath.Join(t.TempDir(), "gw2.db"), gateway.Upstream{Name: "up", URL: up2.URL})
+			c2, err := client.Dial(ctx, url2, &client.Options{ProtocolVersion: wire})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			c = c2
+			call, err = c.CallTool(ctx, "deploy", map[string]any{"label": "v2"})
+			if err != nil || call.Task == nil {
+				t.Fatalf("deploy: %+v, %v; want a task", call, err)
+			}
+			_, err = c.Cancel(ctx, call.Task.ID)
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != mcpwire.CodeCancelRefused || !strings.Contains(je.Message, "upstream up refused to cancel its task") ||
+				!strings.Contains(je.Message, "a deploy cannot be stopped once started") {
+				t.Fatalf("cancel of a task whose upstream refuses: %v; want code %d naming the upstream's reason", err, mcpwire.CodeCancelRefused)
+			}
+			if st, err := c.Get(ctx, call.Task.ID); err != nil || st.Terminal() {
+				t.Fatalf("after the refused cancel: %+v, %v; want the task still running", st, err)
+			}
+			up2.Release()
+			if res, err := c.Wait(ctx, call.Task.ID, nil); err != nil || text(res) != "v2 deployed" {
+				t.Fatalf("deploy after the refused cancel: %q, %v", text(res), err)
+			}
 		})
 	}
 }

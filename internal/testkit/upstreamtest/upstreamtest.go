@@ -36,6 +36,8 @@ import (
 //     "LABEL done, run N" (N: the count at its start);
 //   - "ask" {question} (task required): elicits an answer and returns
 //     "ACTION: ANSWER";
+//   - "deploy" {label}: waits until Release and answers "LABEL deployed";
+//     its cancel is refused ("a deploy cannot be stopped once started");
 //   - "block": waits until cancelled; a cancel of its task closes the
 //     channel Cancelled returns.
 type TaskServer struct {
@@ -203,6 +205,17 @@ func (u *TaskServer) Restart(t testing.TB) {
 			}
 			return nil, nil, ctx.Err()
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	mcptask.AddTool(ts, &mcp.Tool{Name: "deploy", Description: "runs until released; refuses to be cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in workArgs) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-u.release:
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Label + " deployed"}}}, nil, nil
+		}, mcptask.ToolOptions{Support: mcptask.Optional, Cancel: func(context.Context, *task.Task) error {
+			return errors.New("a deploy cannot be stopped once started")
+		}})
 	if err := ts.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
