@@ -410,6 +410,11 @@ var (
 	// ErrNotTerminal means Delete was refused because the task has not
 	// ended: cancel it first.
 	ErrNotTerminal = errors.New("task has not ended: cancel it first, then delete it")
+	// ErrCancelRefused means Cancel did not cancel the task: the system
+	// doing its work refused the cancel, or could not be told of it (the
+	// server's wire.CodeCancelRefused); the task goes on. The error's
+	// text says why.
+	ErrCancelRefused = errors.New("the cancel was refused")
 	// ErrDeadline means the wait's deadline passed; the task keeps running.
 	ErrDeadline = errors.New("deadline passed while waiting for the task")
 	// ErrUnsupported means the server or wire does not offer the operation.

@@ -20,6 +20,9 @@ func (c *clientImpl) cancel(ctx context.Context, id string) (*TaskStatus, error)
 		return nil, errors.New("client: Cancel needs a task ID")
 	}
 	st, err := c.tw.cancel(ctx, id)
+	if we, ok := rpcError(err); ok && we.Code == wire.CodeCancelRefused {
+		return nil, fmt.Errorf("%w: %w", ErrCancelRefused, we)
+	}
 	if err != nil {
 		return nil, err
 	}

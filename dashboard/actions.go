@@ -33,8 +33,9 @@ func (h *Handler) cancelOne(w http.ResponseWriter, r *http.Request, v *visitor) 
 	id := task.ID(r.PathValue("id"))
 	_, err := h.opts.Engine.CancelAsOperator(r.Context(), v.who, id)
 	var (
-		nf   *engine.NotFoundError
-		term *engine.TerminalError
+		nf      *engine.NotFoundError
+		term    *engine.TerminalError
+		refused *engine.CancelRefusedError
 	)
 	done := "cancelled:1"
 	switch {
@@ -43,6 +44,11 @@ func (h *Handler) cancelOne(w http.ResponseWriter, r *http.Request, v *visitor) 
 		return
 	case errors.As(err, &term):
 		done = "skipped:0"
+	case errors.As(err, &refused):
+		// The task page shows why, in its status message.
+		h.opts.Logger.Info("dashboard: an operator's cancel was refused", "task", id, "reason", refused.Reason)
+		redirect(w, base(r)+"tasks/"+url.PathEscape(string(id))+"?done=refused:1")
+		return
 	case err != nil:
 		h.opts.Logger.Error("dashboard: cancelling a task", "task", id, "err", err)
 		http.Error(w, "the task could not be cancelled: the store failed", http.StatusInternalServerError)
@@ -59,27 +65,33 @@ func (h *Handler) cancelMany(w http.ResponseWriter, r *http.Request, v *visitor)
 		http.Error(w, "at most "+strconv.Itoa(MaxBulk)+" tasks can be cancelled at once", http.StatusBadRequest)
 		return
 	}
-	var cancelled, skipped int
+	var cancelled, skipped, refusedN int
 	for _, id := range ids {
 		_, err := h.opts.Engine.CancelAsOperator(r.Context(), v.who, task.ID(id))
 		var (
-			nf   *engine.NotFoundError
-			term *engine.TerminalError
+			nf      *engine.NotFoundError
+			term    *engine.TerminalError
+			refused *engine.CancelRefusedError
 		)
 		switch {
 		case err == nil:
 			cancelled++
 		case errors.As(err, &nf), errors.As(err, &term):
 			skipped++
+		case errors.As(err, &refused):
+			refusedN++
 		default:
 			h.opts.Logger.Error("dashboard: cancelling a task", "task", id, "err", err)
 			http.Error(w, "the store failed after "+strconv.Itoa(cancelled)+" task(s) were cancelled", http.StatusInternalServerError)
 			return
 		}
 	}
-	h.opts.Logger.Info("dashboard: tasks cancelled by an operator", "cancelled", cancelled, "skipped", skipped)
+	h.opts.Logger.Info("dashboard: tasks cancelled by an operator", "cancelled", cancelled, "skipped", skipped, "refused", refusedN)
 	done := "cancelled:" + strconv.Itoa(cancelled)
-	if skipped > 0 {
+	switch {
+	case refusedN > 0:
+		done = "refused:" + strconv.Itoa(refusedN)
+	case skipped > 0:
 		done = "skipped:" + strconv.Itoa(cancelled)
 	}
 	back := backFilter(r.PostFormValue("back"))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -64,6 +65,12 @@ func (s *syncBuffer) String() string {
 // newEnv starts a dashboard; auth makes it need the admin token.
 func newEnv(t *testing.T, auth bool, mod func(*dashboard.Options)) *env {
 	t.Helper()
+	return newEnvHooks(t, auth, mod, nil)
+}
+
+// newEnvHooks is newEnv whose engine has hooks.
+func newEnvHooks(t *testing.T, auth bool, mod func(*dashboard.Options), hooks *engine.Hooks) *env {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +84,11 @@ func newEnv(t *testing.T, auth bool, mod func(*dashboard.Options)) *env {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hooks != nil {
+		if err := eng.SetHooks(*hooks); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := eng.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -480,6 +492,49 @@ func TestActionsNeedCSRF(t *testing.T) {
 	_, page = e.get(c, "/tasks/"+string(tk.ID))
 	if !strings.Contains(page, "→ <span class=\"badge st-cancelled\">cancelled</span>") || !strings.Contains(page, "on test-instance") {
 		t.Errorf("the timeline lacks the cancellation:\n%s", page)
+	}
+}
+
+// TestCancelRefused: an operator's cancel that the system doing the work
+// refuses (engine.Hooks.Cancel) leaves the task working; the page says
+// the cancel was refused, the task's status message why, and the audit
+// trail records the refusal.
+func TestCancelRefused(t *testing.T) {
+	e := newEnvHooks(t, true, nil, &engine.Hooks{Cancel: func(_ context.Context, t *task.Task) error {
+		if t.Tool == "deploy" {
+			return errors.New("the job API refused the cancel of job 7: HTTP 400: not a JSON-RPC 2.0 request")
+		}
+		return nil
+	}})
+	tk := e.start(task.UserOwner("acme", "alice"), "deploy", "building")
+	other := e.start(task.UserOwner("acme", "alice"), "lint", "linting")
+	c := e.client()
+	e.signIn(c)
+	_, page := e.get(c, "/tasks/"+string(tk.ID))
+	resp, _ := e.post(c, "/tasks/"+string(tk.ID)+"/cancel", url.Values{"csrf": {csrf(t, page)}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "../../tasks/"+string(tk.ID)+"?done=refused:1" {
+		t.Fatalf("cancel: %s Location %q", resp.Status, resp.Header.Get("Location"))
+	}
+	cur, _ := e.st.Get(context.Background(), tk.ID)
+	want := "cancel refused: the job API refused the cancel of job 7: HTTP 400: not a JSON-RPC 2.0 request"
+	if cur.Status != task.Working || cur.StatusMessage != want {
+		t.Fatalf("after the refused cancel: %s %q", cur.Status, cur.StatusMessage)
+	}
+	_, page = e.get(c, "/tasks/"+string(tk.ID)+"?done=refused:1")
+	if !strings.Contains(page, "was refused by the system doing the work") || !strings.Contains(page, "HTTP 400: not a JSON-RPC 2.0 request") {
+		t.Errorf("the task page does not say the cancel was refused, and why:\n%s", page)
+	}
+	if a := e.audit.String(); !strings.Contains(a, `"event":"task.cancel_refused"`) || !strings.Contains(a, "HTTP 400") {
+		t.Errorf("the audit trail does not record the refusal:\n%s", a)
+	}
+	// In bulk: the one refused is counted, the other cancelled.
+	_, list := e.get(c, "/")
+	resp, _ = e.post(c, "/cancel", url.Values{"csrf": {csrf(t, list)}, "id": {string(tk.ID), string(other.ID)}}, nil)
+	if loc := resp.Header.Get("Location"); !strings.Contains(loc, "done=refused%3A1") {
+		t.Errorf("bulk cancel: Location %q; want the refusal counted", loc)
+	}
+	if cur, _ := e.st.Get(context.Background(), other.ID); cur.Status != task.Cancelled {
+		t.Errorf("the other task: %s", cur.Status)
 	}
 }
 

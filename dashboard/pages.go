@@ -371,6 +371,9 @@ func flash(done string) string {
 		return "Cancelled " + strconv.Itoa(count) + " task" + plural(count) + "."
 	case "skipped":
 		return "Cancelled " + strconv.Itoa(count) + " task" + plural(count) + "; the others had already ended or are gone."
+	case "refused":
+		return "The cancel of " + strconv.Itoa(count) + " task" + plural(count) + " was refused by the system doing the work: " +
+			"such a task goes on, and its status message says why."
 	case "drained":
 		return "The tool is drained: it takes no new tasks."
 	case "undrained":

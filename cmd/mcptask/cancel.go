@@ -15,9 +15,13 @@ var cmdCancel = &command{
 	help: `
 Asks the server to cancel each task and prints its status after. A waiter
 ('mcptask call' or 'mcptask wait' elsewhere) then exits 3. Cancelling a task
-that has already ended changes nothing and is not an error. Exits 0 when
-every task is cancelled or had ended, 4 when the server is unreachable or
-does not know a task.`,
+that has already ended changes nothing and is not an error. A task is
+cancelled only once the system doing its work accepted the cancel (a job
+API, an upstream server): a refused cancel is printed with its reason
+("the job API refused the cancel of job 7: HTTP 400: ..."), and the task
+goes on. Exits 0 when every task is cancelled or had ended, 2 when a
+cancel was refused, 4 when the server is unreachable or does not know a
+task.`,
 	run: func(a *app, ctx context.Context, pos []string) int {
 		if len(pos) == 0 {
 			return a.usage(usagef("give a task ID: mcptask cancel TASK_ID"))

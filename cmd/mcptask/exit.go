@@ -30,7 +30,7 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success: the tool's result is printed"},
 	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as it does for arguments its input schema rejects"},
-	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool) or the deletion of a task that has not ended (cancel it first)"},
+	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool), the deletion of a task that has not ended (cancel it first), or a cancel (the system doing the task's work refused it: the task goes on, the reason is printed)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
 	{exitUsage, "usage error: bad command, flag or argument"},
@@ -88,7 +88,7 @@ func exitCodeOf(ctx context.Context, err error) int {
 		return exitFailed
 	case errors.Is(err, client.ErrCancelled):
 		return exitCancelled
-	case errors.Is(err, client.ErrNotTerminal):
+	case errors.Is(err, client.ErrNotTerminal), errors.Is(err, client.ErrCancelRefused):
 		return exitFailed
 	case errors.Is(err, client.ErrDeadline), errors.Is(err, errWaitDeadline):
 		return exitDeadline

@@ -73,7 +73,7 @@ func TestHonestCancel(t *testing.T) {
 				want := strings.Replace(refused.reason, "%s", job, 1)
 				_, err = c.Cancel(t.Context(), id)
 				var je *jsonrpc.Error
-				if !errors.As(err, &je) || je.Code != wire.CodeCancelRefused || !strings.Contains(je.Message, want) {
+				if !errors.Is(err, client.ErrCancelRefused) || !errors.As(err, &je) || je.Code != wire.CodeCancelRefused || !strings.Contains(je.Message, want) {
 					t.Fatalf("%s: cancel answered %v; want code %d saying %q", refused.tool, err, wire.CodeCancelRefused, want)
 				}
 				st, err := c.Get(t.Context(), id)
