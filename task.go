@@ -170,6 +170,13 @@ func (t *Task) Log(line string) { t.h.Log(LogStreamLog, line) }
 // Logf is Log with fmt.Sprintf's formatting.
 func (t *Task) Logf(format string, args ...any) { t.h.Log(LogStreamLog, fmt.Sprintf(format, args...)) }
 
+// FlushLog writes the lines logged that still wait in memory, before it
+// returns: e.g. before the work records, with SetExternalRef, how far it
+// read a source of lines, so that a crash cannot lose lines it will not
+// read again. (Lines are otherwise written within a short interval, and
+// when the handler returns.)
+func (t *Task) FlushLog() { t.h.FlushLog() }
+
 // LogStream is Log with the name of where the line came from (e.g.
 // LogStreamStdout for a program's standard output).
 func (t *Task) LogStream(stream, line string) { t.h.Log(stream, line) }

@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/source/httpjob"
+	"go.yaml.in/yaml/v3"
 )
 
 // HTTPJobConfig is one entry of the configuration file's httpJobs: a job
@@ -49,19 +51,33 @@ type HTTPJobConfig struct {
 	} `yaml:"start"`
 	Status struct {
 		RequestConfig `yaml:",inline"`
-		State         string   `yaml:"state"`
-		Message       string   `yaml:"message"`
-		Error         string   `yaml:"error"`
-		Working       []string `yaml:"working"`
-		Completed     []string `yaml:"completed"`
-		Failed        []string `yaml:"failed"`
-		Cancelled     []string `yaml:"cancelled"`
+		State         string    `yaml:"state"`
+		Message       string    `yaml:"message"`
+		Error         string    `yaml:"error"`
+		Working       stateList `yaml:"working"`
+		Completed     stateList `yaml:"completed"`
+		Failed        stateList `yaml:"failed"`
+		Cancelled     stateList `yaml:"cancelled"`
 	} `yaml:"status"`
 	Result struct {
 		RequestConfig `yaml:",inline"`
 		Pointer       string `yaml:"pointer"`
 	} `yaml:"result"`
-	Cancel RequestConfig `yaml:"cancel"`
+	Cancel struct {
+		RequestConfig `yaml:",inline"`
+		OK            string `yaml:"ok"`
+	} `yaml:"cancel"`
+	Lookups map[string]RequestConfig `yaml:"lookups"`
+	Log     struct {
+		RequestConfig `yaml:",inline"`
+		Lines         string `yaml:"lines"`
+		Progress      string `yaml:"progress"`
+	} `yaml:"log"`
+	Failure struct {
+		RequestConfig `yaml:",inline"`
+		Pointer       string `yaml:"pointer"`
+		Message       string `yaml:"message"`
+	} `yaml:"failure"`
 	// IdempotentStart declares that the job API honours Idempotency-Key:
 	// a start interrupted by a crash is sent again with the same key.
 	IdempotentStart bool     `yaml:"idempotentStart"`
@@ -71,7 +87,20 @@ type HTTPJobConfig struct {
 	MaxConcurrent   int      `yaml:"maxConcurrent"`
 	MaxTTL          Duration `yaml:"maxTtl"`
 
-	secrets []string // the values of its ${...} references
+	secrets  []string       // the values of its ${...} references
+	progress *regexp.Regexp // log.progress, compiled by validateHTTPJobs
+}
+
+// lookups returns the httpjob lookups of the entry.
+func (hc *HTTPJobConfig) lookups() map[string]httpjob.Request {
+	if len(hc.Lookups) == 0 {
+		return nil
+	}
+	out := make(map[string]httpjob.Request, len(hc.Lookups))
+	for name, rc := range hc.Lookups {
+		out[name] = rc.request()
+	}
+	return out
 }
 
 // tool returns the httpjob tool of the entry name.
@@ -82,7 +111,10 @@ func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 		Status: httpjob.Status{Request: hc.Status.request(), State: hc.Status.State, Message: hc.Status.Message, Error: hc.Status.Error,
 			Working: hc.Status.Working, Completed: hc.Status.Completed, Failed: hc.Status.Failed, Cancelled: hc.Status.Cancelled},
 		Result:          httpjob.Result{Request: hc.Result.request(), Pointer: hc.Result.Pointer},
-		Cancel:          httpjob.Cancel{Request: hc.Cancel.request()},
+		Cancel:          httpjob.Cancel{Request: hc.Cancel.request(), OK: hc.Cancel.OK},
+		Lookups:         hc.lookups(),
+		Log:             httpjob.Log{Request: hc.Log.request(), Lines: hc.Log.Lines, Progress: hc.progress},
+		Failure:         httpjob.Failure{Request: hc.Failure.request(), Pointer: hc.Failure.Pointer, Message: hc.Failure.Message},
 		PollInterval:    time.Duration(hc.PollInterval),
 		Timeout:         time.Duration(hc.Timeout),
 		IdempotentStart: hc.IdempotentStart,
@@ -93,6 +125,32 @@ func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 	}
 }
 
+// stateList is a list of job states: strings, numbers (as their text) and
+// null, the state of a job whose state is null (e.g. the result of a job
+// not complete yet), read as "".
+type stateList []string
+
+// UnmarshalYAML reads a sequence of scalars, null included (a []string
+// would drop it).
+func (l *stateList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: want a list of states, such as [queued, running]", n.Line)
+	}
+	out := make(stateList, 0, len(n.Content))
+	for _, e := range n.Content {
+		switch {
+		case e.Kind != yaml.ScalarNode:
+			return fmt.Errorf("line %d: a state is a string, a number or null", e.Line)
+		case e.Tag == "!!null":
+			out = append(out, "")
+		default:
+			out = append(out, e.Value)
+		}
+	}
+	*l = out
+	return nil
+}
+
 // RequestConfig is a request of an httpJobs entry: start, status, result
 // and cancel each take one (see httpjob.Request).
 type RequestConfig struct {
@@ -101,12 +159,15 @@ type RequestConfig struct {
 	Headers  map[string]string `yaml:"headers"`
 	Body     any               `yaml:"body"`     // a JSON body template
 	BodyText string            `yaml:"bodyText"` // a text body template
+	// Capture names values to keep from the answer: a JSON pointer, or
+	// "re:" and a regular expression.
+	Capture map[string]string `yaml:"capture"`
 }
 
 // request returns the httpjob request of rc.
 func (rc RequestConfig) request() httpjob.Request {
 	return httpjob.Request{Method: strings.ToUpper(rc.Method), URL: rc.URL, Headers: rc.Headers,
-		Body: jsonBody(rc.Body), BodyText: rc.BodyText}
+		Body: jsonBody(rc.Body), BodyText: rc.BodyText, Capture: rc.Capture}
 }
 
 // jsonBody returns a body template decoded from YAML as JSON values:
@@ -152,10 +213,25 @@ func (fc *FileConfig) validateHTTPJobs(getenv func(string) string) []error {
 		if _, ok := fc.Commands[name]; ok {
 			bad("", "the name is also a command's (commands."+name+"): tool names must differ")
 		}
-		for _, h := range []struct {
+		if hc.Log.Progress != "" {
+			re, err := regexp.Compile(hc.Log.Progress)
+			if err != nil {
+				bad("log.progress", fmt.Sprintf("%q is not a regular expression: %v", hc.Log.Progress, err))
+			}
+			hc.progress = re
+		}
+		headers := []struct {
 			field string
 			m     map[string]string
-		}{{"start.headers", hc.Start.Headers}, {"status.headers", hc.Status.Headers}, {"result.headers", hc.Result.Headers}, {"cancel.headers", hc.Cancel.Headers}} {
+		}{{"start.headers", hc.Start.Headers}, {"status.headers", hc.Status.Headers}, {"result.headers", hc.Result.Headers},
+			{"cancel.headers", hc.Cancel.Headers}, {"log.headers", hc.Log.Headers}, {"failure.headers", hc.Failure.Headers}}
+		for _, name := range slices.Sorted(maps.Keys(hc.Lookups)) {
+			headers = append(headers, struct {
+				field string
+				m     map[string]string
+			}{"lookups." + name + ".headers", hc.Lookups[name].Headers})
+		}
+		for _, h := range headers {
 			for _, k := range slices.Sorted(maps.Keys(h.m)) {
 				v := h.m[k]
 				val, problems := expand(v, getenv)

@@ -69,6 +69,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -92,6 +93,16 @@ type Tool struct {
 	Status Status
 	Result Result
 	Cancel Cancel
+	// Lookups are more requests, by name, sent at each status poll until
+	// all their captures have a value, then never again: e.g. the ID of
+	// the build that a build request started, needed for its log. A
+	// lookup is sent once the values its templates need are known; an
+	// answer other than 2xx is asked again at the next poll.
+	Lookups map[string]Request
+	// Log, if its URL is set, follows the job's log.
+	Log Log
+	// Failure, if set, says why a failed or cancelled job ended so.
+	Failure Failure
 
 	// PollInterval is the pause between two status requests; zero means
 	// DefaultPollInterval.
@@ -135,6 +146,49 @@ type Request struct {
 	// is set; with neither, no body is sent.
 	Body     any
 	BodyText string
+	// Capture names values to keep from the request's answer: each a
+	// JSON pointer into a JSON answer ("/builds/0/buildid"), or "re:"
+	// and a regular expression over the answer's text whose first group
+	// (else the whole match) is the value. A value, once captured, is
+	// kept with the task (a re-attachment has it), written to its log,
+	// and is {name} in the templates of later requests; it is not
+	// captured again. Values are scalars (a number as its JSON text) of
+	// at most MaxCapture bytes.
+	Capture map[string]string
+}
+
+// Log is a request for the job's log, polled with the status while the
+// job runs (and once more at its end), once the values its templates
+// need are known. Its lines go to the task's log (stream "job"); a line
+// that matches Progress sets the task's status message.
+type Log struct {
+	Request
+	// Lines, if set, is the JSON pointer of an array of lines in a JSON
+	// answer, read on from the line count reached ({logOffset} in the
+	// template, if the API takes it: then the answer's lines start
+	// there). Without it the answer is text, read on from the byte
+	// offset reached: asked with a Range header, and a server that
+	// ignores it sends the whole text, of which the part already read is
+	// skipped. The offset is kept with the task: after a restart the log
+	// is read on from there (at most the last LogRecordEvery of lines
+	// may be written twice).
+	Lines string
+	// Progress, if set, picks status messages from the lines: the last
+	// line of a poll that matches sets the task's status message to the
+	// first group, or the whole line without one.
+	Progress *regexp.Regexp
+}
+
+// Failure says why a job failed or was cancelled, beyond Status.Error:
+// with a URL, its request is sent once the job failed (capturing values
+// as any request does); Pointer is the error's JSON pointer in its answer
+// (or, without a URL, in the last status answer); Message, if set, is a
+// template of the error filled with the values known ("step '{step}'
+// exit {code}"), used when Pointer gives none.
+type Failure struct {
+	Request
+	Pointer string
+	Message string
 }
 
 // Start is the request that starts a job.
@@ -206,6 +260,12 @@ const (
 	// CancelConfirmWait bounds how long a cancel waits for the job's
 	// status to say cancelled (when Status lists Cancelled states).
 	CancelConfirmWait = 30 * time.Second
+	// MaxCapture bounds a captured value; a longer one is not captured
+	// (the task's log says so).
+	MaxCapture = 1024
+	// LogRecordEvery is how often, at most, the log's offset is recorded
+	// with the task while lines come.
+	LogRecordEvery = 5 * time.Second
 )
 
 // KeyPrefix starts the Idempotency-Key of a task's start request, followed
@@ -228,9 +288,10 @@ func (p Problem) Error() string {
 }
 
 var (
-	toolName    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	methodToken = regexp.MustCompile(`^[A-Z]+$`)
-	headerName  = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+	placeholderName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	toolName        = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	methodToken     = regexp.MustCompile(`^[A-Z]+$`)
+	headerName      = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 )
 
 // Check returns the problems of t, each naming its field.
@@ -255,12 +316,48 @@ func (t Tool) Check() []Problem {
 			bad("inputSchema.properties", "want a map of argument names to schemas")
 		}
 	}
+	// The values captured, by the request that captures them.
+	captures := map[string]string{}
+	capturing := []struct {
+		field string
+		spec  map[string]string
+	}{{"start.capture", t.Start.Capture}, {"status.capture", t.Status.Capture}, {"result.capture", t.Result.Capture},
+		{"cancel.capture", t.Cancel.Capture}, {"log.capture", t.Log.Capture}, {"failure.capture", t.Failure.Capture}}
+	for _, name := range slices.Sorted(maps.Keys(t.Lookups)) {
+		capturing = append(capturing, struct {
+			field string
+			spec  map[string]string
+		}{"lookups." + name + ".capture", t.Lookups[name].Capture})
+	}
+	for _, c := range capturing {
+		for _, name := range slices.Sorted(maps.Keys(c.spec)) {
+			field := c.field + "." + name
+			switch {
+			case !placeholderName.MatchString(name):
+				bad(field, "%q cannot be a placeholder's name (letters, digits, '_', '.', '-', not first a digit)", name)
+			case name == jobIDName || name == logOffsetName || args[name]:
+				bad(field, "%q is also an argument's (or mcptask's) name", name)
+			case captures[name] != "":
+				bad(field, "%q is also captured by %s", name, captures[name])
+			}
+			captures[name] = c.field
+			if err := checkCapture(c.spec[name]); err != nil {
+				bad(field, "%v", err)
+			}
+		}
+	}
 	known := func(field string, withJobID bool, ns []string) {
 		for _, n := range ns {
 			switch {
 			case n == jobIDName && withJobID:
 			case n == jobIDName:
 				bad(field, "{jobId} is not known yet here")
+			case n == logOffsetName && strings.HasPrefix(field, "log."):
+			case captures[n] != "" && withJobID:
+			case captures[n] != "":
+				bad(field, "{%s} is captured only after the start", n)
+			case !args[n] && len(captures) > 0:
+				bad(field, "{%s} names no argument of inputSchema.properties (%s) nor a captured value", n, argList(args))
 			case !args[n]:
 				bad(field, "{%s} names no argument of inputSchema.properties (%s)", n, argList(args))
 			}
@@ -352,6 +449,20 @@ func (t Tool) Check() []Problem {
 	checkPtr("result.pointer", t.Result.Pointer, false)
 
 	checkRequest("cancel", t.Cancel.Request, true, false)
+	for _, name := range slices.Sorted(maps.Keys(t.Lookups)) {
+		checkRequest("lookups."+name, t.Lookups[name], true, true)
+		if len(t.Lookups[name].Capture) == 0 {
+			bad("lookups."+name+".capture", "required: a lookup is asked until its captures yield")
+		}
+	}
+	checkRequest("log", t.Log.Request, true, false)
+	checkPtr("log.lines", t.Log.Lines, false)
+	if t.Log.URL == "" && (t.Log.Lines != "" || t.Log.Progress != nil) {
+		bad("log.url", "required with log.lines or log.progress")
+	}
+	checkRequest("failure", t.Failure.Request, true, false)
+	checkPtr("failure.pointer", t.Failure.Pointer, false)
+	known("failure.message", true, names(t.Failure.Message))
 	checkPtr("cancel.ok", t.Cancel.OK, false)
 	if t.Cancel.OK != "" && t.Cancel.URL == "" {
 		bad("cancel.url", "required with cancel.ok")

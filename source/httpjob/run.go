@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -36,8 +37,9 @@ type jobTool struct {
 	Tool
 	client  *http.Client
 	log     *slog.Logger
-	tracer  trace.Tracer // makes the spans of the job requests
-	secrets secrets.Set  // the headers' values and Tool.Secrets
+	tracer  trace.Tracer              // makes the spans of the job requests
+	secrets secrets.Set               // the headers' values and Tool.Secrets
+	res     map[string]*regexp.Regexp // the captures' regular expressions, by spec
 	// down holds what failed in the last request to the job API (see
 	// Tools.Health); nil when it was answered, or none was sent yet.
 	down atomic.Pointer[error]
@@ -69,8 +71,9 @@ func newJobTool(t Tool, client *http.Client, log *slog.Logger, tp trace.TracerPr
 		jt.PollInterval = DefaultPollInterval
 	}
 	add := jt.secrets.Add
-	for _, h := range []map[string]string{t.Start.Headers, t.Status.Headers, t.Result.Headers, t.Cancel.Headers} {
-		for _, v := range h {
+	jt.compileCaptures()
+	for _, req := range jt.requests() {
+		for _, v := range req.Headers {
 			add(v)
 			// "Bearer TOKEN": the token alone is a secret too.
 			if _, tok, ok := strings.Cut(v, " "); ok {
@@ -91,6 +94,12 @@ type ref struct {
 	Key     string    `json:"key"`
 	JobID   string    `json:"jobId,omitempty"`
 	Started time.Time `json:"started,omitzero"`
+	// Captured are the values captured from the job API's answers
+	// (Request.Capture), kept so that a re-attachment has them.
+	Captured map[string]string `json:"captured,omitempty"`
+	// LogOffset is how far the job's log was read (bytes of a text log,
+	// lines of a JSON one).
+	LogOffset int64 `json:"logOffset,omitempty"`
 }
 
 var errTimeout = errors.New("the job timed out")
@@ -140,6 +149,8 @@ type run struct {
 	// op is the job's operation on the ledger (its receipt the job's
 	// ID); nil for a synchronous call.
 	op *mcptask.Op
+	// logs is what the run keeps of the job's log between polls.
+	logs logState
 }
 
 // handle is the tool's handler: a call's outcome, scrubbed of the
@@ -182,6 +193,7 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if r.ref.Started.IsZero() {
 		r.ref.Started = time.Now().UTC()
 	}
+	r.v.captured = r.ref.Captured
 	if jt.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, r.ref.Started.Add(jt.Timeout), errTimeout)
@@ -250,6 +262,9 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 // record writes the task's external reference: provisional (the key) or
 // final (with the job's ID).
 func (r *run) record(ctx context.Context, final bool) error {
+	// What the log says of the job (its lines read so far, the values
+	// captured) is durable before the record says it was read.
+	r.tk.FlushLog()
 	b, _ := json.Marshal(r.ref)
 	if final {
 		return r.tk.SetExternalRef(ctx, string(b))
@@ -283,6 +298,7 @@ func (r *run) start(ctx context.Context) error {
 	if err != nil || !ok || id == "" {
 		return r.mismatch(fmt.Sprintf("the start answer has no job ID at %s", r.Start.JobID), answer)
 	}
+	r.capture(ctx, r.Start.Capture, answer) // recorded with the job's ID
 	r.ref.JobID = id
 	return nil
 }
@@ -321,10 +337,22 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 				}
 			}
 		}
+		r.capture(ctx, r.Status.Capture, answer)
+		if err := r.lookups(ctx); err != nil {
+			return nil, r.ended(ctx, "looking up the job", err)
+		}
 		v, err := lookup(doc, r.Status.State)
 		state, ok := scalarText(v)
+		if err == nil && v == nil {
+			state, ok = "", true // null: e.g. the result of a job not complete yet
+		}
 		if err != nil || !ok {
 			return nil, r.mismatch(fmt.Sprintf("the status answer has no state at %s", r.Status.State), answer)
+		}
+		if slices.Contains(r.Status.Working, state) {
+			r.followLog(ctx, false)
+		} else {
+			r.followLog(ctx, true) // the end of the log, before the outcome
 		}
 		switch {
 		case slices.Contains(r.Status.Working, state):
@@ -334,11 +362,9 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 			r.setMessage(ctx, "job "+r.ref.JobID+" completed")
 			return r.result(ctx, doc, answer)
 		case slices.Contains(r.Status.Failed, state):
-			msg := "(the status answer names no error)"
-			if r.Status.Error != "" {
-				if v, err := lookup(doc, r.Status.Error); err == nil && textOf(v) != "" {
-					msg = r.bounded(textOf(v))
-				}
+			msg := r.failureDetail(ctx, doc)
+			if msg == "" {
+				msg = "(the job API gives no reason)"
 			}
 			r.log.Info("job failed", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" failed: "+msg)
@@ -350,8 +376,12 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 		case slices.Contains(r.Status.Cancelled, state):
 			r.log.Info("job cancelled in the job system", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" was cancelled in the job system")
-			r.note("job %s was cancelled in the job system (state %q)", r.ref.JobID, state)
-			return nil, mcptask.WorkCancelled(r.scrub(fmt.Sprintf("job %s was cancelled (state %q)", r.ref.JobID, state)))
+			why := fmt.Sprintf("job %s was cancelled (state %q)", r.ref.JobID, state)
+			if d := r.failureDetail(ctx, doc); d != "" {
+				why += ": " + d
+			}
+			r.note("%s", why)
+			return nil, mcptask.WorkCancelled(r.scrub(why))
 		default:
 			return nil, r.mismatch(fmt.Sprintf("the job's state %q at %s is in none of the lists working %q, completed %q, failed %q, cancelled %q",
 				state, r.Status.State, r.Status.Working, r.Status.Completed, r.Status.Failed, r.Status.Cancelled), answer)
@@ -374,6 +404,7 @@ func (r *run) result(ctx context.Context, doc any, answer []byte) (*mcp.CallTool
 			r.log.Error("the job API refused the result request", "task", r.taskID(), "job", r.ref.JobID, "status", code, "answer", r.excerpt(b))
 			return nil, r.fail("job %s completed, but the job API refused its result: HTTP %d: %s", r.ref.JobID, code, r.apiError(b))
 		}
+		r.capture(ctx, r.Result.Capture, b)
 		if doc, err = decode(b); err != nil {
 			return nil, r.mismatch("the result answer is not JSON", b)
 		}
@@ -452,7 +483,7 @@ func (jt *jobTool) cancelTask(ctx context.Context, t *task.Task) error {
 		call.Arguments = map[string]json.RawMessage{}
 	}
 	withDefaults(call.Arguments, jt.InputSchema)
-	r := &run{jobTool: jt, v: vars{args: call.Arguments, jobID: rf.JobID}, ref: rf}
+	r := &run{jobTool: jt, v: vars{args: call.Arguments, jobID: rf.JobID, captured: rf.Captured}, ref: rf}
 	code, answer, err := r.send(ctx, "cancelling the job", jt.Cancel.Request, http.MethodPost, "")
 	switch {
 	case err != nil && r.outage != "":

@@ -50,13 +50,29 @@ func bodyNames(v any) []string {
 type vars struct {
 	args  map[string]json.RawMessage
 	jobID string
+	// captured are the values captured from the job API's answers (see
+	// Request.Capture), by name.
+	captured map[string]string
+	// logOffset is {logOffset}: where the log request reads on from
+	// ("" outside the log request).
+	logOffset string
 }
 
+// logOffsetName is the placeholder of the log's offset (see Log).
+const logOffsetName = "logOffset"
+
 // text returns the value of name as text: a string as it is, anything
-// else as compact JSON; ok is false for an argument not given.
+// else as compact JSON; ok is false for an argument not given (or a value
+// not captured yet).
 func (v vars) text(name string) (string, bool) {
 	if name == jobIDName && v.jobID != "" {
 		return v.jobID, true
+	}
+	if name == logOffsetName && v.logOffset != "" {
+		return v.logOffset, true
+	}
+	if c, ok := v.captured[name]; ok {
+		return c, true
 	}
 	raw, ok := v.args[name]
 	if !ok {
@@ -147,6 +163,9 @@ func (v vars) fillValue(tmpl any) (_ any, ok bool) {
 			if m[1] == jobIDName && v.jobID != "" {
 				return v.jobID, true
 			}
+			if c, ok := v.captured[m[1]]; ok {
+				return c, true
+			}
 			raw, ok := v.args[m[1]]
 			if !ok {
 				return nil, false
@@ -181,6 +200,17 @@ func (v vars) fillText(tmpl string) string {
 		s, _ := v.text(ph[1 : len(ph)-1])
 		return s
 	})
+}
+
+// has reports whether every placeholder of req's URL and body has a
+// value: a lookup or a log request waits until it does.
+func (v vars) has(req Request) bool {
+	for _, n := range append(append(names(req.URL), bodyNames(req.Body)...), names(req.BodyText)...) {
+		if _, ok := v.text(n); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // withDefaults adds to args the default of each property of schema (an

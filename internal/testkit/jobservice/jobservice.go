@@ -20,6 +20,24 @@
 //	                            a running job; a body that is not such a
 //	                            request is refused with 400
 //
+// It also speaks a CI server's API (modelled on a real one's REST and
+// JSON-RPC API: numbered build requests, a build found by a second
+// request, a plain-text log, numeric results, a cancel that needs a
+// JSON-RPC body):
+//
+//	POST /ci/forceschedulers/{name}   JSON-RPC {"method":"force","params":{...}}:
+//	                                  {"result":[BRID,{...}]}; no idempotency keys
+//	GET  /ci/buildrequests/{brid}     {"buildrequests":[{"buildrequestid","complete","results"}]}:
+//	                                  results null while running, then 0 (success),
+//	                                  2 (failure) or 6 (cancelled)
+//	GET  /ci/buildrequests/{brid}/builds  {"builds":[]} until the build started (the
+//	                                  second status request), then [{"buildid","number"}]
+//	GET  /ci/builds/{buildid}         {"builds":[{"buildid","state_string"}]}: why it failed
+//	GET  /ci/builds/{buildid}/steps/work/logs/stdio/raw  the log, text/plain (Range honoured)
+//	POST /ci/buildrequests/{brid}     JSON-RPC {"method":"cancel"}; anything else 400
+//
+// and a test hook: POST /test/jobs/{id}/log (body: text appended to the log).
+//
 // With a token, every /jobs request needs "Authorization: Bearer TOKEN"
 // (else 401). The test hooks, without a token: POST
 // /test/jobs/{id}/finish (body: the output), /fail ({"error"}), /progress
@@ -53,6 +71,11 @@ type Job struct {
 	Progress string          `json:"progress,omitempty"`
 	Output   json.RawMessage `json:"output,omitempty"`
 	Error    string          `json:"error,omitempty"`
+	// Num numbers the job (its build request's ID on the CI API); Log is
+	// its text log; Polls counts its status requests on the CI API.
+	Num   int    `json:"num,omitempty"`
+	Log   string `json:"log,omitempty"`
+	Polls int    `json:"polls,omitempty"`
 }
 
 // State is everything the service keeps in its file.
@@ -126,6 +149,12 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /jobs/{id}/result", s.authed(s.result))
 	mux.HandleFunc("POST /jobs/{id}/cancel", s.authed(s.cancel))
 	mux.HandleFunc("POST /rpc", s.authed(s.rpc))
+	mux.HandleFunc("POST /ci/forceschedulers/{name}", s.authed(s.ciForce))
+	mux.HandleFunc("GET /ci/buildrequests/{brid}", s.authed(s.ciBuildRequest))
+	mux.HandleFunc("POST /ci/buildrequests/{brid}", s.authed(s.ciCancel))
+	mux.HandleFunc("GET /ci/buildrequests/{brid}/builds", s.authed(s.ciBuilds))
+	mux.HandleFunc("GET /ci/builds/{buildid}", s.authed(s.ciBuild))
+	mux.HandleFunc("GET /ci/builds/{buildid}/steps/work/logs/stdio/raw", s.authed(s.ciLog))
 	mux.HandleFunc("POST /test/jobs/{id}/{op}", s.hook)
 	mux.HandleFunc("POST /test/hold", s.setHold)
 	mux.HandleFunc("GET /test/stats", s.stats)
@@ -184,7 +213,7 @@ func (s *Service) start(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.st.Next++
 		s.st.Created++
-		j = &Job{ID: fmt.Sprintf("job-%d", s.st.Next), Key: key, Params: body, State: "running", Progress: "queued"}
+		j = &Job{ID: fmt.Sprintf("job-%d", s.st.Next), Num: s.st.Next, Key: key, Params: body, State: "running", Progress: "queued"}
 		s.st.Jobs[j.ID] = j
 		if key != "" {
 			s.st.Keys[key] = j.ID
@@ -319,6 +348,8 @@ func (s *Service) hook(w http.ResponseWriter, r *http.Request) {
 		j.Progress = in.Progress
 	case "state":
 		j.State = in.State
+	case "log":
+		j.Log += string(body)
 	default:
 		http.NotFound(w, r)
 		return
@@ -361,3 +392,151 @@ func (s *Service) Stats() State {
 
 // JobOf returns the job ID of key, "" if the service has not seen it.
 func (st State) JobOf(key string) string { return st.Keys[strings.TrimSpace(key)] }
+
+// ciResults are the CI API's numeric results of the job states.
+var ciResults = map[string]int{"succeeded": 0, "failed": 2, "cancelled": 6}
+
+// ciJob returns the job of the build request (or build, from) in the
+// path value name, writing a 404 when there is none.
+func (s *Service) ciJob(w http.ResponseWriter, r *http.Request, name string, build bool) *Job {
+	n := 0
+	_, _ = fmt.Sscanf(r.PathValue(name), "%d", &n)
+	if build {
+		n -= ciBuildBase
+	}
+	j := s.st.Jobs[fmt.Sprintf("job-%d", n)]
+	if j == nil || (build && j.Polls < 2) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no such build request or build"})
+		return nil
+	}
+	return j
+}
+
+// ciBuildBase numbers a job's build: ciBuildBase + its build request's.
+const ciBuildBase = 100
+
+func (s *Service) ciForce(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" || in.Method != "force" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "not a JSON-RPC 2.0 force request"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.StartRequests++
+	s.st.Next++
+	s.st.Created++
+	j := &Job{ID: fmt.Sprintf("job-%d", s.st.Next), Num: s.st.Next, Params: in.Params, State: "running"}
+	s.st.Jobs[j.ID] = j
+	if err := s.saveLocked(); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": in.ID,
+		"result": []any{j.Num, map[string]any{"builder": r.PathValue("name")}}})
+}
+
+func (s *Service) ciBuildRequest(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.ciJob(w, r, "brid", false)
+	if j == nil {
+		return
+	}
+	j.Polls++
+	s.st.StatusRequests++
+	br := map[string]any{"buildrequestid": j.Num, "complete": false, "results": nil}
+	if res, ok := ciResults[j.State]; ok {
+		br["complete"], br["results"] = true, res
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"buildrequests": []any{br}})
+}
+
+func (s *Service) ciBuilds(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.ciJob(w, r, "brid", false)
+	if j == nil {
+		return
+	}
+	builds := []any{}
+	if j.Polls >= 2 { // the build starts a while after its request
+		builds = append(builds, map[string]any{"buildid": ciBuildBase + j.Num, "number": j.Num})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"builds": builds})
+}
+
+func (s *Service) ciBuild(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.ciJob(w, r, "buildid", true); j != nil {
+		state := "building"
+		switch j.State {
+		case "failed":
+			state = "failed " + j.Error
+		case "cancelled":
+			state = "cancelled by request"
+		case "succeeded":
+			state = "build successful"
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"builds": []any{map[string]any{"buildid": ciBuildBase + j.Num, "state_string": state}}})
+	}
+}
+
+func (s *Service) ciLog(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	j := s.ciJob(w, r, "buildid", true)
+	var log string
+	if j != nil {
+		log = j.Log
+	}
+	s.mu.Unlock()
+	if j == nil {
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	var from int
+	if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-", &from); err == nil {
+		if from >= len(log) {
+			w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, len(log)-1, len(log)))
+		w.WriteHeader(http.StatusPartialContent)
+		_, _ = io.WriteString(w, log[from:])
+		return
+	}
+	_, _ = io.WriteString(w, log)
+}
+
+func (s *Service) ciCancel(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" || in.Method != "cancel" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "not a JSON-RPC 2.0 cancel request"})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.ciJob(w, r, "brid", false)
+	if j == nil {
+		return
+	}
+	s.st.Cancels++
+	if j.State == "running" {
+		j.State = "cancelled"
+	}
+	if err := s.saveLocked(); err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": in.ID, "result": true})
+}
