@@ -352,3 +352,8 @@ func (s *Server) cancelWork(ctx context.Context, t *task.Task) error {
 	}
 	return fn(ctx, t)
 }
+
+// Links returns the links t's tool gives about it (ToolOptions.Links:
+// what tasks/get shows under wire.MetaLinks), nil for none: e.g. for an
+// operator's view of the task.
+func (s *Server) Links(t *task.Task) map[string]string { return s.core.Links(t) }

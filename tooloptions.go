@@ -69,6 +69,13 @@ type ToolOptions struct {
 	// Without it a cancel is carried out at once, as the handler's
 	// context ending.
 	Cancel func(ctx context.Context, t *task.Task) error
+	// Links, if set, gives links about a task of the tool (e.g. the page
+	// of its job in the job system), computed from the stored task each
+	// time tasks/get reads it, on any server sharing the store: shown on
+	// both wires under wire.MetaLinks, by 'mcptask status' and on the
+	// dashboard. Names are short; values must be http(s) URLs (others are
+	// dropped). It must be quick: it runs in every tasks/get of the tool.
+	Links func(t *task.Task) map[string]string
 	// AwaitExternalRef, if positive, delays the answer to a call that
 	// creates a task until the handler has recorded its external
 	// reference, or returned, or this long has passed: the client is

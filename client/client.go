@@ -236,6 +236,25 @@ type TaskStatus struct {
 	// "claudecode/toolUseId" → the host's tool-use ID). Nil when the
 	// server shows none.
 	Correlation map[string]string
+	// Links are links about the task that its tool gives (e.g. its job's
+	// page in the job system), by name; nil when none.
+	Links map[string]string
+}
+
+// linksOf reads the io.mcptask/links entry of an answer's _meta (string
+// values only).
+func linksOf(raw json.RawMessage) map[string]string {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaLinks] == nil {
+		return nil
+	}
+	var l map[string]string
+	if json.Unmarshal(m.Meta[wire.MetaLinks], &l) != nil || len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 // correlationOf reads the io.mcptask/correlation entry of an answer's

@@ -122,6 +122,7 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 	st.Operation = operationOf(raw)
 	st.Log = logOf(raw)
 	st.Correlation = correlationOf(raw)
+	st.Links = linksOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, err
 	}

@@ -65,6 +65,9 @@ type Options struct {
 	// Tools, if set, lists the server's tool names (for the tool filter
 	// and the drain switches).
 	Tools func() []string
+	// Links, if set, gives the links about a task that its tool gives
+	// (mcptask.Server.Links), shown on the task's page.
+	Links func(*task.Task) map[string]string
 
 	// Logger receives the dashboard's log records (never a token or a
 	// task's payload). Nil discards them.

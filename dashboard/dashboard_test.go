@@ -500,7 +500,12 @@ func TestActionsNeedCSRF(t *testing.T) {
 // the cancel was refused, the task's status message why, and the audit
 // trail records the refusal.
 func TestCancelRefused(t *testing.T) {
-	e := newEnvHooks(t, true, nil, &engine.Hooks{Cancel: func(_ context.Context, t *task.Task) error {
+	links := func(t *dashboard.Options) {
+		t.Links = func(*task.Task) map[string]string {
+			return map[string]string{"build": "https://ci.example.com/#/builds/57", "evil": "javascript:alert(1)"}
+		}
+	}
+	e := newEnvHooks(t, true, links, &engine.Hooks{Cancel: func(_ context.Context, t *task.Task) error {
 		if t.Tool == "deploy" {
 			return errors.New("the job API refused the cancel of job 7: HTTP 400: not a JSON-RPC 2.0 request")
 		}
@@ -523,6 +528,9 @@ func TestCancelRefused(t *testing.T) {
 	_, page = e.get(c, "/tasks/"+string(tk.ID)+"?done=refused:1")
 	if !strings.Contains(page, "was refused by the system doing the work") || !strings.Contains(page, "HTTP 400: not a JSON-RPC 2.0 request") {
 		t.Errorf("the task page does not say the cancel was refused, and why:\n%s", page)
+	}
+	if !strings.Contains(page, `<a href="https://ci.example.com/#/builds/57"`) || strings.Contains(page, "javascript:") {
+		t.Errorf("the task page's links: want the build's, and no other scheme:\n%s", page)
 	}
 	if a := e.audit.String(); !strings.Contains(a, `"event":"task.cancel_refused"`) || !strings.Contains(a, "HTTP 400") {
 		t.Errorf("the audit trail does not record the refusal:\n%s", a)

@@ -419,6 +419,8 @@ type taskLive struct {
 	// Correlation is the host correlation keys of the call that created
 	// the task, sorted by key.
 	Correlation []correlationView
+	// Links are links about the task its tool gives (Options.Links).
+	Links []correlationView
 }
 
 // correlationView is one host correlation key of a task and its value.
@@ -510,6 +512,14 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.Correlation)) {
 		l.Correlation = append(l.Correlation, correlationView{Key: k, Value: t.Correlation[k]})
+	}
+	if h.opts.Links != nil {
+		links := h.opts.Links(t)
+		for _, k := range slices.Sorted(maps.Keys(links)) {
+			if u := links[k]; strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+				l.Links = append(l.Links, correlationView{Key: k, Value: u})
+			}
+		}
 	}
 	evs, err := h.opts.Store.History(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -29,6 +29,9 @@ func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, err
 	if opts.Drain == nil {
 		opts.Drain = serverDrain{srv}
 	}
+	if opts.Links == nil {
+		opts.Links = srv.Links
+	}
 	return New(opts)
 }
 

@@ -202,6 +202,13 @@ const MetaOperation = MetaPrefix + "operation"
 // the call carried none of them.
 const MetaCorrelation = MetaPrefix + "correlation"
 
+// MetaLinks is the _meta key under which tasks/get carries, on both
+// wires, links about the task that its tool gives (mcptask.ToolOptions.Links,
+// e.g. the page of its job in a CI server): an object of http(s) URLs by
+// short name, such as {"build": "https://ci.example.com/#/builds/57"}.
+// Absent when the tool gives none (yet).
+const MetaLinks = MetaPrefix + "links"
+
 // MetaClaudeCodeToolUseID is the _meta key of a tools/call in which Claude
 // Code sends the ID of the tool use the call answers: the default host
 // correlation key (see MetaCorrelation).

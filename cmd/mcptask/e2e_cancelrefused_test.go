@@ -38,6 +38,7 @@ httpJobs:
       cancelled: [cancelled]
     result: {pointer: /output}
     cancel: {url: "`+hs.URL+`/rpc"}
+    links: {job: "`+hs.URL+`/jobs/{jobId}"}
     pollInterval: 20ms
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ httpJobs:
 	r = c.run("cancel", id)
 	expect(t, r, exitFailed, nil, []string{"the job API refused the cancel of job " + job + ": HTTP 400: not a JSON-RPC 2.0 request"})
 	r = c.run("status", id)
-	expect(t, r, exitOK, []string{"working", "cancel refused: the job API refused the cancel"}, nil)
+	expect(t, r, exitOK, []string{"working", "cancel refused: the job API refused the cancel", "link:     job " + hs.URL + "/jobs/" + job}, nil)
 
 	body, _ := json.Marshal(map[string]any{"artifact": "main.tgz"})
 	resp, err := http.Post(hs.URL+"/test/jobs/"+job+"/finish", "application/json", bytes.NewReader(body))

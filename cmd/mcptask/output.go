@@ -337,10 +337,12 @@ type jsonStatus struct {
 	// Correlation is the host correlation keys of the call that created
 	// the task (e.g. claudecode/toolUseId).
 	Correlation map[string]string `json:"correlation,omitempty"`
+	// Links are links about the task its tool gives (e.g. its job's page).
+	Links map[string]string `json:"links,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation, Links: s.Links}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -383,6 +385,9 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 			pairs = append(pairs, k+"="+oneLine(s.Correlation[k]))
 		}
 		row("host", strings.Join(pairs, ", "))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Links)) {
+		row("link", k+" "+oneLine(s.Links[k]))
 	}
 	if !s.CreatedAt.IsZero() {
 		row("created", fmt.Sprintf("%s (%s ago)", s.CreatedAt.Local().Format(time.DateTime), formatElapsed(time.Since(s.CreatedAt))))

@@ -78,6 +78,9 @@ type HTTPJobConfig struct {
 		Pointer       string `yaml:"pointer"`
 		Message       string `yaml:"message"`
 	} `yaml:"failure"`
+	// Links are URL templates of {jobId} and captured values, shown
+	// with the task (tasks/get, mcptask status, the dashboard).
+	Links map[string]string `yaml:"links"`
 	// IdempotentStart declares that the job API honours Idempotency-Key:
 	// a start interrupted by a crash is sent again with the same key.
 	IdempotentStart bool     `yaml:"idempotentStart"`
@@ -113,6 +116,7 @@ func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 		Result:          httpjob.Result{Request: hc.Result.request(), Pointer: hc.Result.Pointer},
 		Cancel:          httpjob.Cancel{Request: hc.Cancel.request(), OK: hc.Cancel.OK},
 		Lookups:         hc.lookups(),
+		Links:           hc.Links,
 		Log:             httpjob.Log{Request: hc.Log.request(), Lines: hc.Log.Lines, Progress: hc.progress},
 		Failure:         httpjob.Failure{Request: hc.Failure.request(), Pointer: hc.Failure.Pointer, Message: hc.Failure.Message},
 		PollInterval:    time.Duration(hc.PollInterval),

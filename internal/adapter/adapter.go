@@ -149,6 +149,9 @@ type ToolPolicy struct {
 	Queue string
 	// MaxTTL, if positive, caps the retention of the tool's tasks.
 	MaxTTL time.Duration
+	// Links, if set, gives links about a stored task of the tool (see
+	// wire.MetaLinks).
+	Links func(*task.Task) map[string]string
 }
 
 // Config configures a [Core].

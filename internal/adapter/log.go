@@ -67,8 +67,45 @@ func WithLogOf(id task.ID, p *store.LogPage, meta mcp.Meta) mcp.Meta {
 // engine.Engine.View, holds beside the task: its latest operation (see
 // [WithOperationOf]), the link to its log (see [WithLogOf]) and the host
 // correlation keys of its call (see [WithCorrelationOf]).
-func WithView(v *store.View, meta mcp.Meta) mcp.Meta {
-	return WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta)))
+func (c *Core) WithView(v *store.View, meta mcp.Meta) mcp.Meta {
+	return c.withLinks(v.Task, WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))))
+}
+
+// withLinks returns meta with the links t's tool gives about it under
+// wire.MetaLinks: meta itself when there are none.
+func (c *Core) withLinks(t *task.Task, meta mcp.Meta) mcp.Meta {
+	links := c.Links(t)
+	if len(links) == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = mcp.Meta{}
+	}
+	meta[wire.MetaLinks] = links
+	return meta
+}
+
+// Links returns the links t's tool gives about it (its policy's Links),
+// nil for none. Only http and https URLs are kept.
+func (c *Core) Links(t *task.Task) map[string]string {
+	if t == nil {
+		return nil
+	}
+	fn := c.tool(t.Tool).Links
+	if fn == nil {
+		return nil
+	}
+	var out map[string]string
+	for name, u := range fn(t) {
+		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = u
+	}
+	return out
 }
 
 // WithEvidence returns meta with the latest operation and the log link of
@@ -85,7 +122,7 @@ func (c *Core) WithEvidence(ctx context.Context, owner task.Owner, t *task.Task,
 		}
 		return meta
 	}
-	return WithView(v, meta)
+	return c.WithView(v, meta)
 }
 
 // parseLogURI reads a task log's URI: the task ID and the query.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcptask/mcptask/task"
 )
 
 // captureRegexp is the prefix of a capture by regular expression.
@@ -333,4 +335,27 @@ func (r *run) failureDetail(ctx context.Context, doc any) string {
 		}
 	}
 	return ""
+}
+
+// links is the tool's ToolOptions.Links: its Links filled from the
+// stored task's job ID and captured values; a link whose values are not
+// known yet is left out.
+func (jt *jobTool) links(t *task.Task) map[string]string {
+	var rf ref
+	if t.ExternalRef == "" || json.Unmarshal([]byte(t.ExternalRef), &rf) != nil || rf.JobID == "" {
+		return nil
+	}
+	v := vars{jobID: rf.JobID, captured: rf.Captured}
+	var out map[string]string
+	for name, tmpl := range jt.Links {
+		u, err := v.fillURL(tmpl)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = u
+	}
+	return out
 }

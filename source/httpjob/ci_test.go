@@ -36,6 +36,7 @@ func ciTool(base string) httpjob.Tool {
 		Failure: httpjob.Failure{Request: httpjob.Request{URL: base + "/ci/builds/{buildId}"}, Pointer: "/builds/0/state_string"},
 		Cancel: httpjob.Cancel{Request: httpjob.Request{URL: base + "/ci/buildrequests/{jobId}",
 			Body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "cancel"}}, OK: "/result"},
+		Links:        map[string]string{"build": base + "/ci/builds/{buildId}", "request": base + "/ci/buildrequests/{jobId}"},
 		PollInterval: 20 * time.Millisecond,
 	}
 	auth := map[string]string{"Authorization": "Bearer " + token}
@@ -95,6 +96,10 @@ func TestCIServer(t *testing.T) {
 			res, err := c.Wait(ctx, id, nil)
 			if err != nil || res.IsError || !strings.Contains(text(res), `"complete":true`) {
 				t.Fatalf("the build: %q, %v", text(res), err)
+			}
+			st, err := c.Get(ctx, id)
+			if err != nil || st.Links["build"] != js.URL+"/ci/builds/10"+job[len("job-"):] || st.Links["request"] != js.URL+"/ci/buildrequests/"+job[len("job-"):] {
+				t.Errorf("the task's links: %v, %v; want its build's and its request's", st.Links, err)
 			}
 			log := logText(t, c, id)
 			for _, want := range []string{"captured buildId = 10", "captured buildNumber = ", "compiling\n", "partial line\n", "progress 3/3\n"} {

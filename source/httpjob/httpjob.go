@@ -103,6 +103,12 @@ type Tool struct {
 	Log Log
 	// Failure, if set, says why a failed or cancelled job ended so.
 	Failure Failure
+	// Links are links about a task, by name: URL templates of {jobId}
+	// and captured values (not of the call's arguments), shown by
+	// tasks/get (wire.MetaLinks), 'mcptask status' and the dashboard
+	// once their values are known, e.g. the build's page:
+	// "https://ci.example.com/#/builders/1/builds/{buildNumber}".
+	Links map[string]string
 
 	// PollInterval is the pause between two status requests; zero means
 	// DefaultPollInterval.
@@ -460,6 +466,23 @@ func (t Tool) Check() []Problem {
 	if t.Log.URL == "" && (t.Log.Lines != "" || t.Log.Progress != nil) {
 		bad("log.url", "required with log.lines or log.progress")
 	}
+	for _, name := range slices.Sorted(maps.Keys(t.Links)) {
+		field := "links." + name
+		u := t.Links[name]
+		switch {
+		case !toolName.MatchString(name):
+			bad(field, "%q: want 1 to 64 letters, digits, '_', '-' or '.'", name)
+		case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
+			bad(field, "%q: want an http:// or https:// URL", u)
+		case len(names(origin(u))) > 0:
+			bad(field, "%q: a placeholder in the scheme, host or port", u)
+		}
+		for _, n := range names(u) {
+			if n != jobIDName && captures[n] == "" {
+				bad(field, "{%s} is neither {jobId} nor a captured value (a link is made from what the task keeps)", n)
+			}
+		}
+	}
 	checkRequest("failure", t.Failure.Request, true, false)
 	checkPtr("failure.pointer", t.Failure.Pointer, false)
 	known("failure.message", true, names(t.Failure.Message))
@@ -594,6 +617,9 @@ func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
 			MaxTTL:           t.MaxTTL,
 			Reconcile:        jt.reconcile,
 			Cancel:           jt.cancelTask,
+		}
+		if len(t.Links) > 0 {
+			opts.Links = jt.links
 		}
 		if opts.Support == "" {
 			opts.Support = mcptask.Optional
