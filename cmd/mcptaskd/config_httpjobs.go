@@ -39,6 +39,10 @@ import (
 //	      cancelled: [cancelled]
 //	    result: {pointer: /output}     # or {url: ..., headers: ..., pointer: /data}
 //	    cancel: {method: POST, url: "https://ci.example.com/api/jobs/{jobId}/cancel"}
+//	    # and, for APIs that need them (docs/adapters.md): a body or bodyText
+//	    # on any request, capture: {name: /pointer or "re:regexp"} on any
+//	    # request, lookups: {name: {url, capture}}, log: {url, lines,
+//	    # progress}, failure: {url, pointer, message}, cancel.ok, links
 //	    idempotentStart: true
 //	    pollInterval: 5s
 //	    timeout: 2h
