@@ -41,20 +41,25 @@ import (
 // relative log.dir are relative to the configuration file's directory; a
 // program without '/' is looked up in mcptaskd's PATH.
 type CommandConfig struct {
-	Description   string           `yaml:"description"`
-	InputSchema   map[string]any   `yaml:"inputSchema"`
-	Argv          []string         `yaml:"argv"`
-	Cwd           string           `yaml:"cwd"`
-	Env           CommandEnvConfig `yaml:"env"`
-	Timeout       Duration         `yaml:"timeout"`
-	KillGrace     Duration         `yaml:"killGrace"`
-	Task          string           `yaml:"task"`
-	Rerunnable    bool             `yaml:"rerunnable"`
-	MaxConcurrent int              `yaml:"maxConcurrent"`
-	MaxTTL        Duration         `yaml:"maxTtl"`
-	Log           CommandLogConfig `yaml:"log"`
-	Progress      string           `yaml:"progress"`
-	tool          *command.Tool    // resolved by validateCommands
+	Description string           `yaml:"description"`
+	InputSchema map[string]any   `yaml:"inputSchema"`
+	Argv        []string         `yaml:"argv"`
+	Cwd         string           `yaml:"cwd"`
+	Env         CommandEnvConfig `yaml:"env"`
+	Timeout     Duration         `yaml:"timeout"`
+	KillGrace   Duration         `yaml:"killGrace"`
+	Task        string           `yaml:"task"`
+	Rerunnable  bool             `yaml:"rerunnable"`
+	// SurvivesRestart (Linux) lets a task's command outlive mcptaskd (a
+	// graceful restart, a kill -9): the restarted mcptaskd re-attaches
+	// to it; RestartGrace bounds how long it runs without one (default 5m).
+	SurvivesRestart bool             `yaml:"survivesRestart"`
+	RestartGrace    Duration         `yaml:"restartGrace"`
+	MaxConcurrent   int              `yaml:"maxConcurrent"`
+	MaxTTL          Duration         `yaml:"maxTtl"`
+	Log             CommandLogConfig `yaml:"log"`
+	Progress        string           `yaml:"progress"`
+	tool            *command.Tool    // resolved by validateCommands
 }
 
 // CommandEnvConfig is a command's environment: the variables of
@@ -145,6 +150,7 @@ func (fc *FileConfig) validateCommands(getenv func(string) string) []error {
 			Dir: fc.path(cc.Cwd), Env: command.Env{Allow: cc.Env.Allow, Set: set},
 			Timeout: time.Duration(cc.Timeout), KillGrace: time.Duration(cc.KillGrace),
 			Support: mcptask.TaskSupport(cc.Task), Rerunnable: cc.Rerunnable, MaxConcurrent: cc.MaxConcurrent,
+			SurvivesRestart: cc.SurvivesRestart, RestartGrace: time.Duration(cc.RestartGrace),
 			MaxTTL: time.Duration(cc.MaxTTL), LogTail: tail, LogDir: fc.path(cc.Log.Dir), Progress: progress,
 			Secrets: secrets,
 		}
@@ -202,6 +208,9 @@ func (fc *FileConfig) describeCommands() []string {
 		}
 		if t.Rerunnable {
 			notes = append(notes, "rerunnable")
+		}
+		if t.SurvivesRestart {
+			notes = append(notes, "survives a restart")
 		}
 		out = append(out, fmt.Sprintf("command %s (%s; %s)", t.Name, t.Argv[0], strings.Join(notes, ", ")))
 	}

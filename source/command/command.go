@@ -108,6 +108,19 @@ type Tool struct {
 	// after a crash of the program (the process died with it); otherwise
 	// such a task fails "outcome unknown".
 	Rerunnable bool
+	// SurvivesRestart (Linux) lets the command of a task outlive the
+	// program: its supervisor runs in a session of its own and keeps the
+	// command's output (at most MaxDetachedOutput bytes a stream) and its
+	// exit status in the run's directory, and the program, restarted
+	// after a graceful stop or a kill -9 (not a reboot), re-attaches to
+	// it: status, log, input, cancel and outcome go on as if it had not
+	// stopped. A supervisor that no program re-attaches to within
+	// RestartGrace kills the command's group and ends. A call that does
+	// not run as a task runs as usual.
+	SurvivesRestart bool
+	// RestartGrace bounds how long a command of SurvivesRestart runs
+	// without a program attached; zero means DefaultRestartGrace.
+	RestartGrace time.Duration
 	// MaxConcurrent, Queue and MaxTTL are as in mcptask.ToolOptions.
 	MaxConcurrent int
 	Queue         string
@@ -142,6 +155,12 @@ type Env struct {
 
 // Defaults and names of the package.
 const (
+	// DefaultRestartGrace is the default of Tool.RestartGrace.
+	DefaultRestartGrace = 5 * time.Minute
+	// MaxDetachedOutput bounds each output stream a command of
+	// SurvivesRestart keeps in its run's directory; beyond it, the output
+	// is dropped (and said so, once).
+	MaxDetachedOutput = 64 << 20
 	// DefaultKillGrace is the default of Tool.KillGrace.
 	DefaultKillGrace = 10 * time.Second
 	// DefaultLogTail is the default of Tool.LogTail.
@@ -246,6 +265,7 @@ func (c *Commands) Register(_ context.Context, ts *mcptask.Server) error {
 		} else if n > 0 {
 			log.Info("removed the directories of dead runs", "count", n)
 		}
+		sweepDetachedRuns()
 	}
 	for _, t := range ready {
 		schema := t.InputSchema
@@ -253,6 +273,11 @@ func (c *Commands) Register(_ context.Context, ts *mcptask.Server) error {
 			schema = map[string]any{"type": "object"}
 		}
 		opts := mcptask.ToolOptions{Support: t.Support, Rerunnable: t.Rerunnable, MaxConcurrent: t.MaxConcurrent, Queue: t.Queue, MaxTTL: t.MaxTTL}
+		if t.SurvivesRestart {
+			// The run's directory is recorded before the client is
+			// answered; a re-run finds it and re-attaches.
+			opts.Reattach, opts.AwaitExternalRef = true, detachedStartWait
+		}
 		ts.AddRawTool(&mcp.Tool{Name: t.Name, Description: t.Description, InputSchema: schema}, c.handler(t), opts)
 		log.Info("command tool registered", "tool", t.Name, "program", t.program, "task", opts.Support, "rerunnable", t.Rerunnable,
 			"timeout", t.Timeout, "maxConcurrent", t.MaxConcurrent)
@@ -293,6 +318,15 @@ func prepare(t Tool) (*tool, error) {
 	}
 	if t.KillGrace == 0 {
 		t.KillGrace = DefaultKillGrace
+	}
+	if t.RestartGrace < 0 {
+		return nil, bad("restartGrace must not be negative")
+	}
+	if t.RestartGrace == 0 {
+		t.RestartGrace = DefaultRestartGrace
+	}
+	if t.SurvivesRestart && !detachedSupported {
+		return nil, bad("survivesRestart is supported on Linux only")
 	}
 	if t.LogTail == 0 {
 		t.LogTail = DefaultLogTail
@@ -423,6 +457,9 @@ func (c *Commands) handler(t *tool) mcp.ToolHandler {
 			return toolError("%v", err), nil
 		}
 		argv[0] = t.program
+		if tk := mcptask.FromContext(ctx); tk != nil && t.SurvivesRestart {
+			return c.runDetached(ctx, t, argv, tk)
+		}
 		return c.run(ctx, t, argv)
 	}
 }
@@ -490,8 +527,8 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 	sw := newStatusWriter(ctx, tk, c.log)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); c.readOutput(ioCtx, t, p, p.stdout, lg, sw, tk, true) }()
-	go func() { defer wg.Done(); c.readOutput(ioCtx, t, p, p.stderr, lg, sw, tk, false) }()
+	go func() { defer wg.Done(); c.readOutput(ioCtx, t, p.stdin, p.stdout, lg, sw, tk, true) }()
+	go func() { defer wg.Done(); c.readOutput(ioCtx, t, p.stdin, p.stderr, lg, sw, tk, false) }()
 
 	var es exitStatus
 	select {
@@ -527,6 +564,12 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 
 	c.log.Info("command ended", "tool", t.Name, "task", id, "pid", p.pid.Load(), "exitCode", es.code, "signal", int(es.signal),
 		"err", es.err, "duration", time.Since(start).Round(time.Millisecond), "outputBytes", lg.total)
+	return c.outcome(ctx, runCtx, t, es, lg, resultPath, logName)
+}
+
+// outcome is the call's outcome of a command that ended with es (ctx the
+// call's, runCtx with the tool's timeout).
+func (c *Commands) outcome(ctx, runCtx context.Context, t *tool, es exitStatus, lg *taskLog, resultPath, logName string) (*mcp.CallToolResult, error) {
 	tail, dropped := lg.tail()
 	switch {
 	case ctx.Err() != nil: // cancelled, or the server stops

@@ -22,8 +22,20 @@ import (
 // progress lines set the status message, and on standard output (stdout)
 // input requests are asked and answered on the command's standard input
 // instead of being logged.
-func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool) {
+func (c *Commands) readOutput(ctx context.Context, t *tool, stdin io.Writer, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool) {
+	c.readOutputFrom(ctx, t, stdin, r, lg, sw, tk, stdout, 0, nil)
+}
+
+// readOutputFrom is readOutput of an output whose first logged bytes
+// were read before (a re-attachment reads a command's output again from
+// its start, for the result's tail): what lies before logged goes to lg
+// only, neither to the task's log nor asked again. answered, if set, is
+// called with the offset just after each input request once it was
+// answered.
+func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool,
+	logged int64, answered func(int64)) {
 	br := bufio.NewReaderSize(r, maxLine)
+	var pos int64 // of the line being read
 	inLong := false // within a line longer than the buffer: logged only
 	stream := mcptask.LogStreamStderr
 	if stdout {
@@ -32,12 +44,13 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 	// taskLine writes a line to the task's log (its start only, for a
 	// line longer than the buffer: the log cuts long lines anyway).
 	taskLine := func(line []byte) {
-		if tk != nil && !inLong {
+		if tk != nil && !inLong && pos >= logged {
 			tk.LogBytes(stream, bytes.TrimRight(line, "\r\n"))
 		}
 	}
 	for {
 		line, err := br.ReadSlice('\n')
+		n := int64(len(line))
 		line = t.secrets.Bytes(line)
 		if len(line) > 0 {
 			complete := err == nil || (errors.Is(err, io.EOF) && !inLong)
@@ -46,7 +59,12 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 				lg.Write(line)
 				taskLine(line)
 			case stdout && bytes.HasPrefix(line, []byte(InputPrefix)):
-				c.ask(ctx, t, p, tk, bytes.TrimSpace(line[len(InputPrefix):]))
+				if pos >= logged {
+					c.ask(ctx, t, stdin, tk, bytes.TrimSpace(line[len(InputPrefix):]))
+					if answered != nil {
+						answered(pos + n)
+					}
+				}
 			default:
 				lg.Write(line)
 				taskLine(line)
@@ -62,6 +80,7 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 			}
 			inLong = errors.Is(err, bufio.ErrBufferFull)
 		}
+		pos += n
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
 		}
@@ -70,10 +89,10 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, p *proc, r io.Reader
 
 // ask turns an input request line into the task's elicitation and writes
 // the answer to the command's standard input.
-func (c *Commands) ask(ctx context.Context, t *tool, p *proc, tk *mcptask.Task, raw []byte) {
+func (c *Commands) ask(ctx context.Context, t *tool, stdin io.Writer, tk *mcptask.Task, raw []byte) {
 	answer := func(v any) {
 		b, _ := json.Marshal(v)
-		_, _ = p.stdin.Write(append(b, '\n'))
+		_, _ = stdin.Write(append(b, '\n'))
 	}
 	type refusal struct {
 		Action string `json:"action"`

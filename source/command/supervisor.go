@@ -39,9 +39,12 @@ var supervisorReady atomic.Bool
 // signal (Linux), or the end of its control pipe, which the kernel
 // closes with the program's last file descriptor (every Unix).
 func Supervise() {
-	if os.Getenv(supervisorEnv) == "" {
+	switch os.Getenv(supervisorEnv) {
+	case "":
 		supervisorReady.Store(true)
 		return
+	case detachedMode:
+		os.Exit(superviseDetached(os.Args[1:]))
 	}
 	os.Exit(supervise(os.Args[1:]))
 }
