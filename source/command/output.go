@@ -35,7 +35,7 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, stdin io.Writer, r i
 func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool,
 	logged int64, answered func(int64)) {
 	br := bufio.NewReaderSize(r, maxLine)
-	var pos int64 // of the line being read
+	var pos int64   // of the line being read
 	inLong := false // within a line longer than the buffer: logged only
 	stream := mcptask.LogStreamStderr
 	if stdout {
