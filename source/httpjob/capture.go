@@ -349,7 +349,7 @@ func (jt *jobTool) links(t *task.Task) map[string]string {
 	var out map[string]string
 	for name, tmpl := range jt.Links {
 		u, err := v.fillURL(tmpl)
-		if err != nil {
+		if err != nil || jt.scrub(u) != u { // never a secret a job API echoed
 			continue
 		}
 		if out == nil {
