@@ -534,15 +534,7 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 	select {
 	case es = <-p.done:
 	case <-runCtx.Done():
-		p.signal('T')
-		grace := time.NewTimer(t.KillGrace)
-		select {
-		case es = <-p.done:
-		case <-grace.C:
-			p.signal('K')
-			es = <-p.done
-		}
-		grace.Stop()
+		es = stopGroup(p.signal, p.done, t.KillGrace)
 	}
 	stopIO()
 	p.release()
@@ -565,6 +557,21 @@ func (c *Commands) run(ctx context.Context, t *tool, argv []string) (*mcp.CallTo
 	c.log.Info("command ended", "tool", t.Name, "task", id, "pid", p.pid.Load(), "exitCode", es.code, "signal", int(es.signal),
 		"err", es.err, "duration", time.Since(start).Round(time.Millisecond), "outputBytes", lg.total)
 	return c.outcome(ctx, runCtx, t, es, lg, resultPath, logName)
+}
+
+// stopGroup asks for SIGTERM of a command's group, SIGKILL after grace,
+// and returns how the command ended.
+func stopGroup(signal func(byte), done <-chan exitStatus, grace time.Duration) exitStatus {
+	signal('T')
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case es := <-done:
+		return es
+	case <-timer.C:
+		signal('K')
+		return <-done
+	}
 }
 
 // outcome is the call's outcome of a command that ended with es (ctx the

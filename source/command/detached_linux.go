@@ -535,15 +535,7 @@ func (c *Commands) runDetached(ctx context.Context, t *tool, argv []string, tk *
 			c.log.Info("left a command running for the next start to re-attach to", "tool", t.Name, "task", tk.ID(), "runDir", ref.Dir)
 			return nil, context.Cause(ctx)
 		}
-		d.signal('T')
-		grace := time.NewTimer(t.KillGrace)
-		select {
-		case es = <-d.done:
-		case <-grace.C:
-			d.signal('K')
-			es = <-d.done
-		}
-		grace.Stop()
+		es = stopGroup(d.signal, d.done, t.KillGrace)
 	}
 	wg.Wait() // the outputs to their end (the status comes after them)
 	sw.close(ctx.Err() == nil && es.err == nil)

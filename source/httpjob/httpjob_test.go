@@ -369,21 +369,7 @@ func TestJobOnLedger(t *testing.T) {
 	c1 := dial(t, s1.URL, client.Wire20260728)
 	id := start(t, c1, map[string]any{"ref": "main"})
 	job := js.jobOf(t, id)
-	raw := func(url string) wire.Operation {
-		t.Helper()
-		var r struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		}
-		c := &wiretest.Client{URL: url + "/mcp", Tasks: true}
-		if err := c.Result(t.Context(), "tasks/get", map[string]any{"taskId": id}, &r); err != nil {
-			t.Fatal(err)
-		}
-		var op wire.Operation
-		if err := json.Unmarshal(r.Meta[wire.MetaOperation], &op); err != nil {
-			t.Fatalf("tasks/get _meta %v: %v", r.Meta, err)
-		}
-		return op
-	}
+	raw := func(url string) wire.Operation { return operationOf(t, url, id) }
 	deadline := time.Now().Add(30 * time.Second)
 	for op := raw(s1.URL); op.State != "submitted" || op.Receipt != job; op = raw(s1.URL) {
 		if time.Now().After(deadline) {
