@@ -33,46 +33,54 @@ import (
 // askState is the state of one input request of a task on one session.
 type askState struct {
 	answered bool               // delivered: never asked again
-	cancel   context.CancelFunc // an ask in flight on the session's channel; nil on tasks/result
+	cancel   context.CancelFunc // stops the ask in flight (on the session's channel, or a tasks/result stream)
 }
 
-// claim reports whether the input request key of task id is neither
-// being asked nor answered on this session, and marks it asked.
-func (p *sessionPush) claim(id task.ID, key string) bool {
+// claim marks the input request key of task id asked, with cancel to stop
+// the ask, and returns its state; nil when the request is being asked or
+// was answered on this session.
+func (p *sessionPush) claim(id task.ID, key string, cancel context.CancelFunc) *askState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.asks[id] == nil {
 		p.asks[id] = map[string]*askState{}
 	}
 	if _, busy := p.asks[id][key]; busy {
-		return false
+		return nil
 	}
-	p.asks[id][key] = &askState{}
-	return true
+	a := &askState{cancel: cancel}
+	p.asks[id][key] = a
+	return a
 }
 
-// settle ends an ask of key: answered keeps it claimed for good, else it
-// may be asked again.
-func (p *sessionPush) settle(id task.ID, key string, answered bool) {
+// settle ends the ask a of key: answered keeps the request claimed for
+// good, else it may be asked again. An ask superseded meanwhile (another
+// one claimed the request since) changes nothing.
+func (p *sessionPush) settle(id task.ID, key string, a *askState, answered bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.asks[id][key] != a {
+		return
+	}
 	if answered {
-		if p.asks[id] != nil {
-			p.asks[id][key] = &askState{answered: true}
-		}
+		p.asks[id][key] = &askState{answered: true}
 		return
 	}
 	delete(p.asks[id], key)
 }
 
-// cancelAsks stops the asks of task id in flight on the session's channel
-// (the task left input_required, or ended).
+// cancelAsks stops the asks of task id in flight on the session (the
+// task left input_required, or ended, or a new tasks/result takes them
+// over); the requests not answered may be asked again.
 func (p *sessionPush) cancelAsks(id task.ID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, a := range p.asks[id] {
+	for key, a := range p.asks[id] {
 		if a.cancel != nil {
 			a.cancel()
+		}
+		if !a.answered {
+			delete(p.asks[id], key)
 		}
 	}
 }
@@ -117,15 +125,15 @@ func (w *Wire) askOnSession(ss *mcp.ServerSession, id task.ID) {
 		return
 	}
 	for key, req := range v.Task.InputRequests {
-		if !canAnswer(ss, req) || !p.claim(id, key) {
+		if !canAnswer(ss, req) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(p.ctx)
-		p.mu.Lock()
-		if a := p.asks[id][key]; a != nil {
-			a.cancel = cancel
+		a := p.claim(id, key, cancel)
+		if a == nil {
+			cancel()
+			continue
 		}
-		p.mu.Unlock()
 		go func() {
 			select {
 			case <-closed: // the stream the request went on is gone
@@ -137,16 +145,16 @@ func (w *Wire) askOnSession(ss *mcp.ServerSession, id task.ID) {
 			defer cancel()
 			switch w.forwardInput(ctx, ss, owner, id, key, req) {
 			case forwardDelivered:
-				p.settle(id, key, true)
+				p.settle(id, key, a, true)
 			case forwardRefused:
-				p.settle(id, key, false)
+				p.settle(id, key, a, false)
 				p.mu.Lock()
 				p.refusals[id]++
 				n := p.refusals[id]
 				p.mu.Unlock()
 				time.AfterFunc(resultPoll<<min(n-1, 5), func() { w.askOnSession(ss, id) })
 			default: // cancelled: the stream closed, the task moved on
-				p.settle(id, key, false)
+				p.settle(id, key, a, false)
 			}
 		}()
 	}

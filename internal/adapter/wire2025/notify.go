@@ -332,6 +332,29 @@ func (w *Wire) ServeStream(rw http.ResponseWriter, r *http.Request, sdk http.Han
 	w.serveWith(rw, r, sdk, "")
 }
 
+// resultStreamClosed returns the channel closed when the stream of the
+// newest tasks/result of task id served on session ss ends (its
+// connection cut, or the request answered), nil when there is none (a
+// stdio session, a request not served through ServeResultStream).
+func (w *Wire) resultStreamClosed(ss *mcp.ServerSession, id task.ID) <-chan struct{} {
+	if ss == nil || ss.ID() == "" {
+		return nil
+	}
+	v, ok := w.streams.Load(ss.ID())
+	if !ok {
+		return nil
+	}
+	set := v.(*streamSet)
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	for i := len(set.open) - 1; i >= 0; i-- {
+		if set.open[i].task == id {
+			return set.open[i].closed
+		}
+	}
+	return nil
+}
+
 // ServeResultStream serves a session's tasks/result POST for the task id
 // with sdk, and writes the task's status notifications into its response
 // stream while the request waits.

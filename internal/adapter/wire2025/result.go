@@ -57,6 +57,12 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 			}
 		}()
 	}
+	// The stream this request answers on: when its connection is cut,
+	// the go-sdk keeps the request open (for a resumption that may never
+	// come), but the requests forwarded on it can no longer be answered
+	// there; they are stopped, and asked again by the client's next
+	// tasks/result.
+	streamGone := w.resultStreamClosed(r.Session, id)
 	for {
 		changed := eng.Watch(id)
 		v, err := eng.View(ctx, owner, id, ResultView)
@@ -73,11 +79,23 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		// is open (ServeResultStream), else on the session's.
 		w.follow(r.Req, owner, t, t)
 		for key, req := range t.InputRequests {
-			if !forwarded[key] && p != nil && !time.Now().Before(notBefore[key]) && p.claim(id, key) {
+			if forwarded[key] || p == nil || time.Now().Before(notBefore[key]) {
+				continue
+			}
+			fctx, fcancel := context.WithCancel(ctx)
+			if a := p.claim(id, key, fcancel); a != nil {
 				forwarded[key] = true
 				go func() {
-					out := w.forwardInput(ctx, r.Session, owner, id, key, req)
-					p.settle(id, key, out == forwardDelivered)
+					select {
+					case <-streamGone:
+						fcancel()
+					case <-fctx.Done():
+					}
+				}()
+				go func() {
+					defer fcancel()
+					out := w.forwardInput(fctx, r.Session, owner, id, key, req)
+					p.settle(id, key, a, out == forwardDelivered)
 					if out == forwardRefused {
 						select {
 						case refused <- key:
@@ -85,6 +103,8 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 						}
 					}
 				}()
+			} else {
+				fcancel()
 			}
 		}
 		select {
