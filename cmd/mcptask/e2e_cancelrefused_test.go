@@ -57,7 +57,10 @@ httpJobs:
 	}
 
 	r = c.run("cancel", id)
-	expect(t, r, exitFailed, nil, []string{"the job API refused the cancel of job " + job + ": HTTP 400: not a JSON-RPC 2.0 request"})
+	expect(t, r, exitFailed, nil, []string{"task " + id + " was not cancelled: the job API refused the cancel of job " + job + ": HTTP 400: not a JSON-RPC 2.0 request; it goes on"})
+	if strings.Contains(r.Stderr, "refused the call of") {
+		t.Errorf("a refused cancel is told as a refused call:\n%s", r)
+	}
 	r = c.run("status", id)
 	expect(t, r, exitOK, []string{"working", "cancel refused: the job API refused the cancel", "link:     job " + hs.URL + "/jobs/" + job}, nil)
 

@@ -171,6 +171,17 @@ func (a *app) printOutcome(o *outcome, code int) {
 		var te *client.TaskError
 		var je *jsonrpc.Error
 		switch {
+		case errors.Is(o.err, client.ErrCancelRefused):
+			reason := o.err.Error()
+			var data struct {
+				Detail string `json:"detail"`
+			}
+			if errors.As(o.err, &je) && json.Unmarshal(je.Data, &data) == nil && data.Detail != "" {
+				reason = data.Detail
+			}
+			a.errorf("%s was not cancelled: %s; it goes on (the system doing its work refused the cancel)", task, reason)
+		case errors.Is(o.err, client.ErrNotTerminal):
+			a.errorf("%s has not ended: cancel it first (%s cancel %s), then delete it", task, a.selfCommand(), o.taskID)
 		case errors.As(o.err, &te):
 			a.errorf("%s failed: %s (JSON-RPC error %d)%s", describe(o.tool, task), te.Message, te.Code, dataSuffix(te.Data))
 		case errors.As(o.err, &je):
