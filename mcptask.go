@@ -215,6 +215,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Logger: o.Logger,
 		Owner:  o.Owner,
 		Tool:   s.toolPolicy,
+		Links:  s.toolLinks,
 		Limits: adapter.Limits(o.Limits),
 
 		ResultLinkBytes: o.ResultLinkBytes,
@@ -339,6 +340,19 @@ func (s *Server) reconcile(ctx context.Context, t *task.Task, op task.Operation)
 		return "", "", engine.ErrNoReconcile
 	}
 	return fn(ctx, op)
+}
+
+// toolLinks is the adapter's Config.Links: the task's tool's
+// ToolOptions.Links, nil for a tool without them (one map lookup per
+// tasks/get, not the tool's whole policy).
+func (s *Server) toolLinks(t *task.Task) map[string]string {
+	s.mu.RLock()
+	fn := s.tools[t.Tool].Links
+	s.mu.RUnlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(t)
 }
 
 // cancelWork is the engine's Hooks.Cancel: the task's tool's

@@ -232,7 +232,7 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 		o.Support = Forbidden
 	}
 	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
-		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL, Links: o.Links}
+		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
 	}

@@ -149,9 +149,6 @@ type ToolPolicy struct {
 	Queue string
 	// MaxTTL, if positive, caps the retention of the tool's tasks.
 	MaxTTL time.Duration
-	// Links, if set, gives links about a stored task of the tool (see
-	// wire.MetaLinks).
-	Links func(*task.Task) map[string]string
 }
 
 // Config configures a [Core].
@@ -166,6 +163,10 @@ type Config struct {
 	Owner func(ctx context.Context, req mcp.Request) task.Owner
 	// Tool returns the policy of a tool by name.
 	Tool func(name string) ToolPolicy
+	// Links, if set, returns the links a stored task's tool gives about
+	// it (see wire.MetaLinks), nil for none: asked in every tasks/get,
+	// so it must be quick.
+	Links func(*task.Task) map[string]string
 	// Limits bounds each requester.
 	Limits Limits
 	// ResultLinkBytes, if positive, is the size above which a completed
@@ -190,6 +191,7 @@ type Core struct {
 	log    *slog.Logger
 	owner  func(ctx context.Context, req mcp.Request) task.Owner
 	tool   func(name string) ToolPolicy
+	links  func(*task.Task) map[string]string // Config.Links
 	limits limiters
 	nonce  string // authenticates in-process re-runs
 	// resultLink is Config.ResultLinkBytes.
@@ -254,6 +256,7 @@ func NewCore(cfg Config) *Core {
 		log:    cfg.Logger,
 		owner:  cfg.Owner,
 		tool:   cfg.Tool,
+		links:  cfg.Links,
 		limits: newLimiters(cfg.Limits),
 		nonce:  string(task.NewID()),
 

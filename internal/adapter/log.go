@@ -85,18 +85,14 @@ func (c *Core) withLinks(t *task.Task, meta mcp.Meta) mcp.Meta {
 	return meta
 }
 
-// Links returns the links t's tool gives about it (its policy's Links),
-// nil for none. Only http and https URLs are kept.
+// Links returns the links t's tool gives about it (Config.Links), nil
+// for none. Only http and https URLs are kept.
 func (c *Core) Links(t *task.Task) map[string]string {
-	if t == nil {
-		return nil
-	}
-	fn := c.tool(t.Tool).Links
-	if fn == nil {
+	if t == nil || c.links == nil {
 		return nil
 	}
 	var out map[string]string
-	for name, u := range fn(t) {
+	for name, u := range c.links(t) {
 		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 			continue
 		}
