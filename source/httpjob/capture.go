@@ -170,24 +170,15 @@ func (r *run) followLog(ctx context.Context, final bool) {
 	r.v.logOffset = strconv.FormatInt(off, 10)
 	defer func() { r.v.logOffset = "" }()
 	req := r.Log.Request
-	u, err := r.v.fillURL(req.URL)
+	u, headers, body, err := r.fill("reading the job's log", req)
 	if err != nil {
-		r.stopLog("its URL: %v", err)
+		r.stopLog("%v", err)
 		return
 	}
-	headers := req.Headers
 	if r.Log.Lines == "" && off > 0 {
 		headers = withDefault(headers, "Range", fmt.Sprintf("bytes=%d-", off))
 	}
-	var body []byte
-	switch {
-	case req.Body != nil:
-		body, _ = json.Marshal(r.v.fillBody(req.Body))
-		headers = withDefault(headers, "Content-Type", "application/json")
-	case req.BodyText != "":
-		body = []byte(r.v.fillText(req.BodyText))
-		headers = withDefault(headers, "Content-Type", "text/plain; charset=utf-8")
-	}
+	// Asked once a poll, not retried: the status poll rides out outages.
 	code, answer, err := r.once(ctx, "reading the job's log", cmp(req.Method, http.MethodGet), u, headers, body, "")
 	switch {
 	case errors.Is(err, errTooLarge):

@@ -566,23 +566,32 @@ func (r *run) cancelJob() {
 // default method. A template that cannot be filled is the call's invalid
 // params, and nothing is sent.
 func (r *run) send(ctx context.Context, what string, req Request, method, key string) (int, []byte, error) {
-	u, err := r.v.fillURL(req.URL)
+	u, headers, body, err := r.fill(what, req)
 	if err != nil {
-		return 0, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
+		return 0, nil, err
 	}
-	headers := req.Headers
-	var body []byte
+	return r.do(ctx, what, cmp(req.Method, method), u, headers, body, key)
+}
+
+// fill fills req's templates: its URL (a template that cannot be filled
+// is the call's invalid params), its headers with the body's Content-Type
+// unless they set one, and its body.
+func (r *run) fill(what string, req Request) (u string, headers map[string]string, body []byte, err error) {
+	if u, err = r.v.fillURL(req.URL); err != nil {
+		return "", nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(err.Error())}
+	}
+	headers = req.Headers
 	switch {
 	case req.Body != nil:
 		if body, err = json.Marshal(r.v.fillBody(req.Body)); err != nil {
-			return 0, nil, r.fail("%s: encoding the request's body: %v", what, err)
+			return "", nil, nil, r.fail("%s: encoding the request's body: %v", what, err)
 		}
 		headers = withDefault(headers, "Content-Type", "application/json")
 	case req.BodyText != "":
 		body = []byte(r.v.fillText(req.BodyText))
 		headers = withDefault(headers, "Content-Type", "text/plain; charset=utf-8")
 	}
-	return r.do(ctx, what, cmp(req.Method, method), u, headers, body, key)
+	return u, headers, body, nil
 }
 
 // withDefault is h with the header k set to v unless h sets it (in any
