@@ -14,6 +14,8 @@ import (
 
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/mcptask/mcptask/store/sqlite"
+	"github.com/mcptask/mcptask/task"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -69,6 +71,11 @@ func TestCommandSurvivesKill9(t *testing.T) {
 		id := startTask(t, d.client(true), "survivor", map[string]any{"pidfile": pidFile})
 		script, supervisor, grandchild := readPIDs(t, pidFile)
 		waitTask(t, d.client(true), id, 30*time.Second, "step 1", func(tk *wiretest.Task) bool { return tk.StatusMessage == "1" })
+		// What the task's log holds is recorded with the task (at its
+		// first line): a kill -9 after that repeats nothing.
+		waitUntil(t, 30*time.Second, "the log's offset recorded", func() (bool, error) {
+			return strings.Contains(externalRef(t, db, id), `"stdout":`), nil
+		})
 
 		if i == 0 {
 			d.kill9()
@@ -146,4 +153,20 @@ func TestCommandSurvivorAbandoned(t *testing.T) {
 	if tk.Status != "failed" || tk.Error == nil || !strings.Contains(tk.Error.Message, "no program re-attached to the command within 1s") {
 		t.Fatalf("the abandoned command's task: %s %+v", tk.Status, tk.Error)
 	}
+}
+
+// externalRef reads a task's external reference from mcptaskd's SQLite
+// file (another connection: the file is shared in WAL mode).
+func externalRef(t *testing.T, db, id string) string {
+	t.Helper()
+	st, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tk, err := st.Get(t.Context(), task.ID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.ExternalRef
 }

@@ -56,6 +56,10 @@ const (
 // directory to be recorded).
 const detachedStartWait = 10 * time.Second
 
+// detachedRecordEvery is how often, at most, a detached run records how
+// far its outputs were logged while lines come.
+const detachedRecordEvery = 5 * time.Second
+
 // detachedPoll is how often a detached run's files are looked at.
 const detachedPoll = 50 * time.Millisecond
 
@@ -475,6 +479,25 @@ func (c *Commands) runDetached(ctx context.Context, t *tool, argv []string, tk *
 		mu.Unlock()
 		_ = c.recordDetached(context.WithoutCancel(ctx), tk, &r)
 	}
+	// The offsets are of whole lines processed, recorded (the task's log
+	// written first) at the first line, then at most every
+	// detachedRecordEvery, and at once after an answered input request.
+	var lastRecord time.Time
+	processed := func(i int) func(int64, bool) {
+		return func(off int64, asked bool) {
+			mu.Lock()
+			offsets[i] = max(offsets[i], off)
+			due := asked || time.Since(lastRecord) >= detachedRecordEvery
+			if due {
+				lastRecord = time.Now()
+			}
+			mu.Unlock()
+			if due {
+				tk.FlushLog()
+				record()
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for i, name := range []string{"stdout", "stderr"} {
 		f, err := os.Open(filepath.Join(ref.Dir, name))
@@ -482,41 +505,11 @@ func (c *Commands) runDetached(ctx context.Context, t *tool, argv []string, tk *
 			return nil, internalError("command %s: its output %s: %v", t.Name, name, err)
 		}
 		defer f.Close()
-		cr := &countingReader{r: &tail{d: d, f: f, stop: ioCtx.Done()}}
 		logged := offsets[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var answered func(int64)
-			if i == 0 {
-				answered = func(off int64) {
-					mu.Lock()
-					offsets[0] = max(offsets[0], off)
-					mu.Unlock()
-					record()
-				}
-			}
-			c.readOutputFrom(ioCtx, t, d.in, cr, lg, sw, tk, i == 0, logged, answered)
-			mu.Lock()
-			offsets[i] = max(offsets[i], cr.n.Load())
-			mu.Unlock()
-		}()
-		go func() {
-			// The offset is recorded now and then while output comes.
-			tick := time.NewTicker(5 * time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ioCtx.Done():
-					return
-				case <-tick.C:
-					mu.Lock()
-					offsets[i] = max(offsets[i], cr.n.Load())
-					mu.Unlock()
-					tk.FlushLog()
-					record()
-				}
-			}
+			c.readOutputFrom(ioCtx, t, d.in, &tail{d: d, f: f, stop: ioCtx.Done()}, lg, sw, tk, i == 0, logged, processed(i))
 		}()
 	}
 
@@ -550,18 +543,6 @@ func (c *Commands) runDetached(ctx context.Context, t *tool, argv []string, tk *
 func (c *Commands) recordDetached(ctx context.Context, tk *mcptask.Task, ref *detachedRef) error {
 	b, _ := json.Marshal(ref)
 	return tk.SetExternalRef(ctx, string(b))
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }
 
 // sweepDetachedRuns removes the directories of detached runs that no

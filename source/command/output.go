@@ -29,11 +29,11 @@ func (c *Commands) readOutput(ctx context.Context, t *tool, stdin io.Writer, r i
 // readOutputFrom is readOutput of an output whose first logged bytes
 // were read before (a re-attachment reads a command's output again from
 // its start, for the result's tail): what lies before logged goes to lg
-// only, neither to the task's log nor asked again. answered, if set, is
-// called with the offset just after each input request once it was
-// answered.
+// only, neither to the task's log nor asked again. processed, if set, is
+// called after each whole line with the offset just after it, asked true
+// for an input request answered.
 func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer, r io.Reader, lg *taskLog, sw *statusWriter, tk *mcptask.Task, stdout bool,
-	logged int64, answered func(int64)) {
+	logged int64, processed func(off int64, asked bool)) {
 	br := bufio.NewReaderSize(r, maxLine)
 	var pos int64   // of the line being read
 	inLong := false // within a line longer than the buffer: logged only
@@ -51,6 +51,7 @@ func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer,
 	for {
 		line, err := br.ReadSlice('\n')
 		n := int64(len(line))
+		asked := false
 		line = t.secrets.Bytes(line)
 		if len(line) > 0 {
 			complete := err == nil || (errors.Is(err, io.EOF) && !inLong)
@@ -61,9 +62,7 @@ func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer,
 			case stdout && bytes.HasPrefix(line, []byte(InputPrefix)):
 				if pos >= logged {
 					c.ask(ctx, t, stdin, tk, bytes.TrimSpace(line[len(InputPrefix):]))
-					if answered != nil {
-						answered(pos + n)
-					}
+					asked = true
 				}
 			default:
 				lg.Write(line)
@@ -81,6 +80,9 @@ func (c *Commands) readOutputFrom(ctx context.Context, t *tool, stdin io.Writer,
 			inLong = errors.Is(err, bufio.ErrBufferFull)
 		}
 		pos += n
+		if processed != nil && err == nil {
+			processed(pos, asked)
+		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
 			return
 		}
