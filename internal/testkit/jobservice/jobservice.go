@@ -290,23 +290,42 @@ func (s *Service) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 // rpc serves the JSON-RPC endpoint: the method cancel.
-func (s *Service) rpc(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  struct {
-			ID string `json:"id"`
-		} `json:"params"`
+// rpcRequest is a JSON-RPC 2.0 request to the service.
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// readRPC reads a JSON-RPC 2.0 request (of method, unless ""), or answers
+// 400 and returns false.
+func readRPC(w http.ResponseWriter, r *http.Request, method string) (rpcRequest, bool) {
+	var in rpcRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" || (method != "" && in.Method != method) {
+		what := "a JSON-RPC 2.0 request"
+		if method != "" {
+			what = "a JSON-RPC 2.0 " + method + " request"
+		}
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "not " + what}})
+		return in, false
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "not a JSON-RPC 2.0 request"}})
+	return in, true
+}
+
+func (s *Service) rpc(w http.ResponseWriter, r *http.Request) {
+	in, ok := readRPC(w, r, "")
+	if !ok {
 		return
 	}
+	var params struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(in.Params, &params)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.RPCContentType = r.Header.Get("Content-Type")
-	j := s.st.Jobs[in.Params.ID]
+	j := s.st.Jobs[params.ID]
 	if in.Method != "cancel" || j == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"jsonrpc": "2.0", "id": in.ID,
 			"error": map[string]any{"code": -32602, "message": "unknown method or job"}})
@@ -416,14 +435,8 @@ func (s *Service) ciJob(w http.ResponseWriter, r *http.Request, name string, bui
 const ciBuildBase = 100
 
 func (s *Service) ciForce(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" || in.Method != "force" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "not a JSON-RPC 2.0 force request"})
+	in, ok := readRPC(w, r, "force")
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -515,13 +528,8 @@ func (s *Service) ciLog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) ciCancel(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  string          `json:"method"`
-	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&in); err != nil || in.JSONRPC != "2.0" || in.Method != "cancel" {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "not a JSON-RPC 2.0 cancel request"})
+	in, ok := readRPC(w, r, "cancel")
+	if !ok {
 		return
 	}
 	s.mu.Lock()
