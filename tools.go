@@ -144,6 +144,19 @@ func (s *Server) ToolNames() []string {
 	return slices.Sorted(maps.Keys(s.tools))
 }
 
+// ToolQueue returns the concurrency queue the tool name runs in and the
+// queue's cap (ToolOptions.MaxConcurrent and Queue), or "" and 0 when
+// its tasks are not capped (or it is not a tool of s).
+func (s *Server) ToolQueue(name string) (queue string, limit int) {
+	s.mu.RLock()
+	o, ok := s.tools[name]
+	s.mu.RUnlock()
+	if !ok || o.queue(name) == "" {
+		return "", 0
+	}
+	return o.queue(name), o.MaxConcurrent
+}
+
 // inputSchema resolves the input schema of a tool added with AddTool the
 // way mcp.AddTool does: t.InputSchema if set, else {"type": "object"} for
 // an In of any, else the schema inferred from In. It returns nil if the

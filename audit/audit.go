@@ -41,6 +41,12 @@ const (
 	// EventResultRetrieved: a requester was given a finished task's
 	// outcome (result or error).
 	EventResultRetrieved = "task.result_retrieved"
+	// EventArgumentsRetrieved: an operator was shown a task's arguments
+	// (the params of the call that created it).
+	EventArgumentsRetrieved = "task.arguments_retrieved"
+	// EventRerun: an operator ran a finished task's call again, as a new
+	// task (attribute rerun: the new task's ID).
+	EventRerun = "task.rerun"
 	// EventCancelled: a requester cancelled a task.
 	EventCancelled = "task.cancelled"
 	// EventCancelRefused: the system doing a task's work refused (or
@@ -230,6 +236,18 @@ func (a *Logger) ResultRetrieved(ctx context.Context, requester task.Owner, t Ta
 		return // every tasks/get of a finished task: build no record
 	}
 	a.write(ctx, EventResultRetrieved, append(t.actedOnBy(requester), slog.String("status", status), slog.String("method", method))...)
+}
+
+// ArgumentsRetrieved records that requester was shown the arguments of
+// t, in answer to method.
+func (a *Logger) ArgumentsRetrieved(ctx context.Context, requester task.Owner, t Task, method string) {
+	a.write(ctx, EventArgumentsRetrieved, append(t.actedOnBy(requester), slog.String("method", method))...)
+}
+
+// Rerun records that requester ran the call of t again, as the task
+// rerun.
+func (a *Logger) Rerun(ctx context.Context, requester task.Owner, t Task, rerun task.ID) {
+	a.write(ctx, EventRerun, append(t.actedOnBy(requester), slog.String("rerun", string(rerun)))...)
 }
 
 // Cancelled records that requester cancelled t.

@@ -20,6 +20,81 @@ const maxRevealed = 256 << 10
 // revealed names (event task.result_retrieved).
 const AuditMethod = "dashboard/reveal"
 
+// AuditMethodArguments is the method an audit record of arguments the
+// dashboard revealed names (event task.arguments_retrieved).
+const AuditMethodArguments = "dashboard/reveal-arguments"
+
+// argumentsOf returns the arguments of a stored tools/call request (its
+// params), or nil.
+func argumentsOf(request json.RawMessage) json.RawMessage {
+	var p struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(request, &p) != nil || string(p.Arguments) == "null" {
+		return nil
+	}
+	return p.Arguments
+}
+
+// contentOf renders a CallToolResult's content for people: each text
+// item as its text, each other item as a line that says what it is, and
+// the structured content pretty-printed. Nil when result has neither.
+func contentOf(result json.RawMessage) *resultView {
+	var r struct {
+		Content []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			MimeType string `json:"mimeType"`
+			Data     string `json:"data"`
+			URI      string `json:"uri"`
+			Name     string `json:"name"`
+			Resource *struct {
+				URI      string `json:"uri"`
+				MimeType string `json:"mimeType"`
+				Text     string `json:"text"`
+			} `json:"resource"`
+		} `json:"content"`
+		Structured json.RawMessage `json:"structuredContent"`
+		IsError    bool            `json:"isError"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return nil
+	}
+	v := &resultView{IsError: r.IsError}
+	total := 0
+	for _, c := range r.Content {
+		var item contentItem
+		switch c.Type {
+		case "text":
+			item.Text = c.Text
+		case "image", "audio":
+			item.Note = c.Type + " (" + c.MimeType + ", " + strconv.Itoa(len(c.Data)*3/4) + " bytes)"
+		case "resource_link":
+			item.Note = "link to the resource " + c.URI
+			if c.Name != "" {
+				item.Note += " (" + c.Name + ")"
+			}
+		case "resource":
+			if c.Resource != nil {
+				item.Note = "the resource " + c.Resource.URI
+				item.Text = c.Resource.Text
+			}
+		default:
+			item.Note = "content of type " + strconv.Quote(c.Type)
+		}
+		item.Text = clip(item.Text, max(maxRevealed-total, 0))
+		total += len(item.Text)
+		v.Items = append(v.Items, item)
+	}
+	if len(r.Structured) > 0 && string(r.Structured) != "null" {
+		v.Structured = clip(prettyJSON(r.Structured), maxRevealed)
+	}
+	if len(v.Items) == 0 && v.Structured == "" {
+		return nil
+	}
+	return v
+}
+
 // redirect sends the browser to rel, a URL relative to the request's:
 // unlike http.Redirect it is not made absolute from the request's path,
 // which lacks the prefix a reverse proxy or StripPrefix removed.
@@ -104,7 +179,7 @@ func (h *Handler) cancelMany(w http.ResponseWriter, r *http.Request, v *visitor)
 func backFilter(q string) url.Values {
 	in, _ := url.ParseQuery(strings.TrimPrefix(q, "?"))
 	out := url.Values{}
-	for _, k := range []string{"status", "tool", "owner", "after", "before", "cursor"} {
+	for _, k := range []string{"status", "tool", "owner", "after", "before", "cursor", "prev"} {
 		for _, s := range in[k] {
 			out.Add(k, s)
 		}
@@ -122,17 +197,28 @@ func (h *Handler) reveal(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	rev := &revealed{}
+	if r.PostFormValue("what") == "arguments" {
+		rev.Arguments = clip(prettyJSON(argumentsOf(t.Request)), maxRevealed)
+		if rev.Arguments == "" {
+			rev.Arguments = "(the call had no arguments)"
+		}
+		h.opts.Engine.Audit().ArgumentsRetrieved(r.Context(), v.who, audit.TaskOf(t), AuditMethodArguments)
+		h.opts.Logger.Info("dashboard: arguments revealed to an operator", "task", id, "operator", string(v.who))
+		h.renderTask(w, r, v, rev)
+		return
+	}
 	switch {
 	case t.Error != nil:
 		b, _ := json.Marshal(t.Error)
 		rev.Error = clip(prettyJSON(b), maxRevealed)
 	case t.Result != nil:
 		rev.Result = clip(prettyJSON(t.Result), maxRevealed)
+		rev.Content = contentOf(t.Result)
 	default:
 		rev.Result = "(the task has no outcome yet)"
 	}
 	h.opts.Engine.Audit().ResultRetrieved(r.Context(), v.who, audit.TaskOf(t), string(t.Status), AuditMethod)
-	h.opts.Logger.Info("dashboard: outcome revealed to an operator", "task", id)
+	h.opts.Logger.Info("dashboard: outcome revealed to an operator", "task", id, "operator", string(v.who))
 	// The page is answered to the POST: its URL is the action's, so the
 	// page's relative links must be from there.
 	h.renderTask(w, r, v, rev)

@@ -206,7 +206,7 @@ func (h *Handler) serveListLive(w http.ResponseWriter, r *http.Request, v *visit
 			if !matches(f, t) {
 				continue
 			}
-			html, err := h.fragment("row", rowOf(t, now))
+			html, err := h.fragment("row", h.rowOf(t, now))
 			if err != nil {
 				return true, err
 			}
@@ -242,7 +242,8 @@ func (h *Handler) serveListLive(w http.ResponseWriter, r *http.Request, v *visit
 func matches(f *filter, t *task.Task) bool {
 	q := f.query
 	switch {
-	case len(q.Statuses) > 0 && !slices.Contains(q.Statuses, t.Status),
+	case (len(q.Statuses) > 0 || len(q.Outcomes) > 0) &&
+		!slices.Contains(q.Statuses, t.Status) && !slices.Contains(q.Outcomes, t.Outcome()),
 		q.Tool != "" && t.Tool != q.Tool,
 		q.Owner != "" && t.Owner != q.Owner,
 		!q.CreatedAfter.IsZero() && t.CreatedAt.Before(q.CreatedAfter),

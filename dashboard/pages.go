@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"maps"
 	"net/http"
@@ -24,6 +25,28 @@ import (
 // statuses are the task statuses, in the order the pages show them.
 var statuses = []task.Status{task.Working, task.InputRequired, task.Completed, task.Failed, task.Cancelled}
 
+// toolErrorKind is the list filter's and counts' name of the completed
+// tasks that are tool errors (task.OutcomeToolError), shown beside the
+// statuses.
+const toolErrorKind = "tool_error"
+
+// kinds are what the list filters and counts by: the statuses, and the
+// tool errors among the completed tasks.
+var kinds = []string{string(task.Working), string(task.InputRequired), string(task.Completed), toolErrorKind,
+	string(task.Failed), string(task.Cancelled)}
+
+// kindLabel is how the pages name a kind.
+func kindLabel(k string) string {
+	if k == toolErrorKind {
+		return "tool error"
+	}
+	return k
+}
+
+// maxTrail bounds the cursors of earlier pages a list URL carries (for
+// its "previous" link); deeper, "previous" is the first page.
+const maxTrail = 100
+
 // timeForm is the format of the time filters (an <input type=datetime-local>), in UTC.
 const timeForm = "2006-01-02T15:04"
 
@@ -37,6 +60,7 @@ const maxShown = 4096
 func parseTemplates() (*template.Template, error) {
 	return template.New("").Funcs(template.FuncMap{
 		"statusClass": func(s string) string { return "st-" + strings.ReplaceAll(s, "_", "-") },
+		"kindLabel":   kindLabel,
 	}).ParseFS(assets, "assets/templates/*.html")
 }
 
@@ -68,30 +92,44 @@ func (h *Handler) fragment(name string, data any) (string, error) {
 
 // filter is a list page's selection, from its URL's query.
 type filter struct {
-	Statuses      map[task.Status]bool
+	// Statuses holds the kinds selected (see kinds): statuses, and
+	// toolErrorKind for the tool errors.
+	Statuses      map[string]bool
 	Tool, Owner   string
 	After, Before string // as typed (timeForm), "" for none
 	Cursor        string
-	query         store.BrowseQuery
-	err           string
+	// Trail holds the cursors of the earlier pages, first page ("")
+	// first, when the list was paged through from its first page.
+	Trail []string
+	query store.BrowseQuery
+	err   string
 }
 
 // parseFilter reads the list's filters from a query.
 func parseFilter(q url.Values) *filter {
-	f := &filter{Statuses: map[task.Status]bool{}}
+	f := &filter{Statuses: map[string]bool{}}
 	for _, s := range q["status"] {
-		if st := task.Status(s); st.Valid() {
-			f.Statuses[st] = true
+		if slices.Contains(kinds, s) {
+			f.Statuses[s] = true
 		}
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
 	f.Owner = strings.TrimSpace(q.Get("owner"))
 	f.Cursor = q.Get("cursor")
+	if f.Cursor != "" {
+		f.Trail = q["prev"]
+		if len(f.Trail) > maxTrail {
+			f.Trail = nil
+		}
+	}
 	bq := store.BrowseQuery{Tool: f.Tool, Owner: task.Owner(f.Owner), Cursor: f.Cursor, Limit: PageSize}
 	for _, s := range statuses {
-		if f.Statuses[s] {
+		if f.Statuses[string(s)] {
 			bq.Statuses = append(bq.Statuses, s)
 		}
+	}
+	if f.Statuses[toolErrorKind] && !f.Statuses[string(task.Completed)] {
+		bq.Outcomes = []task.Outcome{task.OutcomeToolError}
 	}
 	parse := func(name string) (string, time.Time) {
 		v := strings.TrimSpace(q.Get(name))
@@ -119,6 +157,7 @@ func (f *filter) Encoded() string {
 	v := f.values()
 	if f.Cursor != "" {
 		v.Set("cursor", f.Cursor)
+		v["prev"] = f.Trail
 	}
 	return v.Encode()
 }
@@ -126,9 +165,9 @@ func (f *filter) Encoded() string {
 // values returns the filter as a query, without the cursor.
 func (f *filter) values() url.Values {
 	v := url.Values{}
-	for _, s := range statuses {
+	for _, s := range kinds {
 		if f.Statuses[s] {
-			v.Add("status", string(s))
+			v.Add("status", s)
 		}
 	}
 	for k, s := range map[string]string{"tool": f.Tool, "owner": f.Owner, "after": f.After, "before": f.Before} {
@@ -144,24 +183,34 @@ type listPage struct {
 	Base, CSRF string
 	SignedIn   bool
 	Filter     *filter
-	Statuses   []task.Status
+	Statuses   []string
 	Counts     *countsView
 	Rows       []*rowView
 	NextHref   string
 	FirstHref  string
-	Tools      []string
-	Drain      *drainView
-	Flash      string
-	Error      string
-	LiveHref   string
-	Instance   string
-	Search     string
+	PrevHref   string
+	// Range says which tasks the page shows, e.g. "51–100 of 215" (""
+	// when the page's place is not known).
+	Range    string
+	Tools    []string
+	Drain    *drainView
+	Flash    string
+	Error    string
+	LiveHref string
+	Instance string
+	Search   string
 }
 
 // countsView is the counts strip of the list.
 type countsView struct {
 	Total int64
 	Items []countItem
+	// Problems links to the failed tasks and the tool errors, under the
+	// other filters; ProblemsOn says the list shows just those.
+	Problems   string
+	ProblemsOn bool
+	// selected is how many tasks the filter's kinds select.
+	selected int64
 }
 
 // countItem is one status's count, and the link that toggles it in the
@@ -177,7 +226,15 @@ type countItem struct {
 type rowView struct {
 	ID, Tool, Status, Message, Owner, Created, Updated, Runner string
 	CreatedISO, UpdatedISO                                     string
-	Terminal, Queued, Expired                                  bool
+	// CreatedAgo and UpdatedAgo are the times relative to the page's
+	// (the page's script keeps them current).
+	CreatedAgo, UpdatedAgo string
+	// Wait is how long the task waited to start (in its queue), Run how
+	// long its work ran (so far, while it runs); "" when not known.
+	Wait, Run                          string
+	Terminal, Queued, Expired, ToolErr bool
+	// Link is the first link about the task its tool gives, if any.
+	Link, LinkName string
 }
 
 // drainView is the drain switch as the list shows it.
@@ -207,7 +264,7 @@ func (h *Handler) serveList(w http.ResponseWriter, r *http.Request, v *visitor) 
 		Filter: f, Instance: h.opts.Engine.InstanceID(), Flash: flash(q.Get("done")),
 		Search: q.Get("id"),
 	}
-	p.Statuses = statuses
+	p.Statuses = kinds
 	if p.Search != "" {
 		p.Error = "No task has the ID " + strconv.Quote(p.Search) + "."
 	}
@@ -245,12 +302,16 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 		return err
 	}
 	for _, t := range ts {
-		p.Rows = append(p.Rows, rowOf(t, now))
+		p.Rows = append(p.Rows, h.rowOf(t, now))
 	}
 	vals := f.values()
+	known := f.Cursor == "" || len(f.Trail) > 0 // the page's place
 	if next != "" {
 		nv := f.values()
 		nv.Set("cursor", next)
+		if known && len(f.Trail) < maxTrail {
+			nv["prev"] = append(slices.Clone(f.Trail), f.Cursor)
+		}
 		p.NextHref = "?" + nv.Encode()
 	}
 	if f.Cursor != "" {
@@ -258,6 +319,21 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 		if p.FirstHref == "?" {
 			p.FirstHref = "./"
 		}
+		if n := len(f.Trail); n > 0 {
+			pv := f.values()
+			if c := f.Trail[n-1]; c != "" {
+				pv.Set("cursor", c)
+				pv["prev"] = f.Trail[:n-1]
+			}
+			p.PrevHref = "?" + pv.Encode()
+			if p.PrevHref == "?" {
+				p.PrevHref = "./"
+			}
+		}
+	}
+	if known && len(p.Rows) > 0 {
+		from := int64(len(f.Trail))*PageSize + 1
+		p.Range = fmtCount(from) + "–" + fmtCount(from+int64(len(p.Rows))-1) + " of " + fmtCount(max(counts.selected, from+int64(len(p.Rows))-1))
 	}
 	if h.opts.Tools != nil {
 		p.Tools = slices.Sorted(slices.Values(h.opts.Tools()))
@@ -292,7 +368,7 @@ type countCache struct {
 // countEntry is the counts of one filter, read at at.
 type countEntry struct {
 	at time.Time
-	n  map[task.Status]int64
+	n  store.Counts
 }
 
 // counts returns the counts strip under f's other filters, and when they
@@ -322,32 +398,129 @@ func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*coun
 	n := e.n
 	c := &countsView{}
 	for _, s := range statuses {
-		c.Total += n[s]
+		c.Total += n.ByStatus[s]
+	}
+	count := func(k string) int64 {
+		if k == toolErrorKind {
+			return n.ToolErrors
+		}
+		return n.ByStatus[task.Status(k)]
+	}
+	for _, k := range kinds {
 		tv := f.values()
 		tv.Del("status")
-		for _, o := range statuses {
-			if (o == s) != f.Statuses[o] { // toggle s, keep the others
-				tv.Add("status", string(o))
+		for _, o := range kinds {
+			if (o == k) != f.Statuses[o] { // toggle k, keep the others
+				tv.Add("status", o)
 			}
 		}
 		href := "?" + tv.Encode()
 		if href == "?" {
 			href = "./"
 		}
-		c.Items = append(c.Items, countItem{Status: string(s), N: n[s], On: f.Statuses[s], Href: href})
+		c.Items = append(c.Items, countItem{Status: k, N: count(k), On: f.Statuses[k], Href: href})
+		if f.Statuses[k] && (k != toolErrorKind || !f.Statuses[string(task.Completed)]) {
+			c.selected += count(k)
+		}
 	}
+	if len(f.Statuses) == 0 {
+		c.selected = c.Total
+	}
+	pv := f.values()
+	pv["status"] = []string{string(task.Failed), toolErrorKind}
+	c.Problems = "?" + pv.Encode()
+	c.ProblemsOn = len(f.Statuses) == 2 && f.Statuses[string(task.Failed)] && f.Statuses[toolErrorKind]
 	return c, e.at, nil
 }
 
+// fmtCount writes n with thousands separated by commas.
+func fmtCount(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
 // rowOf returns the list row of t.
-func rowOf(t *task.Task, now time.Time) *rowView {
-	return &rowView{
+func (h *Handler) rowOf(t *task.Task, now time.Time) *rowView {
+	r := &rowView{
 		ID: string(t.ID), Tool: t.Tool, Status: string(t.Status), Message: clip(t.StatusMessage, 200),
 		Owner: string(t.Owner), Runner: t.Runner,
 		Created: t.CreatedAt.UTC().Format(shownTime), Updated: t.LastUpdatedAt.UTC().Format(shownTime),
 		CreatedISO: t.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedISO: t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
-		Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now),
+		Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now), ToolErr: t.Outcome() == task.OutcomeToolError,
 	}
+	r.Wait, r.Run = waitAndRun(t, now)
+	r.CreatedAgo, r.UpdatedAgo = ago(t.CreatedAt, now), ago(t.LastUpdatedAt, now)
+	if h.opts.Links != nil {
+		links := h.opts.Links(t)
+		for _, k := range slices.Sorted(maps.Keys(links)) {
+			if u := links[k]; strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+				r.Link, r.LinkName = u, k
+				break
+			}
+		}
+	}
+	return r
+}
+
+// waitAndRun returns how long t waited to start and how long its work
+// ran (until it ended, or until now), as the pages show durations; ""
+// for what is not known (a task recorded before stores kept starts).
+func waitAndRun(t *task.Task, now time.Time) (wait, run string) {
+	end := now
+	if t.Status.Terminal() {
+		end = t.LastUpdatedAt
+	}
+	switch {
+	case t.Queued:
+		return span(now.Sub(t.CreatedAt)), ""
+	case t.StartedAt.IsZero():
+		if t.Status.Terminal() && t.Attempts == 0 {
+			return span(end.Sub(t.CreatedAt)), "" // ended while it waited
+		}
+		return "", ""
+	}
+	return span(t.StartedAt.Sub(t.CreatedAt)), span(end.Sub(t.StartedAt))
+}
+
+// span writes a duration for people: "0 s", "850 ms", "12.3 s",
+// "4 min 05 s", "2 h 03 min", "3 d 4 h".
+func span(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0 s"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	case d < time.Hour:
+		s := int(d / time.Second)
+		return fmt.Sprintf("%d min %02d s", s/60, s%60)
+	case d < 48*time.Hour:
+		m := int(d / time.Minute)
+		return fmt.Sprintf("%d h %02d min", m/60, m%60)
+	}
+	h := int(d / time.Hour)
+	return fmt.Sprintf("%d d %d h", h/24, h%24)
+}
+
+// ago writes how long before now t was, for people: "just now",
+// "12 s ago", "5 min ago", "3 h ago", "4 d ago".
+func ago(t, now time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 2*time.Second:
+		return "just now"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + " s ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min ago"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h ago"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + " d ago"
 }
 
 // clip cuts s to n bytes (on a rune boundary), marking the cut.
@@ -408,7 +581,8 @@ type taskLive struct {
 	Created, Updated, Expires, TTL, Poll              string
 	Runner, Lease, Queue, ExternalRef, IdempotencyKey string
 	Attempts                                          int64
-	Terminal, Queued, Expired                         bool
+	Wait, Run                                         string
+	Terminal, Queued, Expired, ToolErr                bool
 	HasOutcome                                        bool
 	Events                                            []eventView
 	Inputs                                            []inputView
@@ -448,10 +622,27 @@ type logView struct {
 	Time, Stream, Text string
 }
 
-// revealed is a task's outcome, shown on request.
+// revealed is a task's outcome, or its arguments, shown on request.
 type revealed struct {
+	// Result and Error are the outcome as JSON, pretty-printed; Content
+	// is the result rendered for people, nil when it has no content.
 	Result, Error string
+	Content       *resultView
+	// Arguments are the call's arguments, pretty-printed, when those
+	// were asked for.
+	Arguments string
 }
+
+// resultView is a CallToolResult rendered for people.
+type resultView struct {
+	Items      []contentItem
+	Structured string
+	IsError    bool
+}
+
+// contentItem is one item of a result's content: Text is a text item's
+// text (or a text resource's), Note says what another item is.
+type contentItem struct{ Text, Note string }
 
 // serveTask serves a task's page.
 func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -505,8 +696,9 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 		Expires: t.ExpiresAt().UTC().Format(shownTime), TTL: t.TTL.String(), Poll: t.PollInterval.String(),
 		Runner: t.Runner, Queue: t.Queue, ExternalRef: t.ExternalRef, IdempotencyKey: t.IdempotencyKey,
 		Attempts: t.Attempts, Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now),
-		HasOutcome: t.Result != nil || t.Error != nil,
+		HasOutcome: t.Result != nil || t.Error != nil, ToolErr: t.Outcome() == task.OutcomeToolError,
 	}
+	l.Wait, l.Run = waitAndRun(t, now)
 	if !t.LeaseExpiresAt.IsZero() {
 		l.Lease = t.LeaseExpiresAt.UTC().Format(shownTime)
 	}

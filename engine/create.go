@@ -90,6 +90,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	t.Runner = e.id
 	t.LeaseExpiresAt = t.CreatedAt.Add(e.opts.Lease)
 	t.Attempts = 1
+	t.StartedAt = t.CreatedAt
 	t.IdempotencyKey = spec.IdempotencyKey
 	// Count the work before creating the task, so that Shutdown, once it
 	// has marked the engine closed, waits for every task it let through.

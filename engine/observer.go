@@ -29,9 +29,9 @@ type TaskObserver interface {
 	// TaskCreated: a task of tool was created (an idempotent retry
 	// answered with an existing task is not a creation).
 	TaskCreated(tool string)
-	// TaskFinished: a task of tool reached the terminal status, age after
-	// its creation.
-	TaskFinished(tool string, status task.Status, age time.Duration)
+	// TaskFinished: a task of tool finished with outcome (its status
+	// is outcome.Status()), age after its creation.
+	TaskFinished(tool string, outcome task.Outcome, age time.Duration)
 	// QueueWaited: a task that waited in the concurrency queue queue
 	// started on this engine, wait after its creation.
 	QueueWaited(queue string, wait time.Duration)
@@ -61,7 +61,7 @@ type RequestObserver interface {
 type nopObserver struct{}
 
 func (nopObserver) TaskCreated(string)                              {}
-func (nopObserver) TaskFinished(string, task.Status, time.Duration) {}
+func (nopObserver) TaskFinished(string, task.Outcome, time.Duration) {}
 func (nopObserver) QueueWaited(string, time.Duration)               {}
 func (nopObserver) Request(string, string)                          {}
 func (nopObserver) Denied(string)                                   {}
@@ -86,7 +86,7 @@ func (e *Engine) observeChange(t *task.Task, from task.Status) {
 	if e.opts.Observer == nil || from.Terminal() || !t.Status.Terminal() {
 		return
 	}
-	e.opts.Observer.TaskFinished(t.Tool, t.Status, e.now().Sub(t.CreatedAt))
+	e.opts.Observer.TaskFinished(t.Tool, t.Outcome(), e.now().Sub(t.CreatedAt))
 }
 
 // StoreObserver is told of the engine's use of its store.

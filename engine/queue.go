@@ -219,7 +219,7 @@ func (e *Engine) requeue(ctx context.Context, id task.ID) {
 		if t.Status.Terminal() || t.Runner != e.id {
 			return errLost
 		}
-		t.Queued, t.Runner, t.LeaseExpiresAt = true, "", time.Time{}
+		t.Queued, t.Runner, t.LeaseExpiresAt, t.StartedAt = true, "", time.Time{}, time.Time{}
 		t.Attempts = max(t.Attempts-1, 0)
 		t.StatusMessage = task.QueuedMessage(0)
 		return nil

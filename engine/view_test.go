@@ -45,7 +45,7 @@ func (o *storeCalls) take() map[string]int {
 }
 
 func (*storeCalls) TaskCreated(string)                              {}
-func (*storeCalls) TaskFinished(string, task.Status, time.Duration) {}
+func (*storeCalls) TaskFinished(string, task.Outcome, time.Duration) {}
 func (*storeCalls) QueueWaited(string, time.Duration)               {}
 func (*storeCalls) Request(string, string)                          {}
 func (*storeCalls) Denied(string)                                   {}

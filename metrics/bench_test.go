@@ -13,6 +13,7 @@ import (
 	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/metrics"
+	"github.com/mcptask/mcptask/task"
 )
 
 // BenchmarkMetricsCost measures the cost of the metrics on the hot paths,
@@ -49,7 +50,7 @@ func benchMetrics(b *testing.B, op string, on bool) {
 		},
 	})
 	if on {
-		if err := eo.Observer.(*metrics.Metrics).CollectStore(hs.Store, 0); err != nil {
+		if err := eo.Observer.(*metrics.Metrics).CollectStore(hs.Store, 0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -99,7 +100,7 @@ func BenchmarkObserverCalls(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			m.TaskCreated("job")
-			m.TaskFinished("job", "completed", 1500*time.Microsecond)
+			m.TaskFinished("job", task.OutcomeOK, 1500*time.Microsecond)
 		}
 	})
 }

@@ -58,7 +58,7 @@ func TestDocumented(t *testing.T) {
 	defer st.Close()
 	r := &recorder{reg: prometheus.NewPedanticRegistry()}
 	m := metrics.New(r)
-	if err := m.CollectStore(st, 0); err != nil {
+	if err := m.CollectStore(st, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.CollectUpstreams(func() map[string]error { return nil }); err != nil {

@@ -119,8 +119,8 @@ func TestTakeoverAndStoreCallMetrics(t *testing.T) {
 	}{
 		{"mcptask_takeovers_total", []string{"tool", "rerunnable", "outcome", "rerun"}, 1},
 		{"mcptask_takeovers_total", []string{"tool", "once", "outcome", "failed_unknown"}, 1},
-		{"mcptask_tasks_finished_total", []string{"tool", "rerunnable", "status", "completed"}, 1},
-		{"mcptask_tasks_finished_total", []string{"tool", "once", "status", "failed"}, 1},
+		{"mcptask_tasks_finished_total", []string{"tool", "rerunnable", "status", "completed", "outcome", "ok"}, 1},
+		{"mcptask_tasks_finished_total", []string{"tool", "once", "status", "failed", "outcome", "failed"}, 1},
 		{"mcptask_store_errors_total", []string{"operation", "get"}, 0},
 	} {
 		if got := sample(t, reg, c.name, c.labels...); got != c.want {

@@ -34,7 +34,7 @@ func Example() {
 
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	if err := m.CollectStore(st, time.Second); err != nil {
+	if err := m.CollectStore(st, time.Second, nil); err != nil {
 		log.Fatal(err)
 	}
 	eng, err := engine.New(engine.Options{Store: st, Observer: m, SweepInterval: -1, Exclusive: true})

@@ -24,6 +24,7 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,9 +84,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		reg:       reg,
 		created:   counter("tasks_created_total", "Tasks created, by tool.", "tool"),
-		finished:  counter("tasks_finished_total", "Tasks that reached a terminal status (completed, failed, cancelled), by tool and status.", "tool", "status"),
+		finished:  counter("tasks_finished_total", "Tasks that reached a terminal status (completed, failed, cancelled), by tool, status and outcome (ok, tool_error: completed with isError, failed, cancelled).", "tool", "status", "outcome"),
 		refused:   counter("tasks_refused_total", "Task-augmented tool calls refused before a task was created, by tool and reason (draining, create_rate, active_tasks).", "tool", "reason"),
-		duration:  histogram("task_duration_seconds", "Time from a task's creation to its terminal status, by tool and status.", "tool", "status"),
+		duration:  histogram("task_duration_seconds", "Time from a task's creation to its terminal status, by tool, status and outcome.", "tool", "status", "outcome"),
 		queueWait: histogram("queue_wait_seconds", "Time a task waited in its concurrency queue before it started, by queue.", "queue"),
 		requests:  counter("requests_total", "tasks/* requests, by method and outcome (ok, error, limited).", "method", "outcome"),
 		denied:    counter("denied_lookups_total", "Requests naming a task the requester may not see, by reason (unknown, other_owner, expired).", "reason"),
@@ -107,11 +108,14 @@ func New(reg prometheus.Registerer) *Metrics {
 // TaskCreated counts a task of tool created; see [engine.TaskObserver].
 func (m *Metrics) TaskCreated(tool string) { m.created.WithLabelValues(tool).Inc() }
 
-// TaskFinished counts a task of tool finished with status and observes
-// its duration; see [engine.TaskObserver].
-func (m *Metrics) TaskFinished(tool string, status task.Status, age time.Duration) {
-	m.finished.WithLabelValues(tool, string(status)).Inc()
-	m.duration.WithLabelValues(tool, string(status)).Observe(age.Seconds())
+// TaskFinished counts a task of tool finished with outcome and observes
+// its duration; see [engine.TaskObserver]. A tool error counts as status
+// "completed", outcome "tool_error": an alert on failures includes it by
+// the outcome label.
+func (m *Metrics) TaskFinished(tool string, outcome task.Outcome, age time.Duration) {
+	status := string(outcome.Status())
+	m.finished.WithLabelValues(tool, status, string(outcome)).Inc()
+	m.duration.WithLabelValues(tool, status, string(outcome)).Observe(age.Seconds())
 }
 
 // QueueWaited observes the wait of a task started from queue; see
@@ -161,16 +165,19 @@ const DefaultCountTimeout = 2 * time.Second
 // CollectStore registers, on the registry of New, the gauges read from
 // st at each scrape, within timeout (zero: DefaultCountTimeout):
 // mcptask_tasks (unfinished tasks running, by tool and status) and
-// mcptask_queue_waiting_tasks (tasks waiting per queue). A failed read
-// leaves its gauges out of that scrape and counts in
+// mcptask_queue_waiting_tasks (tasks waiting per queue). declared, if
+// not nil, names the server's tools and queues at each scrape: their
+// gauges are sent at 0 when the store counts none, so that an idle tool
+// or queue is present (an alert on it sees 0, not nothing). A failed
+// read leaves its gauges out of that scrape and counts in
 // mcptask_store_count_errors_total. It returns the registry's error if
 // they are registered already.
-func (m *Metrics) CollectStore(st store.Store, timeout time.Duration) error {
+func (m *Metrics) CollectStore(st store.Store, timeout time.Duration, declared func() (tools, queues []string)) error {
 	if timeout <= 0 {
 		timeout = DefaultCountTimeout
 	}
 	sc := &storeCollector{
-		store: st, timeout: timeout,
+		store: st, timeout: timeout, declared: declared,
 		tasks: prometheus.NewDesc(Namespace+"_tasks", "Unfinished tasks that are not waiting in a queue, by tool and status (working, input_required), read from the store at scrape time.",
 			[]string{"tool", "status"}, nil),
 		waiting: prometheus.NewDesc(Namespace+"_queue_waiting_tasks", "Tasks waiting in a concurrency queue, by queue, read from the store at scrape time.",
@@ -185,6 +192,7 @@ func (m *Metrics) CollectStore(st store.Store, timeout time.Duration) error {
 type storeCollector struct {
 	store          store.Store
 	timeout        time.Duration
+	declared       func() (tools, queues []string)
 	tasks, waiting *prometheus.Desc
 	errs           *prometheus.CounterVec
 }
@@ -200,11 +208,21 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	var tools, queues []string
+	if c.declared != nil {
+		tools, queues = c.declared()
+		slices.Sort(queues)
+		queues = slices.Compact(queues)
+	}
 	if counts, err := c.store.CountActive(ctx); err != nil {
 		c.errs.WithLabelValues("tasks").Inc()
 	} else {
 		type key struct{ tool, status string }
 		sum := map[key]int{}
+		for _, tool := range tools {
+			sum[key{tool, string(task.Working)}] += 0
+			sum[key{tool, string(task.InputRequired)}] += 0
+		}
 		for _, n := range counts {
 			if !n.Queued {
 				sum[key{n.Tool, string(n.Status)}] += n.N
@@ -217,6 +235,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if waiting, err := c.store.WaitingQueues(ctx); err != nil {
 		c.errs.WithLabelValues("queues").Inc()
 	} else {
+		for _, q := range queues {
+			if _, ok := waiting[q]; !ok {
+				ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, 0, q)
+			}
+		}
 		for q, n := range waiting {
 			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), q)
 		}

@@ -44,7 +44,7 @@ func TestQueueAndStoreMetrics(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	if err := m.CollectStore(st, time.Second); err != nil {
+	if err := m.CollectStore(st, time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	e, err := engine.New(engine.Options{Store: st, Observer: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -18,17 +18,32 @@ type Browser interface {
 	// A cursor stays valid when the task it points after is deleted.
 	Browse(ctx context.Context, q BrowseQuery) (tasks []*task.Task, next string, err error)
 
-	// CountByStatus returns how many tasks q selects, per status, leaving
-	// out q.Statuses, q.Cursor and q.Limit (so that a page can show
-	// every status's count under the other filters). Statuses with no
-	// task are left out.
-	CountByStatus(ctx context.Context, q BrowseQuery) (map[task.Status]int64, error)
+	// CountByStatus returns how many tasks q selects, per status, and
+	// how many of the completed ones are tool errors, leaving out
+	// q.Statuses, q.Outcomes, q.Cursor and q.Limit (so that a page can
+	// show every status's count under the other filters). Statuses with
+	// no task are left out.
+	CountByStatus(ctx context.Context, q BrowseQuery) (Counts, error)
+}
+
+// Counts is what [Browser.CountByStatus] counts.
+type Counts struct {
+	// ByStatus holds the number of tasks in each status that has some.
+	ByStatus map[task.Status]int64
+	// ToolErrors is how many of the completed tasks are tool errors
+	// (task.OutcomeToolError); they are counted in ByStatus too.
+	ToolErrors int64
 }
 
 // BrowseQuery selects tasks for [Browser]. Zero fields select everything.
 type BrowseQuery struct {
-	// Statuses, if not empty, selects tasks in one of these statuses.
+	// Statuses and Outcomes, when either is not empty, select the tasks
+	// in one of Statuses or with one of Outcomes (see
+	// [task.Task.Outcome]): Statuses {working} with Outcomes {failed,
+	// tool_error} selects the running tasks and the failures of either
+	// kind. A status or outcome that is not a defined one selects nothing.
 	Statuses []task.Status
+	Outcomes []task.Outcome
 	// Tool, if set, selects the tasks of that tool (exact name).
 	Tool string
 	// Owner, if set, selects the tasks of that owner (exact).

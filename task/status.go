@@ -13,13 +13,61 @@ const (
 	// more input requests (elicitation, sampling, ...).
 	InputRequired Status = "input_required"
 	// Completed means the work finished and a result is available. A tool
-	// result with isError:true is still Completed.
+	// result with isError:true is still Completed (its [Outcome] is
+	// OutcomeToolError).
 	Completed Status = "completed"
 	// Failed means the work ended with a JSON-RPC level error.
 	Failed Status = "failed"
 	// Cancelled means the task was cancelled before it finished.
 	Cancelled Status = "cancelled"
 )
+
+// Outcome is how a finished task ended, as operators count it: a
+// completed task whose result says isError: true (see [ToolError]) is a
+// tool error, not a success, though its status is completed.
+type Outcome string
+
+// The outcomes of finished tasks.
+const (
+	// OutcomeOK: completed, and the result is not a tool error.
+	OutcomeOK Outcome = "ok"
+	// OutcomeToolError: completed with a result that says isError: true.
+	OutcomeToolError Outcome = "tool_error"
+	// OutcomeFailed: the status is failed.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeCancelled: the status is cancelled.
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// Outcome returns how t ended, or "" while it is not finished.
+func (t *Task) Outcome() Outcome {
+	switch t.Status {
+	case Completed:
+		if t.ToolError {
+			return OutcomeToolError
+		}
+		return OutcomeOK
+	case Failed:
+		return OutcomeFailed
+	case Cancelled:
+		return OutcomeCancelled
+	}
+	return ""
+}
+
+// Status returns the status of the tasks with outcome o ("" for an
+// unknown outcome).
+func (o Outcome) Status() Status {
+	switch o {
+	case OutcomeOK, OutcomeToolError:
+		return Completed
+	case OutcomeFailed:
+		return Failed
+	case OutcomeCancelled:
+		return Cancelled
+	}
+	return ""
+}
 
 // transitions is the one table of allowed status changes. A status missing
 // from the table as a key (the terminal ones) can never change again.

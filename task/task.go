@@ -36,6 +36,11 @@ type Task struct {
 	Request json.RawMessage
 	// Result is the JSON result of a completed task.
 	Result json.RawMessage
+	// ToolError is true when the task completed with a Result that says
+	// isError: true (see [ToolError]): the tool ran and reported its own
+	// failure (a failed build, a test suite with failures). Complete sets
+	// it; see [Task.Outcome].
+	ToolError bool
 	// Error is the JSON-RPC error of a failed task.
 	Error *Error
 	// InputRequests holds the outstanding input requests, key to
@@ -48,6 +53,12 @@ type Task struct {
 	InputSeq int64
 	// Runner names the engine instance running the task's work, "" if none.
 	Runner string
+	// StartedAt is when the task's work first started: its creation for
+	// a task that did not wait in a queue, its start from the queue for
+	// one that did; zero while it waits (and for a task recorded before
+	// stores kept it). CreatedAt to StartedAt is the task's wait,
+	// StartedAt to the end its run.
+	StartedAt time.Time
 	// Attempts counts the times the task's work was started: 1 for the
 	// first run, more after re-runs following a crash or a shutdown.
 	Attempts int64
@@ -139,6 +150,7 @@ func (t *Task) Complete(result json.RawMessage, now time.Time) error {
 		return err
 	}
 	t.Result = result
+	t.ToolError = ToolError(result)
 	return nil
 }
 

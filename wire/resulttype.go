@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/mcptask/mcptask/internal/jsonscan"
 )
 
 // WithResultType returns result, a stored tools/call result (a JSON
@@ -18,7 +20,7 @@ import (
 // original request").
 func WithResultType(result json.RawMessage, resultType string) json.RawMessage {
 	has := false
-	if !eachMember(result, func(key, _ []byte) bool {
+	if !jsonscan.EachMember(result, func(key, _ []byte) bool {
 		has = isMember(key, "resultType")
 		return !has
 	}) || has {

@@ -194,9 +194,9 @@ func TestMetricsScrape(t *testing.T) {
 			return false, fmt.Errorf("/metrics by the admin: %d", code)
 		}
 		fams = f
-		return metricValue(f, "mcptask_tasks_finished_total", "tool=long_computation", "status=cancelled") == 1 &&
-			metricValue(f, "mcptask_tasks_finished_total", "tool=long_computation", "status=completed") == 2 &&
-			metricValue(f, "mcptask_tasks_finished_total", "tool=flaky_migration", "status=failed") == 1, nil
+		return metricValue(f, "mcptask_tasks_finished_total", "tool=long_computation", "status=cancelled", "outcome=cancelled") == 1 &&
+			metricValue(f, "mcptask_tasks_finished_total", "tool=long_computation", "status=completed", "outcome=ok") == 2 &&
+			metricValue(f, "mcptask_tasks_finished_total", "tool=flaky_migration", "status=failed", "outcome=failed") == 1, nil
 	})
 
 	for _, c := range []struct {
@@ -207,9 +207,9 @@ func TestMetricsScrape(t *testing.T) {
 		{"mcptask_tasks_created_total", []string{"tool=long_computation"}, 4},
 		{"mcptask_tasks_created_total", []string{"tool=flaky_migration"}, 1},
 		{"mcptask_tasks_created_total", []string{"tool=deploy_with_confirmation"}, 1},
-		{"mcptask_task_duration_seconds", []string{"tool=long_computation", "status=completed"}, 2},
-		{"mcptask_task_duration_seconds", []string{"tool=flaky_migration", "status=failed"}, 1},
-		{"mcptask_task_duration_seconds", []string{"tool=long_computation", "status=cancelled"}, 1},
+		{"mcptask_task_duration_seconds", []string{"tool=long_computation", "status=completed", "outcome=ok"}, 2},
+		{"mcptask_task_duration_seconds", []string{"tool=flaky_migration", "status=failed", "outcome=failed"}, 1},
+		{"mcptask_task_duration_seconds", []string{"tool=long_computation", "status=cancelled", "outcome=cancelled"}, 1},
 		{"mcptask_tasks_refused_total", []string{"tool=long_computation", "reason=active_tasks"}, 1},
 		{"mcptask_tasks_refused_total", []string{"tool=lint_report", "reason=draining"}, 1},
 		{"mcptask_limit_refusals_total", []string{"limit=active_tasks"}, 1},
@@ -283,7 +283,7 @@ func TestMetricsAddr(t *testing.T) {
 			return false, fmt.Errorf("GET %s: %d", url, code)
 		}
 		return metricValue(fams, "mcptask_tasks_created_total", "tool=long_computation") == 1 &&
-			metricValue(fams, "mcptask_tasks_finished_total", "tool=long_computation", "status=completed") == 1, nil
+			metricValue(fams, "mcptask_tasks_finished_total", "tool=long_computation", "status=completed", "outcome=ok") == 1, nil
 	})
 	if code, _ := scrape(t, d.Base+metricsPath, ""); code != http.StatusNotFound {
 		t.Fatalf("/metrics on -addr with -metrics-addr: %d, want 404", code)
@@ -309,7 +309,7 @@ func TestMetricsUpstream(t *testing.T) {
 			return false, fmt.Errorf("mcptask_upstream_up{upstream=builder} = %v, want 1", got)
 		}
 		return metricValue(fams, "mcptask_tasks_created_total", "tool=build") == 1 &&
-			metricValue(fams, "mcptask_tasks_finished_total", "tool=build", "status=completed") == 1, nil
+			metricValue(fams, "mcptask_tasks_finished_total", "tool=build", "status=completed", "outcome=ok") == 1, nil
 	})
 }
 

@@ -181,7 +181,20 @@ func (a *App) newMetrics() (*metrics.Metrics, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	if err := m.CollectStore(a.store, 0); err != nil {
+	// Scraped only once NewApp has returned: a.tasks is set by then.
+	declared := func() (tools, queues []string) {
+		if a.tasks == nil {
+			return nil, nil
+		}
+		tools = a.tasks.ToolNames()
+		for _, t := range tools {
+			if q, _ := a.tasks.ToolQueue(t); q != "" {
+				queues = append(queues, q)
+			}
+		}
+		return tools, queues
+	}
+	if err := m.CollectStore(a.store, 0, declared); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -517,8 +530,22 @@ func run(ctx context.Context, cfg Config, stdout io.Writer, logger, sdkLogger *s
 		defer stopMetrics()
 	}
 
-	url := "http://" + ln.Addr().String() + "/mcp"
+	root := "http://" + ln.Addr().String()
+	url := root + "/mcp"
 	fmt.Fprintf(stdout, "listening on %s\n", url)
+	// Every other endpoint, one line each, after the line that scripts
+	// read.
+	endpoints := []any{"mcp", url, "healthz", root + "/healthz", "admin", root + adminDrainPath}
+	if app.dashboard != nil {
+		fmt.Fprintf(stdout, "dashboard on %s%s/\n", root, dashboardPrefix)
+		endpoints = append(endpoints, "dashboard", root+dashboardPrefix+"/")
+	}
+	if cfg.Metrics && cfg.MetricsAddr == "" {
+		fmt.Fprintf(stdout, "metrics on %s%s\n", root, metricsPath)
+		endpoints = append(endpoints, "metrics", root+metricsPath)
+	}
+	fmt.Fprintf(stdout, "health on %s/healthz, admin on %s%s\n", root, root, adminDrainPath)
+	logger.Info("endpoints", endpoints...)
 	l := cfg.Limits
 	logger.Info("mcptaskd listening", "url", url, "db", cfg.DB, "version", version(),
 		"defaultTTL", cfg.DefaultTTL, "maxTTL", cfg.MaxTTL, "pollInterval", cfg.PollInterval,

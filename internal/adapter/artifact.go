@@ -32,7 +32,7 @@ func ResultTemplate() *mcp.ResourceTemplate {
 // whose result is a link to its result resource (wire.ResultURI): one
 // resource_link content, the original isError, and _meta
 // wire.MetaResultLink. The stored result is unchanged. The original
-// isError is the result's top-level member, as wire.ToolError reads it
+// isError is the result's top-level member, as task.ToolError reads it
 // (the 2025-11-25 wire's status too).
 func (c *Core) Presented(t *task.Task) *task.Task {
 	if c.resultLink <= 0 || t.Status != task.Completed || len(t.Result) <= c.resultLink {
@@ -40,7 +40,7 @@ func (c *Core) Presented(t *task.Task) *task.Task {
 	}
 	// Only the top-level isError is read: the result, above the link
 	// threshold, is not decoded.
-	isError := wire.ToolError(t.Result)
+	isError := task.ToolError(t.Result)
 	uri := wire.ResultURI(string(t.ID))
 	size := int64(len(t.Result))
 	link := &mcp.CallToolResult{

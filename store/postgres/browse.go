@@ -42,12 +42,12 @@ func eventArrayTypes(first int) string {
 }
 
 // createSQL is insertSQL that also records the new task's first events
-// (arrays $27 to $33, see eventArrays), numbered from 1, in the same
+// (the arrays after the insert's parameters, see eventArrays), numbered from 1, in the same
 // statement: nothing when the insert found a conflict.
 var createSQL = `WITH ins AS (` + insertSQL + `), ev AS (
 	INSERT INTO %[1]s.task_events (task_id, seq, ` + eventColumns + `)
 	SELECT ins.id, e.ord, e.kind, e.at_ms, e.from_status, e.to_status, e.instance, e.attempt, e.message
-	FROM ins CROSS JOIN unnest(` + eventArrayTypes(27) + `)
+	FROM ins CROSS JOIN unnest(` + eventArrayTypes(len(loadColumns)+1) + `)
 		WITH ORDINALITY AS e(kind, at_ms, from_status, to_status, instance, attempt, message, ord)
 )
 SELECT id FROM ins`
@@ -165,17 +165,29 @@ func (s *Store) browseWhere(q store.BrowseQuery, paging bool) (string, []any, er
 	if err != nil {
 		return "", nil, err
 	}
-	if paging && len(q.Statuses) > 0 {
-		st := make([]string, len(q.Statuses))
-		for i, x := range q.Statuses {
-			st[i] = string(x)
+	if paging && (len(q.Statuses) > 0 || len(q.Outcomes) > 0) {
+		var c string
+		if len(q.Statuses) > 0 {
+			st := make([]string, len(q.Statuses))
+			for i, x := range q.Statuses {
+				st[i] = string(x)
+			}
+			if len(st) == 1 {
+				// A range of tasks_status_created, in the listing's order.
+				c, args = "status = ?", append(args, st[0])
+			} else {
+				c, args = "status = ANY(?::text[])", append(args, st)
+			}
 		}
-		if len(st) == 1 {
-			// A range of tasks_status_created, in the listing's order.
-			conds, args = append(conds, "status = ?"), append(args, st[0])
-		} else {
-			conds, args = append(conds, "status = ANY(?::text[])"), append(args, st)
+		if len(q.Outcomes) > 0 {
+			oc := rowcodec.OutcomeCond(q.Outcomes, "tool_error") // no placeholders
+			if c == "" {
+				c = oc
+			} else {
+				c = "(" + c + " OR " + oc + ")"
+			}
 		}
+		conds = append(conds, c)
 	}
 	for _, v := range []string{q.Tool, string(q.Owner)} {
 		if checkText(v) != nil {
@@ -219,16 +231,39 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	return tasks, next, nil
 }
 
-// CountByStatus counts the tasks q selects per status, leaving out
-// q.Statuses, q.Cursor and q.Limit; it implements [store.Browser].
-func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[task.Status]int64, error) {
+// CountByStatus counts the tasks q selects per status, and the tool
+// errors among them, leaving out q.Statuses, q.Outcomes, q.Cursor and
+// q.Limit; it implements [store.Browser]. The tool errors are counted on
+// their own partial index (tasks_tool_errors), which holds the filters.
+func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.Counts, error) {
 	if s.closed() {
-		return nil, ErrClosed
+		return store.Counts{}, ErrClosed
 	}
 	where, args, err := s.browseWhere(q, false)
 	if err != nil {
-		return nil, err
+		return store.Counts{}, err
 	}
+	byStatus, err := s.countByStatus(ctx, where, args)
+	if err != nil {
+		return store.Counts{}, err
+	}
+	out := store.Counts{ByStatus: byStatus}
+	if byStatus[task.Completed] == 0 {
+		return out, nil
+	}
+	teWhere := " WHERE tool_error"
+	if where != "" {
+		teWhere = where + " AND tool_error"
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.quoted+`.tasks`+teWhere, args...).Scan(&out.ToolErrors); err != nil {
+		return store.Counts{}, fmt.Errorf("postgres store: count tool errors: %w", err)
+	}
+	return out, nil
+}
+
+// countByStatus counts the tasks that where (with args) selects, per
+// status.
+func (s *Store) countByStatus(ctx context.Context, where string, args []any) (map[task.Status]int64, error) {
 	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.quoted+`.tasks`+where+` GROUP BY status`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: count by status: %w", err)
@@ -254,7 +289,7 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[tas
 var loadColumns = []string{"id", "owner", "tool", "wire", "status", "status_message", "created_at_ms", "updated_at_ms",
 	"ttl_ns", "poll_ns", "expires_at_ns", "request", "result", "error", "input_requests", "input_responses", "input_seq",
 	"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref",
-	"correlation"}
+	"correlation", "tool_error", "started_at_ms"}
 
 // LoadTasks inserts tasks with one COPY, encoded as Create encodes them
 // but without their histories and without Create's checks (idempotency

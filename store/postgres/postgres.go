@@ -427,7 +427,7 @@ func (s *Store) createLocked(ctx context.Context, t *task.Task, opts store.Creat
 	for range 3 {
 		inserted, queued, err := s.createLockedTx(ctx, r, opts)
 		if err == nil && queued != nil {
-			t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
+			t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts, t.StartedAt = true, "", time.Time{}, 0, time.Time{}
 			t.StatusMessage = queued.StatusMessage
 		}
 		if err != nil || inserted {

@@ -989,6 +989,23 @@ func TestQuotaWaitsForLock(t *testing.T) {
 	}
 }
 
+// TestMigrateFromV9 opens a schema of version 9 (before the tool-error
+// and start columns): Open adds them, finds the tool errors among the
+// results and the starts in the histories.
+func TestMigrateFromV9(t *testing.T) {
+	schema := newSchema(t)
+	quoted := pgx.Identifier{schema}.Sanitize()
+	s := openTest(t, schema)
+	ids := storetest.OutcomeBeforeMigration(t, s)
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;
+		DELETE FROM %[1]s.schema_migrations WHERE version >= 10`, quoted)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, schema)
+	storetest.OutcomeMigrated(t, s, ids)
+}
+
 // TestMigrateFromV8 opens a schema of version 8 (before the correlation
 // columns): Open adds them, the task and the operation of the schema are
 // kept with no correlation, and new ones keep theirs.
@@ -1003,7 +1020,8 @@ func TestMigrateFromV8(t *testing.T) {
 	if _, err := s.RecordOperation(t.Context(), &task.Operation{Key: "k8", TaskID: tk.ID, Owner: "alice", Effect: "e"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN correlation;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;
+		ALTER TABLE %[1]s.tasks DROP COLUMN correlation;
 		ALTER TABLE %[1]s.operations DROP COLUMN correlation;
 		DELETE FROM %[1]s.schema_migrations WHERE version >= 9`, quoted)); err != nil {
 		t.Fatal(err)
@@ -1027,13 +1045,15 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 9 added the correlation columns,
+	// Back to version 1: migration 10 added the tool-error and start
+	// columns, migration 9 added the correlation columns,
 	// migration 8 replaced the queue index by one by
 	// owner and added the queue turns, migration 7 added the histories
 	// and the indexes of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN correlation; DROP TABLE %[1]s.queue_turns; DROP INDEX %[1]s.tasks_queue_owner; DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;
+		ALTER TABLE %[1]s.tasks DROP COLUMN correlation; DROP TABLE %[1]s.queue_turns; DROP INDEX %[1]s.tasks_queue_owner; DROP TABLE %[1]s.task_events; DROP INDEX %[1]s.tasks_created;
 		DROP INDEX %[1]s.tasks_status_created; DROP INDEX %[1]s.tasks_tool_created; DROP INDEX %[1]s.tasks_owner_created_status;
 		CREATE INDEX tasks_owner_created ON %[1]s.tasks (owner, created_at_ms, id);
 		DROP TABLE %[1]s.task_log_lines; DROP TABLE %[1]s.task_log_heads;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -85,7 +86,7 @@ var queueStartSQL = `WITH RECURSIVE free AS (
 	LIMIT (SELECT n FROM free)
 ), upd AS (
 	UPDATE %[1]s.tasks AS t SET queued = false, runner = $3, lease_expires_at_ms = $4,
-		attempts = t.attempts + 1, status_message = '', updated_at_ms = $5
+		attempts = t.attempts + 1, status_message = '', updated_at_ms = $5, started_at_ms = $5
 	FROM cand WHERE t.id = cand.id
 	RETURNING ` + qualified("t", taskColumns) + `, cand.turn AS turn, cand.served AS served
 )
@@ -209,7 +210,7 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*t
 		var te taskEvents
 		for _, t := range started {
 			before := *t
-			before.Queued, before.Runner, before.Attempts = true, "", t.Attempts-1
+			before.Queued, before.Runner, before.Attempts, before.StartedAt = true, "", t.Attempts-1, time.Time{}
 			te.add(string(t.ID), history.Events(&before, t, req.Now, req.Runner))
 		}
 		if _, err := tx.Exec(ctx, s.eventsSQL, te.args()...); err != nil {

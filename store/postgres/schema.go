@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mcptask/mcptask/task"
 )
 
 // migrationLockKey is the key of the transaction-level advisory lock that
@@ -40,6 +41,7 @@ var migrations = []migration{
 	{"task histories and the indexes of browsing", migrateV7},
 	{"the queue index by owner, for turns between owners", migrateV8},
 	{"host correlation keys of tasks and operations", migrateV9},
+	{"tool errors and the start of a task's work", migrateV10},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -306,6 +308,51 @@ ALTER TABLE %[1]s.operations ADD COLUMN correlation text NOT NULL DEFAULT '';
 
 func migrateV9(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV9, m.quoted))
+	return err
+}
+
+// schemaV10 keeps whether a completed task's result is a tool error
+// (task.Task.ToolError) and when its work first started
+// (task.Task.StartedAt, 0 while it waits), as the SQLite backend does;
+// the partial index serves the listings and counts of tool errors.
+// Existing tasks get their start from their history (or their creation
+// when they did not wait in a queue); their tool errors are found by
+// reading their results as task.ToolError does.
+const schemaV10 = `
+ALTER TABLE %[1]s.tasks ADD COLUMN tool_error boolean NOT NULL DEFAULT false;
+ALTER TABLE %[1]s.tasks ADD COLUMN started_at_ms bigint NOT NULL DEFAULT 0;
+UPDATE %[1]s.tasks AS t SET started_at_ms = coalesce(
+	(SELECT min(e.at_ms) FROM %[1]s.task_events e WHERE e.task_id = t.id AND e.kind = 'started'),
+	CASE WHEN NOT t.queued THEN t.created_at_ms ELSE 0 END);
+CREATE INDEX tasks_tool_errors ON %[1]s.tasks (created_at_ms, id, tool, owner) WHERE tool_error;
+`
+
+func migrateV10(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	if _, err := tx.Exec(ctx, fmt.Sprintf(schemaV10, m.quoted)); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT id, result FROM %[1]s.tasks
+		WHERE status = 'completed' AND result IS NOT NULL AND strpos(result, 'true') > 0`, m.quoted))
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		var result []byte
+		if err := rows.Scan(&id, &result); err != nil {
+			rows.Close()
+			return err
+		}
+		if task.ToolError(result) {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s.tasks SET tool_error = true WHERE id = ANY($1)`, m.quoted), ids)
 	return err
 }
 

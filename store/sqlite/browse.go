@@ -105,14 +105,26 @@ func (s *Store) browseWhere(q store.BrowseQuery, paging bool) (string, []any, er
 	if err != nil {
 		return "", nil, err
 	}
-	if paging && len(q.Statuses) > 0 {
-		conds = append([]string{statusCond(q.Statuses)}, conds...) // no placeholders
+	if paging {
+		// No placeholders in either condition.
+		switch {
+		case len(q.Statuses) > 0 && len(q.Outcomes) > 0:
+			conds = append([]string{"(" + statusCond(q.Statuses) + " OR " + rowcodec.OutcomeCond(q.Outcomes, toolErrorCond) + ")"}, conds...)
+		case len(q.Statuses) > 0:
+			conds = append([]string{statusCond(q.Statuses)}, conds...)
+		case len(q.Outcomes) > 0:
+			conds = append(conds, rowcodec.OutcomeCond(q.Outcomes, toolErrorCond))
+		}
 	}
 	if len(conds) == 0 {
 		return "", nil, nil
 	}
 	return " WHERE " + strings.Join(conds, " AND "), args, nil
 }
+
+// toolErrorCond is the condition of the partial index tasks_tool_errors,
+// word for word (see schemaV10).
+const toolErrorCond = "tool_error = 1"
 
 // everyStatus is the condition of the partial index tasks_status_created,
 // word for word: every task meets it, and stating it lets SQLite use the
@@ -214,16 +226,43 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	return tasks, next, nil
 }
 
-// CountByStatus counts the tasks q selects per status, leaving out
-// q.Statuses, q.Cursor and q.Limit; it implements [store.Browser].
-func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (map[task.Status]int64, error) {
+// CountByStatus counts the tasks q selects per status, and the tool
+// errors among them, leaving out q.Statuses, q.Outcomes, q.Cursor and
+// q.Limit; it implements [store.Browser]. The tool errors are counted on
+// their own index (tasks_tool_errors), which holds the filters.
+func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.Counts, error) {
 	if s.closed() {
-		return nil, ErrClosed
+		return store.Counts{}, ErrClosed
 	}
 	where, args, err := s.browseWhere(q, false)
 	if err != nil {
-		return nil, err
+		return store.Counts{}, err
 	}
+	byStatus, err := s.countByStatus(ctx, where, args)
+	if err != nil {
+		return store.Counts{}, err
+	}
+	out := store.Counts{ByStatus: byStatus}
+	if byStatus[task.Completed] == 0 {
+		return out, nil
+	}
+	teWhere := " WHERE " + toolErrorCond
+	if where != "" {
+		teWhere = where + " AND " + toolErrorCond
+	}
+	st, err := s.readStmt(ctx, `SELECT count(*) FROM tasks`+teWhere)
+	if err != nil {
+		return store.Counts{}, s.noteCorrupt(fmt.Errorf("sqlite store: count tool errors: %w", err))
+	}
+	if err := st.QueryRowContext(ctx, args...).Scan(&out.ToolErrors); err != nil {
+		return store.Counts{}, s.noteCorrupt(fmt.Errorf("sqlite store: count tool errors: %w", err))
+	}
+	return out, nil
+}
+
+// countByStatus counts the tasks that where (with args) selects, per
+// status.
+func (s *Store) countByStatus(ctx context.Context, where string, args []any) (map[task.Status]int64, error) {
 	if where == "" {
 		where = " WHERE " + everyStatus // the counts read tasks_status_created only
 	}

@@ -12,7 +12,7 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation, tool_error, started_at_ms`
 
 // dialect is how this backend writes a task: no lease and no idempotency
 // key as 0 and "".
@@ -27,15 +27,15 @@ func encodeTask(t *task.Task) (*row, error) { return dialect.Encode(t) }
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation, tool_error, started_at_ms)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
 	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
 	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?, queue = ?, queued = ?, external_ref = ?,
-	correlation = ?
+	correlation = ?, tool_error = ?, started_at_ms = ?
 	WHERE id = ?`
 
 // leaseMS encodes a lease expiry as Unix milliseconds (rounded down), 0

@@ -64,8 +64,8 @@ const (
 	queueAnySQL = `SELECT EXISTS (SELECT 1 FROM tasks
 		WHERE queue = ? AND queued = 1 AND queue <> '' AND status IN ('working', 'input_required'))`
 	// queueStartSQL starts a waiting task for a runner.
-	queueStartSQL = `UPDATE tasks SET queued = 0, runner = ?, lease_expires_at_ms = ?, attempts = attempts + 1,
-		status_message = '', updated_at_ms = ? WHERE id = ? AND queued = 1`
+	queueStartSQL = `UPDATE tasks SET queued = 0, runner = ?1, lease_expires_at_ms = ?2, attempts = attempts + 1,
+		status_message = '', updated_at_ms = ?3, started_at_ms = ?3 WHERE id = ?4 AND queued = 1`
 	// queueMessageSQL sets the status message of a waiting task.
 	queueMessageSQL = `UPDATE tasks SET status_message = ? WHERE id = ? AND status_message <> ?`
 )
@@ -178,6 +178,7 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 			t.Attempts++
 			t.StatusMessage = ""
 			t.LastUpdatedAt = rowcodec.MSTime(nowMS)
+			t.StartedAt = t.LastUpdatedAt
 			if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
 				return nil, err
 			}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/mcptask/mcptask/task"
 )
 
 // migration brings the schema from one version to the next inside the
@@ -29,6 +31,7 @@ var migrations = []migration{
 	{"task histories and the indexes of browsing", migrateV7},
 	{"the queue index by owner, for turns between owners", migrateV8},
 	{"host correlation keys of tasks and operations", migrateV9},
+	{"tool errors and the start of a task's work", migrateV10},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -306,6 +309,64 @@ ALTER TABLE operations ADD COLUMN correlation TEXT NOT NULL DEFAULT '';
 func migrateV9(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV9)
 	return err
+}
+
+// schemaV10 keeps whether a completed task's result is a tool error
+// (task.Task.ToolError: it says isError: true), so that operators can
+// find and count tool errors apart from successes, and when the task's
+// work first started (task.Task.StartedAt, 0 while it waits), so that a
+// task's wait and its run can be told apart. The index serves the
+// listings and counts of tool errors: they are few among the completed
+// tasks, and it holds the filters of browsing (tool, owner). Existing
+// tasks get their start from their history (or their creation when they
+// did not wait in a queue); their tool errors are found by
+// backfillToolErrors.
+const schemaV10 = `
+ALTER TABLE tasks ADD COLUMN tool_error INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN started_at_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE tasks SET started_at_ms = coalesce(
+	(SELECT min(e.at_ms) FROM task_events e WHERE e.task_id = tasks.id AND e.kind = 'started'),
+	CASE WHEN queued = 0 THEN created_at_ms ELSE 0 END);
+CREATE INDEX tasks_tool_errors ON tasks (created_at_ms, id, tool, owner) WHERE tool_error = 1;
+`
+
+func migrateV10(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, schemaV10); err != nil {
+		return err
+	}
+	return backfillToolErrors(ctx, tx)
+}
+
+// backfillToolErrors marks the completed tasks whose result is a tool
+// error, as task.ToolError reads a result (the results that do not hold
+// the literal true cannot be one).
+func backfillToolErrors(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, result FROM tasks
+		WHERE status = 'completed' AND result IS NOT NULL AND instr(result, 'true') > 0`)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		var result []byte
+		if err := rows.Scan(&id, &result); err != nil {
+			rows.Close()
+			return err
+		}
+		if task.ToolError(result) {
+			ids = append(ids, id)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET tool_error = 1 WHERE id = ?`, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrate brings the database to the latest schema version in one write transaction, so

@@ -648,7 +648,7 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 		return s.insertEvents(tx, r.ID, history.Events(nil, ins.EventTask(), storeNow(), instance))
 	})
 	if err == nil && queued != nil {
-		t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts = true, "", time.Time{}, 0
+		t.Queued, t.Runner, t.LeaseExpiresAt, t.Attempts, t.StartedAt = true, "", time.Time{}, 0, time.Time{}
 		t.StatusMessage = queued.StatusMessage
 	}
 	return err

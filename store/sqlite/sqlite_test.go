@@ -529,6 +529,24 @@ func TestQuotaTwoStores(t *testing.T) {
 	storetest.QuotaShared(t, openTest(t, path), openTest(t, path))
 }
 
+// TestMigrateFromV9 opens a file of schema version 9 (before the
+// tool-error and start columns): Open adds them, finds the tool errors
+// among the results and the starts in the histories.
+func TestMigrateFromV9(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	s := openTest(t, path)
+	ids := storetest.OutcomeBeforeMigration(t, s)
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
+		ALTER TABLE tasks DROP COLUMN started_at_ms; PRAGMA user_version = 9`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, path)
+	storetest.OutcomeMigrated(t, s, ids)
+}
+
 // TestMigrateFromV8 opens a file of schema version 8 (before the
 // correlation columns): Open adds them, the task and the operation of the
 // file are kept with no correlation, and new ones keep theirs.
@@ -542,7 +560,9 @@ func TestMigrateFromV8(t *testing.T) {
 	if _, err := s.RecordOperation(t.Context(), &task.Operation{Key: "k8", TaskID: tk.ID, Owner: "alice", Effect: "e"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.wdb.Exec(`ALTER TABLE tasks DROP COLUMN correlation; ALTER TABLE operations DROP COLUMN correlation;
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
+		ALTER TABLE tasks DROP COLUMN started_at_ms;
+		ALTER TABLE tasks DROP COLUMN correlation; ALTER TABLE operations DROP COLUMN correlation;
 		PRAGMA user_version = 8`); err != nil {
 		t.Fatal(err)
 	}
@@ -566,13 +586,15 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := s.Create(t.Context(), tk, store.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: migration 9 added the correlation columns,
+	// Back to version 1: migration 10 added the tool-error and start
+	// columns, migration 9 added the correlation columns,
 	// migration 8 replaced the queue index by one by
 	// owner and added the queue turns, migration 7 added the histories and the indexes
 	// of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.wdb.Exec(`ALTER TABLE tasks DROP COLUMN correlation; DROP INDEX tasks_queue_owner; DROP TABLE queue_turns; DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
+	if _, err := s.wdb.Exec(`DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
+		ALTER TABLE tasks DROP COLUMN started_at_ms; ALTER TABLE tasks DROP COLUMN correlation; DROP INDEX tasks_queue_owner; DROP TABLE queue_turns; DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;
 		DROP INDEX tasks_tool_created; DROP INDEX tasks_finished; DROP INDEX tasks_status_created;
 		DROP TRIGGER tasks_delete_log; DROP TABLE task_log_lines; DROP TABLE task_log_heads;
 		DROP TABLE operations; DROP INDEX tasks_claim;

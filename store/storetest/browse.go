@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,7 +37,8 @@ func (s *suite) browserOf(t *testing.T) (store.Store, store.Browser) {
 
 // browseFixture creates 60 tasks: three per creation time (ties broken by
 // ID), created out of order, of owners alice, bob and anonymous, tools a
-// and b, in every status.
+// and b, in every status and with every outcome (some completed tasks are
+// tool errors).
 func browseFixture(t *testing.T, st store.Store) []*task.Task {
 	t.Helper()
 	statuses := []task.Status{task.Working, task.Completed, task.InputRequired, task.Failed, task.Completed, task.Cancelled, task.Completed}
@@ -47,6 +49,12 @@ func browseFixture(t *testing.T, st store.Store) []*task.Task {
 		tk := newTask(owners[j%len(owners)], base.Add(time.Duration(j/3)*time.Second))
 		tk.Tool = []string{"a", "b"}[j%2]
 		tk.Status = statuses[j%len(statuses)]
+		if tk.Status == task.Completed {
+			tk.Result = json.RawMessage(`{"content":[]}`)
+			if j%3 == 0 {
+				tk.Result, tk.ToolError = json.RawMessage(`{"content":[],"isError":true}`), true
+			}
+		}
 		mustCreate(t, st, tk)
 		all = append(all, want(tk))
 	}
@@ -57,7 +65,8 @@ func browseFixture(t *testing.T, st store.Store) []*task.Task {
 // aside), on tasks as the store gives them back.
 func selects(q store.BrowseQuery, tk *task.Task, withStatus bool) bool {
 	switch {
-	case withStatus && len(q.Statuses) > 0 && !slices.Contains(q.Statuses, tk.Status):
+	case withStatus && (len(q.Statuses) > 0 || len(q.Outcomes) > 0) &&
+		!slices.Contains(q.Statuses, tk.Status) && !slices.Contains(q.Outcomes, tk.Outcome()):
 		return false
 	case q.Tool != "" && tk.Tool != q.Tool:
 		return false
@@ -127,16 +136,28 @@ func (s *suite) browseFilters(t *testing.T) {
 		{Tool: "b", Owner: "alice"},
 		{Tool: "a", Statuses: []task.Status{task.Completed}, CreatedAfter: ms(at(2))},
 		{Tool: "b", Owner: "bob", Statuses: []task.Status{task.Completed, task.Working, task.Failed}, CreatedAfter: ms(at(1)), CreatedBefore: ms(at(18))},
+		{Outcomes: []task.Outcome{task.OutcomeToolError}},
+		{Outcomes: []task.Outcome{task.OutcomeOK}},
+		{Outcomes: []task.Outcome{task.OutcomeFailed, task.OutcomeToolError}},
+		{Outcomes: []task.Outcome{task.OutcomeCancelled, task.OutcomeOK, task.OutcomeOK}},
+		{Outcomes: []task.Outcome{"no-such-outcome"}},
+		{Tool: "a", Outcomes: []task.Outcome{task.OutcomeFailed, task.OutcomeToolError}, CreatedAfter: ms(at(2))},
+		{Statuses: []task.Status{task.Completed}, Outcomes: []task.Outcome{task.OutcomeToolError, task.OutcomeFailed}},
+		{Statuses: []task.Status{task.Working, task.InputRequired}, Outcomes: []task.Outcome{task.OutcomeToolError}},
+		{Owner: "bob", Statuses: []task.Status{task.Working}, Outcomes: []task.Outcome{task.OutcomeFailed, task.OutcomeToolError}, CreatedBefore: ms(at(15))},
 	} {
 		t.Run(fmt.Sprintf("%+v", q), func(t *testing.T) {
 			var want []*task.Task
-			wantCounts := map[task.Status]int64{}
+			wantCounts := store.Counts{ByStatus: map[task.Status]int64{}}
 			for _, tk := range all {
 				if selects(q, tk, true) {
 					want = append(want, tk)
 				}
 				if selects(q, tk, false) {
-					wantCounts[tk.Status]++
+					wantCounts.ByStatus[tk.Status]++
+					if tk.ToolError {
+						wantCounts.ToolErrors++
+					}
 				}
 			}
 			newestFirst(want)
@@ -148,18 +169,18 @@ func (s *suite) browseFilters(t *testing.T) {
 					t.Fatalf("Browse with limit %d = %v; want %v", limit, ids(got), ids(want))
 				}
 			}
-			for i, tk := range browseAll(t, b, store.BrowseQuery{Statuses: q.Statuses, Tool: q.Tool, Owner: q.Owner,
+			for i, tk := range browseAll(t, b, store.BrowseQuery{Statuses: q.Statuses, Outcomes: q.Outcomes, Tool: q.Tool, Owner: q.Owner,
 				CreatedAfter: q.CreatedAfter, CreatedBefore: q.CreatedBefore, Limit: 500}) {
 				checkTask(t, fmt.Sprintf("task %d browsed", i), tk, want[i])
 			}
-			// Statuses, Cursor and Limit are not counts' filters.
+			// Statuses, Outcomes, Cursor and Limit are not counts' filters.
 			cq := q
 			cq.Cursor, cq.Limit = "garbage", 3
 			counts, err := b.CountByStatus(t.Context(), cq)
 			if err != nil {
 				t.Fatalf("CountByStatus: %v", err)
 			}
-			if !maps.Equal(counts, wantCounts) {
+			if !maps.Equal(counts.ByStatus, wantCounts.ByStatus) || counts.ToolErrors != wantCounts.ToolErrors {
 				t.Fatalf("CountByStatus = %v; want %v", counts, wantCounts)
 			}
 		})
@@ -232,7 +253,7 @@ func (s *suite) browseCursorAfterDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int64
-	for _, c := range counts {
+	for _, c := range counts.ByStatus {
 		n += c
 	}
 	if n != 59 {
@@ -266,7 +287,7 @@ func (s *suite) browseExpired(t *testing.T) {
 		t.Fatalf("Browse after DeleteExpired: %v, %v; want %v", ids(got), err, live.ID)
 	}
 	counts, err := b.CountByStatus(t.Context(), store.BrowseQuery{})
-	if err != nil || !maps.Equal(counts, map[task.Status]int64{task.Working: 1}) {
+	if err != nil || !maps.Equal(counts.ByStatus, map[task.Status]int64{task.Working: 1}) || counts.ToolErrors != 0 {
 		t.Fatalf("CountByStatus after DeleteExpired = %v, %v", counts, err)
 	}
 }

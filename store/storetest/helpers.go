@@ -58,6 +58,7 @@ func fullTask() *task.Task {
 		InputSeq:       3,
 		Runner:         "engine-7f3a",
 		Attempts:       2,
+		StartedAt:      base.Add(2*time.Second + 345_678*time.Nanosecond),
 		LeaseExpiresAt: base.Add(45*time.Second + 999_999*time.Nanosecond),
 		Queue:          "deploys/prod — «eu»",
 		ExternalRef:    `{"upstream":"ci","taskId":"786512e5-2c8b"}`,
@@ -76,6 +77,7 @@ func want(t *task.Task) *task.Task {
 	w.CreatedAt = ms(w.CreatedAt)
 	w.LastUpdatedAt = ms(w.LastUpdatedAt)
 	w.LeaseExpiresAt = ms(w.LeaseExpiresAt)
+	w.StartedAt = ms(w.StartedAt)
 	return w
 }
 
@@ -120,6 +122,7 @@ func diff(got, want *task.Task) string {
 		{"CreatedAt", got.CreatedAt, want.CreatedAt},
 		{"LastUpdatedAt", got.LastUpdatedAt, want.LastUpdatedAt},
 		{"LeaseExpiresAt", got.LeaseExpiresAt, want.LeaseExpiresAt},
+		{"StartedAt", got.StartedAt, want.StartedAt},
 	} {
 		if f.got.IsZero() != f.want.IsZero() {
 			add(f.name+".IsZero()", f.got.IsZero(), f.want.IsZero())
@@ -128,6 +131,9 @@ func diff(got, want *task.Task) string {
 		} else if f.got.Location() != time.UTC {
 			add(f.name+".Location()", f.got.Location(), "UTC")
 		}
+	}
+	if got.ToolError != want.ToolError {
+		add("ToolError", got.ToolError, want.ToolError)
 	}
 	if got.TTL != want.TTL {
 		add("TTL", got.TTL, want.TTL)

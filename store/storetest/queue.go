@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -45,6 +46,7 @@ func queueTask(queue string, created time.Time, runner string) *task.Task {
 	tk.Runner = runner
 	tk.LeaseExpiresAt = created.Add(time.Minute)
 	tk.Attempts = 1
+	tk.StartedAt = created
 	return tk
 }
 
@@ -52,7 +54,7 @@ func queueTask(queue string, created time.Time, runner string) *task.Task {
 // tasks before it.
 func waitingAs(orig *task.Task, ahead int64) *task.Task {
 	w := want(orig)
-	w.Queued, w.Runner, w.LeaseExpiresAt, w.Attempts = true, "", time.Time{}, 0
+	w.Queued, w.Runner, w.LeaseExpiresAt, w.Attempts, w.StartedAt = true, "", time.Time{}, 0, time.Time{}
 	w.StatusMessage = task.QueuedMessage(ahead)
 	return w
 }
@@ -145,12 +147,19 @@ func (s *suite) queueStart(t *testing.T) {
 		return got
 	}
 	start() // full: nothing starts
-	if _, err := st.Update(ctx, q[0].ID, func(tk *task.Task) error { return tk.Complete(nil, now) }); err != nil {
+	// A task that ends with a tool error is stored as one.
+	toolError := json.RawMessage(`{"content":[{"type":"text","text":"3 tests failed"}],"isError":true}`)
+	if _, err := st.Update(ctx, q[0].ID, func(tk *task.Task) error { return tk.Complete(toolError, now) }); err != nil {
 		t.Fatal(err)
+	}
+	if got := mustGet(t, st, q[0].ID); !got.ToolError || got.Outcome() != task.OutcomeToolError || !got.StartedAt.Equal(ms(q[0].StartedAt)) {
+		t.Errorf("task completed with isError: ToolError %v, outcome %q, started %v; want a tool error started at its creation",
+			got.ToolError, got.Outcome(), got.StartedAt)
 	}
 	got := start(q[2])
 	w := want(q[2])
 	w.Queued, w.Runner, w.LeaseExpiresAt, w.Attempts, w.StatusMessage, w.LastUpdatedAt = false, "engine-b", ms(now.Add(30*time.Second)), 1, "", ms(now)
+	w.StartedAt = ms(now) // its start from the queue, not its creation
 	checkTask(t, "started task as returned", got[0], w)
 	checkTask(t, "started task as stored", mustGet(t, st, q[2].ID), w)
 	// The tasks behind moved up.

@@ -55,8 +55,8 @@ func FromTask(t *task.Task) Task {
 }
 
 // isToolError reports whether the result says isError: true at its top
-// level (see wire.ToolError: nothing else is decoded).
-func isToolError(result json.RawMessage) bool { return wire.ToolError(result) }
+// level (see task.ToolError: nothing else is decoded).
+func isToolError(result json.RawMessage) bool { return task.ToolError(result) }
 
 // CreateTaskResult answers a task-augmented request.
 type CreateTaskResult struct {

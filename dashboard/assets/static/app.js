@@ -39,6 +39,24 @@
     });
   }
 
+  // Relative times ("5 min ago") kept current; the exact time is in the
+  // element's title.
+  function ago(iso) {
+    var d = (Date.now() - Date.parse(iso)) / 1000;
+    if (isNaN(d)) return null;
+    if (d < 2) return 'just now';
+    if (d < 60) return Math.floor(d) + ' s ago';
+    if (d < 3600) return Math.floor(d / 60) + ' min ago';
+    if (d < 172800) return Math.floor(d / 3600) + ' h ago';
+    return Math.floor(d / 86400) + ' d ago';
+  }
+  setInterval(function () {
+    document.querySelectorAll('time[data-ago]').forEach(function (t) {
+      var s = ago(t.getAttribute('datetime'));
+      if (s) t.textContent = s;
+    });
+  }, 15000);
+
   if (!liveURL || !window.EventSource) return;
   var es = new EventSource(liveURL);
   es.onopen = function () { setState('live', 'on'); body.dataset.liveState = 'open'; };

@@ -2,6 +2,7 @@ package rowcodec
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/mcptask/mcptask/store"
@@ -79,4 +80,36 @@ func Numbered(conds []string, first int) []string {
 		out[i] = b.String()
 	}
 	return out
+}
+
+// OutcomeCond is the condition that selects the finished tasks with one
+// of outcomes (see [store.BrowseQuery].Outcomes), toolError being the
+// backend's condition that a task is a tool error (worded as its partial
+// index tasks_tool_errors states it). The outcomes are written in the
+// SQL text, not bound: an outcome that is not one of the four adds
+// nothing, and none gives a condition no task meets.
+func OutcomeCond(outcomes []task.Outcome, toolError string) string {
+	var terms []string
+	for _, o := range outcomes {
+		var c string
+		switch o {
+		case task.OutcomeOK:
+			c = "(status = 'completed' AND NOT (" + toolError + "))"
+		case task.OutcomeToolError:
+			c = "(" + toolError + ")"
+		case task.OutcomeFailed:
+			c = "status = 'failed'"
+		case task.OutcomeCancelled:
+			c = "status = 'cancelled'"
+		default:
+			continue
+		}
+		if !slices.Contains(terms, c) {
+			terms = append(terms, c)
+		}
+	}
+	if len(terms) == 0 {
+		return "1 = 0"
+	}
+	return "(" + strings.Join(terms, " OR ") + ")"
 }

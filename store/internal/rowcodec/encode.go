@@ -42,6 +42,8 @@ type Encoded struct {
 	Queued                                       bool
 	ExternalRef                                  string
 	correlation                                  string // JSON object, "" when none
+	ToolError                                    bool   // completed with a tool error
+	StartedMS                                    int64  // 0 while not started
 	nullNone                                     bool
 }
 
@@ -50,7 +52,8 @@ type Encoded struct {
 // status_message, created_at_ms, updated_at_ms, ttl_ns, poll_ns,
 // expires_at_ns, request, result, error, input_requests,
 // input_responses, input_seq, runner, attempts, lease_expires_at_ms,
-// idempotency_key, key_owner, queue, queued, external_ref, correlation.
+// idempotency_key, key_owner, queue, queued, external_ref, correlation,
+// tool_error, started_at_ms.
 func (e *Encoded) InsertArgs() []any {
 	var lease, key any = e.LeaseMS, e.IdempotencyKey
 	if e.nullNone && e.LeaseMS == 0 {
@@ -61,7 +64,8 @@ func (e *Encoded) InsertArgs() []any {
 	}
 	return []any{e.ID, e.Owner, e.Tool, e.Wire, e.Status, e.StatusMessage, e.CreatedMS, e.UpdatedMS,
 		e.TTLNS, e.PollNS, e.expiresNS, e.request, e.result, e.errJSON, e.inReqs, e.inResps, e.InputSeq,
-		e.Runner, e.Attempts, lease, key, e.KeyOwner, e.Queue, e.Queued, e.ExternalRef, e.correlation}
+		e.Runner, e.Attempts, lease, key, e.KeyOwner, e.Queue, e.Queued, e.ExternalRef, e.correlation,
+		e.ToolError, e.StartedMS}
 }
 
 // UpdateArgs binds the parameters of both backends' update statements:
@@ -115,10 +119,14 @@ func (d Dialect) Encode(t *task.Task) (*Encoded, error) {
 		Queue:          t.Queue,
 		Queued:         t.Queued,
 		ExternalRef:    t.ExternalRef,
+		ToolError:      t.Status == task.Completed && t.ToolError,
 		nullNone:       d.NullNone,
 	}
 	if !t.LeaseExpiresAt.IsZero() {
 		e.LeaseMS = t.LeaseExpiresAt.UnixMilli()
+	}
+	if !t.StartedAt.IsZero() {
+		e.StartedMS = t.StartedAt.UnixMilli()
 	}
 	if t.Status.Terminal() {
 		// What task.ExpiresAt will say once the task is read back.
@@ -192,7 +200,7 @@ func CeilMS(t time.Time) int64 {
 // behind waiting others: queued, with no runner, lease or run.
 func (e *Encoded) InQueue(waiting int64) *Encoded {
 	w := *e
-	w.Queued, w.Runner, w.LeaseMS, w.Attempts = true, "", 0, 0
+	w.Queued, w.Runner, w.LeaseMS, w.Attempts, w.StartedMS = true, "", 0, 0, 0
 	w.StatusMessage = task.QueuedMessage(waiting)
 	return &w
 }

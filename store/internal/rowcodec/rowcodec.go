@@ -72,6 +72,7 @@ type taskCols struct {
 	leaseMS                               *int64  // NULL (PostgreSQL) or 0 (SQLite) when no engine holds the task
 	idemKey                               *string // NULL (PostgreSQL) or "" (SQLite) when the client chose none
 	correlation                           string
+	startedMS                             int64
 }
 
 // dest returns the scan destinations of the columns.
@@ -79,7 +80,8 @@ func (c *taskCols) dest() []any {
 	t := &c.t
 	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
 		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
-		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation}
+		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation,
+		&t.ToolError, &c.startedMS}
 }
 
 // task returns the task the scanned columns hold.
@@ -94,6 +96,7 @@ func (c *taskCols) task(backend string) (*task.Task, error) {
 	if c.leaseMS != nil {
 		t.LeaseExpiresAt = OpTime(*c.leaseMS)
 	}
+	t.StartedAt = OpTime(c.startedMS)
 	if c.idemKey != nil {
 		t.IdempotencyKey = *c.idemKey
 	}

@@ -1,11 +1,11 @@
-package wire_test
+package task_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/task"
 )
 
 // reference is what ToolError must answer: a whole decoding.
@@ -47,7 +47,7 @@ func TestToolError(t *testing.T) {
 		{`{"a":"\\","isError":true}`, true},
 		{`{"a":-1.5e3,"b":[1,[2,{"c":"]"}]],"isError":true}`, true},
 	} {
-		got := wire.ToolError([]byte(c.in))
+		got := task.ToolError([]byte(c.in))
 		if ref := reference([]byte(c.in)); ref != c.want {
 			t.Fatalf("test case %.80q: want %v, but encoding/json says %v", c.in, c.want, ref)
 		}
@@ -63,7 +63,7 @@ func FuzzToolError(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := wire.ToolError([]byte(s)), reference([]byte(s)); got != want {
+		if got, want := task.ToolError([]byte(s)), reference([]byte(s)); got != want {
 			t.Errorf("ToolError(%q) = %v, encoding/json says %v", s, got, want)
 		}
 	})
@@ -74,7 +74,7 @@ func BenchmarkToolError(b *testing.B) {
 	b.Run("ToolError", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if !wire.ToolError(result) {
+			if !task.ToolError(result) {
 				b.Fatal("not an error")
 			}
 		}

@@ -1,46 +1,14 @@
-package wire
+// Package jsonscan walks the top-level members of a JSON object without
+// decoding them: the values, however large, are only scanned over.
+package jsonscan
 
-import (
-	"bytes"
-	"encoding/json"
-)
+import "encoding/json"
 
-// ToolError reports whether result, a stored tools/call result (a
-// CallToolResult as JSON), says isError: true at its top level. It
-// answers exactly as decoding result with encoding/json into a struct
-// with one bool field tagged "isError" and requiring no error would (the
-// member's name matched case-insensitively, the last match winning, null
-// leaving it false, a value of another type or invalid JSON making it
-// false), without decoding anything else: the other members, however
-// large, are only scanned over.
-func ToolError(result []byte) bool {
-	isError := false
-	typeError := false
-	if !eachMember(result, func(key, value []byte) bool {
-		if isErrorKey(key) {
-			switch string(value) {
-			case "true":
-				isError = true
-			case "false":
-				isError = false
-			case "null":
-			default:
-				typeError = true // the decoding fails
-				return false
-			}
-		}
-		return true
-	}) || typeError {
-		return false // null, another type than an object, or invalid JSON
-	}
-	return isError
-}
-
-// eachMember calls fn with the quoted name and the raw value of each
+// EachMember calls fn with the quoted name and the raw value of each
 // top-level member of the JSON object b, in order, until fn returns false.
 // It reports whether b is a valid JSON object; the values are scanned
 // over, never decoded.
-func eachMember(b []byte, fn func(key, value []byte) bool) bool {
+func EachMember(b []byte, fn func(key, value []byte) bool) bool {
 	if !json.Valid(b) {
 		return false
 	}
@@ -64,20 +32,6 @@ func eachMember(b []byte, fn func(key, value []byte) bool) bool {
 		}
 	}
 	return true
-}
-
-// isErrorKey reports whether the quoted member name key is "isError" as
-// encoding/json matches names: unescaped, case-insensitively.
-func isErrorKey(key []byte) bool {
-	name := key[1 : len(key)-1]
-	if bytes.IndexByte(name, '\\') >= 0 {
-		var s string
-		if json.Unmarshal(key, &s) != nil {
-			return false
-		}
-		name = []byte(s)
-	}
-	return bytes.EqualFold(name, []byte("isError"))
 }
 
 // skipSpace returns the index of the first byte of b at or after i that
