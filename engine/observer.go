@@ -60,17 +60,17 @@ type RequestObserver interface {
 // nopObserver observes nothing: each of its methods does nothing.
 type nopObserver struct{}
 
-func (nopObserver) TaskCreated(string)                              {}
+func (nopObserver) TaskCreated(string)                               {}
 func (nopObserver) TaskFinished(string, task.Outcome, time.Duration) {}
-func (nopObserver) QueueWaited(string, time.Duration)               {}
-func (nopObserver) Request(string, string)                          {}
-func (nopObserver) Denied(string)                                   {}
-func (nopObserver) Limited(string)                                  {}
-func (nopObserver) TaskRefused(string, string)                      {}
-func (nopObserver) StoreCall(string, time.Duration, error)          {}
-func (nopObserver) FeedReconnect()                                  {}
-func (nopObserver) TaskTakenOver(string, string)                    {}
-func (nopObserver) PollRaised()                                     {}
+func (nopObserver) QueueWaited(string, time.Duration)                {}
+func (nopObserver) Request(string, string)                           {}
+func (nopObserver) Denied(string)                                    {}
+func (nopObserver) Limited(string)                                   {}
+func (nopObserver) TaskRefused(string, string)                       {}
+func (nopObserver) StoreCall(string, time.Duration, error)           {}
+func (nopObserver) FeedReconnect()                                   {}
+func (nopObserver) TaskTakenOver(string, string)                     {}
+func (nopObserver) PollRaised()                                      {}
 
 // Observer returns the engine's observer (see Options.Observer): never
 // nil, one that observes nothing when none is set.

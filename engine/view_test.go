@@ -44,16 +44,16 @@ func (o *storeCalls) take() map[string]int {
 	return n
 }
 
-func (*storeCalls) TaskCreated(string)                              {}
+func (*storeCalls) TaskCreated(string)                               {}
 func (*storeCalls) TaskFinished(string, task.Outcome, time.Duration) {}
-func (*storeCalls) QueueWaited(string, time.Duration)               {}
-func (*storeCalls) Request(string, string)                          {}
-func (*storeCalls) Denied(string)                                   {}
-func (*storeCalls) Limited(string)                                  {}
-func (*storeCalls) TaskRefused(string, string)                      {}
-func (*storeCalls) PollRaised()                                     {}
-func (*storeCalls) FeedReconnect()                                  {}
-func (*storeCalls) TaskTakenOver(string, string)                    {}
+func (*storeCalls) QueueWaited(string, time.Duration)                {}
+func (*storeCalls) Request(string, string)                           {}
+func (*storeCalls) Denied(string)                                    {}
+func (*storeCalls) Limited(string)                                   {}
+func (*storeCalls) TaskRefused(string, string)                       {}
+func (*storeCalls) PollRaised()                                      {}
+func (*storeCalls) FeedReconnect()                                   {}
+func (*storeCalls) TaskTakenOver(string, string)                     {}
 
 // TestView: Engine.View answers what Get, LatestOperation and
 // LogPosition answer, in one read, and refuses exactly as Get refuses (another owner's,
