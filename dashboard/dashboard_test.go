@@ -808,3 +808,125 @@ func TestTaskPageParts(t *testing.T) {
 		t.Logf("the page:\n%s", page)
 	}
 }
+
+// ended starts a task of tool whose work ends at once with result (a
+// CallToolResult), or fails when result is nil, and waits for its end.
+func (e *env) ended(tool string, args string, result json.RawMessage) *task.Task {
+	e.t.Helper()
+	tk, err := e.eng.Start(context.Background(), engine.StartSpec{Owner: "", Tool: tool,
+		Request: json.RawMessage(`{"name":"` + tool + `","arguments":` + args + `}`)},
+		func(ctx context.Context) (json.RawMessage, error) {
+			if result == nil {
+				return nil, errors.New("the runner is gone")
+			}
+			return result, nil
+		})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	want := task.Completed
+	if result == nil {
+		want = task.Failed
+	}
+	e.waitStatus(tk.ID, want)
+	return tk
+}
+
+// TestToolErrors: a task that completed with isError: true is shown as a
+// tool error (not a green "completed"), counted in its own pill, found by
+// the "failed or tool error" filter, and its revealed result is shown as
+// text; its arguments are revealed on request, audited.
+func TestToolErrors(t *testing.T) {
+	e := newEnv(t, false, nil)
+	ok := json.RawMessage(`{"content":[{"type":"text","text":"all 12 tests passed"}]}`)
+	bad := json.RawMessage(`{"content":[{"type":"text","text":"3 tests failed:\n  TestA\n  TestB"}],"isError":true}`)
+	for range 3 {
+		e.ended("test_suite", `{"suite":"unit"}`, ok)
+	}
+	toolErr := e.ended("test_suite", `{"suite":"integration <b>"}`, bad)
+	e.ended("test_suite", `{"suite":"e2e"}`, bad)
+	e.ended("ci_build", `{}`, nil)
+	c := e.client()
+	rowRe := regexp.MustCompile(`<tr id="row-([a-z0-9]+)"`)
+	count := func(body string) int { return len(rowRe.FindAllString(body, -1)) }
+
+	_, body := e.get(c, "/")
+	for _, want := range []string{
+		`data-status="tool_error">tool error <strong>2</strong>`,
+		`data-status="completed">completed <strong>5</strong>`,
+		`data-status="failed">failed <strong>1</strong>`,
+		`id="row-` + string(toolErr.ID) + `" data-id="` + string(toolErr.ID) + `" data-status="completed" data-outcome="tool_error"`,
+		`completed · tool error`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the list lacks %q", want)
+		}
+	}
+	for q, want := range map[string]int{
+		"status=tool_error":                  2,
+		"status=failed&status=tool_error":    3,
+		"status=completed":                   5,
+		"status=completed&status=tool_error": 5,
+		"status=working&status=tool_error":   2,
+	} {
+		if _, body := e.get(c, "/?"+q); count(body) != want {
+			t.Errorf("%s: %d rows; want %d", q, count(body), want)
+		}
+	}
+	if _, body := e.get(c, "/?tool=ci_build"); !strings.Contains(body, `data-status="failed">failed <strong>1</strong>`) {
+		t.Errorf("the failed pill of ci_build does not count its failure")
+	}
+
+	_, page := e.get(c, "/tasks/"+string(toolErr.ID))
+	if !strings.Contains(page, `id="task-status" title="the tool ran and reported an error (isError: true)">completed · tool error`) {
+		t.Errorf("the task page does not show the tool error")
+	}
+	tok := csrf(t, page)
+	_, rev := e.post(c, "/tasks/"+string(toolErr.ID)+"/reveal", url.Values{"csrf": {tok}}, nil)
+	if !strings.Contains(rev, "<pre class=\"text\">3 tests failed:\n  TestA\n  TestB</pre>") {
+		t.Errorf("the revealed result is not shown as text:\n%s", rev)
+	}
+	_, rev = e.post(c, "/tasks/"+string(toolErr.ID)+"/reveal", url.Values{"csrf": {tok}, "what": {"arguments"}}, nil)
+	if !strings.Contains(rev, `&#34;suite&#34;: &#34;integration \u003cb\u003e&#34;`) && !strings.Contains(rev, `&#34;suite&#34;: &#34;integration &lt;b&gt;&#34;`) {
+		t.Errorf("the revealed arguments are not shown (escaped):\n%s", rev)
+	}
+	trail := e.audit.String()
+	for _, ev := range []string{audit.EventResultRetrieved, audit.EventArgumentsRetrieved} {
+		if !strings.Contains(trail, `"event":"`+ev+`"`) {
+			t.Errorf("the audit trail lacks %s:\n%s", ev, trail)
+		}
+	}
+}
+
+// TestPagerRange: the list says which tasks a page shows out of how
+// many, and goes back a page as well as forward.
+func TestPagerRange(t *testing.T) {
+	e := newEnv(t, false, nil)
+	for range 120 {
+		e.start("", "a", "")
+	}
+	c := e.client()
+	link := func(body, id string) string {
+		m := regexp.MustCompile(`href="([^"]*)" id="` + id + `"`).FindStringSubmatch(body)
+		if m == nil {
+			return ""
+		}
+		return "/" + strings.TrimPrefix(strings.ReplaceAll(m[1], "&amp;", "&"), "./")
+	}
+	_, p1 := e.get(c, "/")
+	if !strings.Contains(p1, `id="range" class="range">1–50 of 120<`) || link(p1, "prev-page") != "" {
+		t.Fatalf("first page: range or previous link wrong")
+	}
+	_, p2 := e.get(c, link(p1, "next-page"))
+	_, p3 := e.get(c, link(p2, "next-page"))
+	if !strings.Contains(p2, `>51–100 of 120<`) || !strings.Contains(p3, `>101–120 of 120<`) || link(p3, "next-page") != "" {
+		t.Fatalf("later pages: ranges wrong")
+	}
+	_, back := e.get(c, link(p3, "prev-page"))
+	_, first := e.get(c, link(back, "prev-page"))
+	rows := regexp.MustCompile(`<tr id="row-([a-z0-9]+)"`)
+	if !strings.Contains(back, `>51–100 of 120<`) || rows.FindString(back) != rows.FindString(p2) ||
+		!strings.Contains(first, `>1–50 of 120<`) || rows.FindString(first) != rows.FindString(p1) {
+		t.Fatalf("previous pages are not the pages before")
+	}
+}
