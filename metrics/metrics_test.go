@@ -195,3 +195,90 @@ mcptask_jobapi_up{tool="deploy"} 0
 		t.Fatal(err)
 	}
 }
+
+// gauge returns the value of the sample of name with exactly labels
+// (name=value pairs), and whether it is present.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue(), true
+			}
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestDeclaredAndToolErrors: the gauges of a declared tool and queue are
+// present at 0 while nothing runs or waits, and a task that completed
+// with isError: true is counted with outcome tool_error (status
+// completed), apart from a success.
+func TestDeclaredAndToolErrors(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	declared := func() (tools, queues []string) { return []string{"build", "test"}, []string{"ci", "ci"} }
+	if err := m.CollectStore(st, time.Second, declared); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"mcptask_tasks", map[string]string{"tool": "build", "status": "working"}},
+		{"mcptask_tasks", map[string]string{"tool": "test", "status": "input_required"}},
+		{"mcptask_queue_waiting_tasks", map[string]string{"queue": "ci"}},
+	} {
+		if v, ok := gauge(t, reg, c.name, c.labels); !ok || v != 0 {
+			t.Errorf("%s%v = %v (present %v); want present at 0", c.name, c.labels, v, ok)
+		}
+	}
+	e, err := engine.New(engine.Options{Store: st, Observer: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SweepInterval: -1, Exclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	for _, result := range []string{`{"content":[],"isError":true}`, `{"content":[]}`} {
+		if _, err := e.Start(ctx, engine.StartSpec{Tool: "test"}, func(context.Context) (json.RawMessage, error) {
+			return json.RawMessage(result), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Counted just after the change is stored: wait for the counts.
+	finished := func(outcome string) float64 {
+		v, _ := gauge(t, reg, "mcptask_tasks_finished_total", map[string]string{"tool": "test", "status": "completed", "outcome": outcome})
+		return v
+	}
+	waitFor(t, "both tasks counted", func() bool { return finished("tool_error")+finished("ok") == 2 })
+	if finished("tool_error") != 1 || finished("ok") != 1 {
+		t.Errorf("finished tool_error %v, ok %v; want 1 each", finished("tool_error"), finished("ok"))
+	}
+}
