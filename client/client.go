@@ -239,6 +239,22 @@ type TaskStatus struct {
 	// Links are links about the task that its tool gives (e.g. its job's
 	// page in the job system), by name; nil when none.
 	Links map[string]string
+	// Outcome is how the finished task ended, as the server tells
+	// (tasks/get's io.mcptask/outcome): "ok", "tool_error" (the tool
+	// reported its own failure, isError: true), "failed" or "cancelled";
+	// "" while it runs or when the server does not say.
+	Outcome string
+}
+
+// outcomeOf reads the io.mcptask/outcome entry of an answer's _meta.
+func outcomeOf(raw json.RawMessage) string {
+	var m struct {
+		Meta struct {
+			Outcome string `json:"io.mcptask/outcome"`
+		} `json:"_meta"`
+	}
+	json.Unmarshal(raw, &m)
+	return m.Meta.Outcome
 }
 
 // linksOf reads the io.mcptask/links entry of an answer's _meta (string

@@ -123,6 +123,7 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 	st.Log = logOf(raw)
 	st.Correlation = correlationOf(raw)
 	st.Links = linksOf(raw)
+	st.Outcome = outcomeOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, err
 	}

@@ -266,6 +266,7 @@ func decodeTask2026(raw json.RawMessage, id, method string) (*ext2026.GetTaskRes
 	st.Log = logOf(raw)
 	st.Correlation = correlationOf(raw)
 	st.Links = linksOf(raw)
+	st.Outcome = outcomeOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, nil, err
 	}

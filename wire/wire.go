@@ -202,6 +202,12 @@ const MetaOperation = MetaPrefix + "operation"
 // the call carried none of them.
 const MetaCorrelation = MetaPrefix + "correlation"
 
+// MetaOutcome is the _meta key under which tasks/get carries, on both
+// wires, how a finished task ended: "ok", "tool_error" (it completed with
+// a result that says isError: true; the 2025-11-25 wire shows such a task
+// as failed), "failed" or "cancelled". Absent while the task runs.
+const MetaOutcome = MetaPrefix + "outcome"
+
 // MetaLinks is the _meta key under which tasks/get carries, on both
 // wires, links about the task that its tool gives (mcptask.ToolOptions.Links,
 // e.g. the page of its job in a CI server): an object of http(s) URLs by

@@ -194,3 +194,29 @@ func TestDetachSaysAnswersAreNotKept(t *testing.T) {
 	id := strings.TrimSpace(r.Stdout)
 	expect(t, c.run("wait", "--answer", "confirm=true", id), exitOK, []string{"Deployed api@latest to production."}, nil)
 }
+
+// TestToolErrorSaid: a task that completed with a tool error (the tool
+// reported isError: true) is said to be one by 'status' (both wires, as
+// the server tells) and by 'wait', which exits 1.
+func TestToolErrorSaid(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			r := c.run("--wire", wire, "call", "--detach", "lint_report", "line_delay_ms=0")
+			expect(t, r, exitOK, nil, nil)
+			id := strings.TrimSpace(r.Stdout)
+			expect(t, c.run("--wire", wire, "wait", id), exitToolError, []string{"Found 3 problems in 6 lines:"},
+				[]string{"completed with a tool error (isError: true)"})
+			want := "status:   completed with a tool error"
+			if wire == "2025-11-25" {
+				want = "status:   failed (a tool error: the tool reported isError: true)"
+			}
+			expect(t, c.run("--wire", wire, "status", id), exitOK, []string{want}, nil)
+			r = c.run("--wire", wire, "--json", "status", id)
+			expect(t, r, exitOK, []string{`"outcome": "tool_error"`}, nil)
+		})
+	}
+}

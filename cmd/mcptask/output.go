@@ -166,7 +166,7 @@ func (a *app) printOutcome(o *outcome, code int) {
 		printResult(a.stdout, o.result)
 	case exitToolError:
 		printResult(a.stdout, o.result)
-		a.errorf("%s ended with a tool error (isError: true)", describe(o.tool, task))
+		a.errorf("%s completed with a tool error (isError: true)", describe(o.tool, task))
 	case exitFailed:
 		var te *client.TaskError
 		var je *jsonrpc.Error
@@ -350,10 +350,13 @@ type jsonStatus struct {
 	Correlation map[string]string `json:"correlation,omitempty"`
 	// Links are links about the task its tool gives (e.g. its job's page).
 	Links map[string]string `json:"links,omitempty"`
+	// Outcome is how the finished task ended (ok, tool_error, failed,
+	// cancelled), as the server tells.
+	Outcome string `json:"outcome,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation, Links: s.Links}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation, Links: s.Links, Outcome: s.Outcome}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -381,7 +384,14 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 			fmt.Fprintf(w, "  %-9s %s\n", k+":", v)
 		}
 	}
-	row("status", s.Status)
+	switch {
+	case s.Outcome == "tool_error" && s.Status == "completed":
+		row("status", "completed with a tool error (the tool reported isError: true)")
+	case s.Outcome == "tool_error":
+		row("status", s.Status+" (a tool error: the tool reported isError: true)")
+	default:
+		row("status", s.Status)
+	}
 	if s.Operation != nil {
 		row("effect", effectText(s.Operation))
 	}

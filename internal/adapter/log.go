@@ -66,9 +66,17 @@ func WithLogOf(id task.ID, p *store.LogPage, meta mcp.Meta) mcp.Meta {
 // WithView returns meta with what v, a task's view read by
 // engine.Engine.View, holds beside the task: its latest operation (see
 // [WithOperationOf]), the link to its log (see [WithLogOf]) and the host
-// correlation keys of its call (see [WithCorrelationOf]).
+// correlation keys of its call (see [WithCorrelationOf]), and how it
+// ended once it has (wire.MetaOutcome).
 func (c *Core) WithView(v *store.View, meta mcp.Meta) mcp.Meta {
-	return c.withLinks(v.Task, WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))))
+	meta = c.withLinks(v.Task, WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))))
+	if o := v.Task.Outcome(); o != "" {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[wire.MetaOutcome] = string(o)
+	}
+	return meta
 }
 
 // withLinks returns meta with the links t's tool gives about it under
