@@ -221,3 +221,24 @@ func TestJournalEmptyFile(t *testing.T) {
 }
 
 func newBufReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
+
+// TestNotFoundOnlyWhenSaid: a -32602 answer is "no such task" only when
+// its message says so; the server's other -32602 answers (an answer that
+// does not fit its question) keep their words.
+func TestNotFoundOnlyWhenSaid(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`task "abc" not found: it does not exist or has expired`: true,
+		"Task not found":    true,
+		"Unknown task: abc": true,
+		`inputResponses["input-1"]: the content does not match the requested schema: want boolean; nothing was stored, and the task still waits for an answer`: false,
+		"invalid cursor: pass the nextCursor of a previous tasks/list unchanged":                                                                               false,
+	} {
+		err := fmt.Errorf("tasks/update: %w", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg})
+		if got := isNotFound(err); got != want {
+			t.Errorf("isNotFound(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if isNotFound(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "task not found"}) {
+		t.Error("a -32603 is taken for not found")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -84,12 +85,23 @@ func rpcError(err error) (*jsonrpc.Error, bool) {
 	return nil, false
 }
 
-// isNotFound reports whether err is the server's "no such task" answer
-// (-32602 Invalid params, what both wires answer for an unknown or expired
-// task).
+// isNotFound reports whether err is the server's "no such task" answer:
+// -32602 Invalid params, what both wires answer for an unknown or expired
+// task, with a message that says so. Other -32602 answers (an answer
+// that does not fit its question, a bad cursor) are the server's own
+// words about the request, not about the task's existence.
 func isNotFound(err error) bool {
 	we, ok := rpcError(err)
-	return ok && we.Code == jsonrpc.CodeInvalidParams
+	if !ok || we.Code != jsonrpc.CodeInvalidParams {
+		return false
+	}
+	msg := strings.ToLower(we.Message)
+	for _, s := range []string{"not found", "unknown task", "no such task", "does not exist", "expired", "not exist"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // notFound wraps ErrTaskNotFound with the task and the server's words.

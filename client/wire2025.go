@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcptask/mcptask/wire"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -452,7 +453,7 @@ func (s *wire2025) cancel(ctx context.Context, id string) (*TaskStatus, error) {
 	}
 	raw, err := s.c.custom(ctx, wire.MethodTasksCancel, &taskParams{TaskID: id})
 	if err != nil {
-		if !isNotFound(err) {
+		if we, ok := rpcError(err); !ok || we.Code != jsonrpc.CodeInvalidParams {
 			return nil, fmt.Errorf("task %s: tasks/cancel: %w", id, err)
 		}
 		// -32602: unknown, or already ended. Tell them apart.

@@ -98,6 +98,9 @@ func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string
 		gctx, cancel := requestContext(ctx)
 		if st, gerr := c.Get(gctx, id); gerr == nil && st.Terminal() {
 			o.last = st
+			// The final status line, on both wires (a 2025-11-25 result
+			// may arrive before any status said the task ended).
+			a.view.Update(st)
 		}
 		cancel()
 	}

@@ -220,3 +220,28 @@ func TestToolErrorSaid(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerCheckedBeforeSending: an answer that does not fit the
+// question's requested schema is not sent (a 2025-11-25 tool would ask
+// again and again, a 2026-07-28 server refuses it): mcptask says which
+// field breaks which rule, in words, and exits 5; the task still waits,
+// and a fitting answer later ends it, with the same final line on both
+// wires.
+func TestAnswerCheckedBeforeSending(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t, d.URL)
+			r := c.run("--wire", wire, "call", "--answer", "confirm=maybe", "deploy_with_confirmation", "service=api", "build_steps=1", "step_delay_ms=0")
+			expect(t, r, exitUsage, nil, []string{`confirm must be true or false, not "maybe"`, "nothing was sent, and the task still waits"})
+			m := regexp.MustCompile(`the question of task ([a-z2-7]+)`).FindStringSubmatch(r.Stderr)
+			if m == nil {
+				t.Fatalf("no task named:\n%s", r)
+			}
+			r = c.run("--wire", wire, "wait", "--answer", "confirm=true", m[1])
+			expect(t, r, exitOK, []string{"api"}, []string{"mcptask: completed"})
+		})
+	}
+}

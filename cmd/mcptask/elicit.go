@@ -92,10 +92,12 @@ func (f *answerFlags) build(stdin io.Reader) (*answers, error) {
 	return ans, nil
 }
 
-// result answers one elicitation.
-func (ans *answers) result(p *mcp.ElicitParams) *mcp.ElicitResult {
+// result answers one elicitation, or says, in words, why the answers
+// do not fit its requested schema (nothing is sent then: a server would
+// refuse them, or a 2025-11-25 tool ask again and again).
+func (ans *answers) result(p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	if ans.action != "accept" {
-		return &mcp.ElicitResult{Action: ans.action}
+		return &mcp.ElicitResult{Action: ans.action}, nil
 	}
 	fields, _ := parseSchema(p.RequestedSchema)
 	content := map[string]any{}
@@ -114,11 +116,14 @@ func (ans *answers) result(p *mcp.ElicitParams) *mcp.ElicitResult {
 		}
 		v, err := parseFieldInput(&fields[i], pr.value)
 		if err != nil {
-			v = coerceArg(pr.value, &fields[i]) // the server has the last word
+			v = coerceArg(pr.value, &fields[i]) // checked below, in words
 		}
 		content[pr.key] = v
 	}
-	return &mcp.ElicitResult{Action: "accept", Content: content}
+	if err := checkObject(fields, schemaClosed(p.RequestedSchema), content); err != nil {
+		return nil, err
+	}
+	return &mcp.ElicitResult{Action: "accept", Content: content}, nil
 }
 
 // elicit answers a server's elicitation: from --answer/--answers, else by
@@ -131,7 +136,15 @@ func (a *app) elicit(ctx context.Context, taskID string, p *mcp.ElicitParams) (*
 		who = "task " + taskID
 	}
 	if a.answers != nil {
-		r := a.answers.result(p)
+		r, err := a.answers.result(p)
+		if err != nil {
+			ue := usagef("the answer does not fit the question of %s: %v; nothing was sent, and the task still waits "+
+				"(answer again with: %s wait --answer key=value %s)", who, err, a.selfCommand(), taskID)
+			a.notef("mcptask: %s asks: %s", who, oneLine(p.Message))
+			a.errorf("%v", ue)
+			a.abort(ue)
+			return nil, ue
+		}
 		a.notef("mcptask: %s asks: %s\nmcptask: answered from --answer/--answers: %s", who, oneLine(p.Message), describeAnswer(r))
 		return r, nil
 	}

@@ -75,12 +75,22 @@ func TestAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := ans.result(params)
+	got, err := ans.result(params)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true, "name": "42", "extra": []any{json.Number("1")}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if ans, _ := build([]string{"decline"}, ""); ans.result(params).Action != "decline" {
+	res := func(ans *answers) *mcp.ElicitResult {
+		r, err := ans.result(params)
+		if err != nil {
+			t.Fatalf("result: %v", err)
+		}
+		return r
+	}
+	if ans, _ := build([]string{"decline"}, ""); res(ans).Action != "decline" {
 		t.Error("--answer decline")
 	}
 	dir := t.TempDir()
@@ -89,10 +99,10 @@ func TestAnswers(t *testing.T) {
 		os.WriteFile(p, []byte(s), 0o600)
 		return p
 	}
-	if ans, err := build(nil, write(`{"confirm": false}`)); err != nil || !reflect.DeepEqual(ans.result(params).Content, map[string]any{"confirm": false}) {
+	if ans, err := build(nil, write(`{"confirm": false}`)); err != nil || !reflect.DeepEqual(res(ans).Content, map[string]any{"confirm": false}) {
 		t.Errorf("--answers content: %+v %v", ans, err)
 	}
-	if ans, err := build(nil, write(`{"action":"accept","content":{"name":"x"}}`)); err != nil || ans.result(params).Content["name"] != "x" {
+	if ans, err := build(nil, write(`{"action":"accept","content":{"name":"x"}}`)); err != nil || res(ans).Content["name"] != "x" {
 		t.Errorf("--answers with action: %+v %v", ans, err)
 	}
 	for _, bad := range []string{`{"action":"maybe"}`, `[1]`, `nope`} {
@@ -102,5 +112,43 @@ func TestAnswers(t *testing.T) {
 	}
 	if ans, _ := build(nil, ""); ans != nil {
 		t.Error("no answers given, but answers built")
+	}
+}
+
+// TestAnswersChecked: answers that break the requested schema are refused
+// before sending, in words that name the field and the rule.
+func TestAnswersChecked(t *testing.T) {
+	params := &mcp.ElicitParams{RequestedSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"confirm": map[string]any{"type": "boolean"},
+			"steps":   map[string]any{"type": "integer", "minimum": 1, "maximum": 10},
+			"env":     map[string]any{"type": "string", "enum": []any{"staging", "prod"}},
+		},
+		"required":             []any{"confirm"},
+		"additionalProperties": false,
+	}}
+	for pairs, want := range map[string]string{
+		"confirm=maybe":           `confirm must be true or false, not "maybe"`,
+		"confirm=true steps=0":    "steps must be at least 1",
+		"confirm=true steps=11":   "steps must be at most 10",
+		"confirm=true steps=1.5":  "steps must be a whole number",
+		"confirm=true env=dev":    `env must be one of "staging", "prod"`,
+		"steps=2":                 "confirm is required",
+		"confirm=true color=blue": "there is no field color (the fields are confirm, env, steps)",
+		"confirm=yes steps=3":     "",
+	} {
+		f := &answerFlags{pairs: strings.Fields(pairs)}
+		ans, err := f.build(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ans.result(params)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", pairs, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", pairs, err, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcptask/mcptask/client"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Exit codes of mcptask, the one place they are defined. The help text and
@@ -30,10 +31,10 @@ var exitCodes = []struct {
 }{
 	{exitOK, "success: the tool's result is printed"},
 	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as it does for arguments its input schema rejects"},
-	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool), the deletion of a task that has not ended (cancel it first), or a cancel (the system doing the task's work refused it: the task goes on, the reason is printed)"},
+	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool) or a request (its words are printed), the deletion of a task that has not ended (cancel it first), or a cancel (the system doing the task's work refused it: the task goes on, the reason is printed)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
-	{exitUsage, "usage error: bad command, flag or argument"},
+	{exitUsage, "usage error: bad command, flag or argument, or an answer that does not fit the task's question (nothing was sent; the task still waits)"},
 	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
 	{exitUnmet, "unmet requirements: 'mcptask manifest --require' found a need the server does not meet and whose fallback is not allowed (each is printed with its fallback)"},
 	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},
@@ -80,7 +81,7 @@ func exitCodeOf(ctx context.Context, err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(context.Cause(ctx), &ue):
 		return exitUsage
 	case errors.Is(err, errInterrupted) || errors.Is(context.Cause(ctx), errInterrupted):
 		return exitInterrupted
@@ -94,7 +95,17 @@ func exitCodeOf(ctx context.Context, err error) int {
 		return exitDeadline
 	case errors.As(err, &re):
 		return exitFailed
+	case isInvalidParams(err):
+		// The server refused the request in its own words (not "no such
+		// task", which is ErrTaskNotFound).
+		return exitFailed
 	default:
 		return exitConnection
 	}
+}
+
+// isInvalidParams reports whether err is the server's -32602 answer.
+func isInvalidParams(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams
 }

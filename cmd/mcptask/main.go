@@ -92,6 +92,9 @@ type app struct {
 
 	promptMu sync.Mutex // one elicitation prompt at a time
 	lines    *lineReader
+	// abort ends the command's context with a cause (e.g. a usage error
+	// found while waiting: answers that do not fit a question).
+	abort context.CancelCauseFunc
 }
 
 // globals are the flags every command accepts, before or after its name.
@@ -262,6 +265,8 @@ func lookupCommand(name string) *command {
 // run runs mcptask with the command-line arguments args and returns the
 // exit code.
 func (a *app) run(ctx context.Context, args []string) int {
+	ctx, a.abort = context.WithCancelCause(ctx)
+	defer a.abort(nil)
 	a.g.init(a.getenv)
 	fs := flag.NewFlagSet("mcptask", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -184,6 +184,8 @@ func (a *app) printOutcome(o *outcome, code int) {
 			a.errorf("%s has not ended: cancel it first (%s cancel %s), then delete it", task, a.selfCommand(), o.taskID)
 		case errors.As(o.err, &te):
 			a.errorf("%s failed: %s (JSON-RPC error %d)%s", describe(o.tool, task), te.Message, te.Code, dataSuffix(te.Data))
+		case errors.As(o.err, &je) && o.tool == "":
+			a.errorf("the server refused the request about %s: %s (JSON-RPC error %d)%s", task, je.Message, je.Code, dataSuffix(je.Data))
 		case errors.As(o.err, &je):
 			a.errorf("the server refused the call of %s: %s (JSON-RPC error %d)%s", o.tool, je.Message, je.Code, dataSuffix(je.Data))
 		default:
@@ -191,6 +193,11 @@ func (a *app) printOutcome(o *outcome, code int) {
 		}
 	case exitCancelled:
 		a.errorf("%s was cancelled", describe(o.tool, task))
+	case exitUsage:
+		var ue *usageError
+		if errors.As(o.err, &ue) {
+			a.errorf("%v", ue)
+		} // else: said when it was found (an answer that does not fit)
 	case exitDeadline, exitInterrupted:
 		if code == exitDeadline && o.taskID != "" {
 			fmt.Fprintln(a.stdout, o.taskID)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -290,4 +291,188 @@ func pickChoice(cs []choice, text string) (any, error) {
 		names = append(names, fmt.Sprint(c.value))
 	}
 	return nil, fmt.Errorf("choose one of %s (or its number)", strings.Join(names, ", "))
+}
+
+// checkValue says, in words, how v (a decoded JSON value) breaks f's
+// rules, e.g. "steps must be at least 1"; nil when it keeps them. What
+// it cannot tell (a schema's other keywords) is left to the server.
+func (f *fieldSpec) checkValue(v any) error {
+	if v == nil {
+		if f.is("null") || len(f.types) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s must not be null", f.name)
+	}
+	if len(f.choices) > 0 && !f.is("array") {
+		for _, c := range f.choices {
+			if sameValue(c.value, v) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s must be one of %s", f.name, choiceList(f.choices))
+	}
+	if len(f.types) == 0 {
+		return nil
+	}
+	var x float64
+	isNum := false
+	switch n := v.(type) {
+	case float64:
+		x, isNum = n, true
+	case int64:
+		x, isNum = float64(n), true
+	case json.Number:
+		if y, err := n.Float64(); err == nil {
+			x, isNum = y, true
+		}
+	}
+	ok := false
+	for _, t := range f.types {
+		switch t {
+		case "boolean":
+			_, ok = v.(bool)
+		case "string":
+			_, ok = v.(string)
+		case "number":
+			ok = isNum
+		case "integer":
+			ok = isNum && x == math.Trunc(x)
+		case "array":
+			_, ok = v.([]any)
+		case "object":
+			_, ok = v.(map[string]any)
+		}
+		if ok {
+			break
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%s must be %s, not %s", f.name, typeWords(f.types), valueWords(v))
+	}
+	if isNum {
+		if err := f.checkRange(x); err != nil {
+			return fmt.Errorf("%s %v", f.name, err)
+		}
+	}
+	return nil
+}
+
+// checkObject says, in words, how content breaks the rules of fields (a
+// schema's top-level properties): a missing required field, a value of
+// the wrong type or out of range, or (closed: the schema allows no other
+// property) a field the schema does not have. Nil when it keeps them.
+func checkObject(fields []fieldSpec, closed bool, content map[string]any) error {
+	for i := range fields {
+		f := &fields[i]
+		v, ok := content[f.name]
+		if !ok {
+			if f.required {
+				return fmt.Errorf("%s is required", f.name)
+			}
+			continue
+		}
+		if err := f.checkValue(v); err != nil {
+			return err
+		}
+	}
+	if closed {
+		for _, k := range slices.Sorted(maps.Keys(content)) {
+			if !slices.ContainsFunc(fields, func(f fieldSpec) bool { return f.name == k }) {
+				var names []string
+				for _, f := range fields {
+					names = append(names, f.name)
+				}
+				if len(names) == 0 {
+					return fmt.Errorf("there is no field %s: it takes none", k)
+				}
+				return fmt.Errorf("there is no field %s (the fields are %s)", k, strings.Join(names, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// schemaClosed reports whether a JSON schema allows no property but its
+// own (additionalProperties: false).
+func schemaClosed(schema any) bool {
+	data, err := json.Marshal(schema)
+	if err != nil {
+		return false
+	}
+	var s struct {
+		Additional json.RawMessage `json:"additionalProperties"`
+	}
+	return json.Unmarshal(data, &s) == nil && string(bytes.TrimSpace(s.Additional)) == "false"
+}
+
+// typeWords names JSON types for people: "true or false", "a whole
+// number", "text", ...
+func typeWords(types []string) string {
+	var ws []string
+	for _, t := range types {
+		switch t {
+		case "boolean":
+			ws = append(ws, "true or false")
+		case "integer":
+			ws = append(ws, "a whole number")
+		case "number":
+			ws = append(ws, "a number")
+		case "string":
+			ws = append(ws, "text")
+		case "array":
+			ws = append(ws, "a list")
+		case "object":
+			ws = append(ws, "an object")
+		case "null":
+			ws = append(ws, "null")
+		}
+	}
+	return strings.Join(ws, " or ")
+}
+
+// valueWords describes a decoded JSON value for an error message.
+func valueWords(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(clipText(v, 40))
+	case bool, float64, int64, json.Number:
+		return fmt.Sprint(v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprint(v)
+}
+
+// choiceList lists the values of choices, quoted when text.
+func choiceList(cs []choice) string {
+	var s []string
+	for _, c := range cs {
+		if str, ok := c.value.(string); ok {
+			s = append(s, strconv.Quote(str))
+		} else {
+			s = append(s, fmt.Sprint(c.value))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// sameValue reports whether two decoded JSON values are equal (numbers
+// by value, whatever their Go type).
+func sameValue(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// clipText cuts s to n bytes on a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
 }
