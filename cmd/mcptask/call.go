@@ -87,11 +87,29 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	}
 	defer c.Close()
 
+	var info *toolInfo
+	// The tool's schema types key=value pairs and checks them (one
+	// tools/list); --detach asks whether the tool can run as a task.
+	if len(ta.pairs) > 0 || a.cmd.call.detach {
+		info = a.toolInfo(ctx, c, tool)
+	}
 	var fields []fieldSpec
-	if ta.needsSchema() {
-		fields = a.toolFields(ctx, c, tool)
+	if info != nil {
+		fields = info.fields
+		if a.cmd.call.detach && info.support == "forbidden" {
+			return a.finish(ctx, &outcome{tool: tool, err: usagef("--detach: %s runs only as a plain call (its taskSupport is forbidden), "+
+				"so there is no task to detach from; nothing was called. Call it without --detach", tool)})
+		}
 	}
 	args := ta.build(fields)
+	if info != nil {
+		// Arguments that break the tool's input schema are refused here,
+		// in words, before anything is sent.
+		if err := checkObject(fields, info.closed, args); err != nil {
+			return a.finish(ctx, &outcome{tool: tool, err: usagef("the arguments of %s do not fit its input schema: %v; nothing was called "+
+				"('%s tools %s' describes them)", tool, err, a.selfCommand(), tool)})
+		}
+	}
 
 	a.view.SetLabel("calling " + tool)
 	callCtx := ctx
@@ -180,9 +198,16 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 	return a.finish(ctx, o)
 }
 
-// toolFields returns the input schema properties of a tool, or nil when
-// they cannot be had.
-func (a *app) toolFields(ctx context.Context, c *client.Client, name string) []fieldSpec {
+// toolInfo is what 'call' reads of a tool in the server's list.
+type toolInfo struct {
+	fields  []fieldSpec // the input schema's properties
+	closed  bool        // the input schema allows no other property
+	support string      // its taskSupport: forbidden, optional or required
+}
+
+// toolInfo returns what the server's list says of the tool name, or nil
+// when it cannot be had (then the server alone checks the call).
+func (a *app) toolInfo(ctx context.Context, c *client.Client, name string) *toolInfo {
 	rctx, cancel := requestContext(ctx)
 	defer cancel()
 	tools, err := c.Tools(rctx)
@@ -191,8 +216,11 @@ func (a *app) toolFields(ctx context.Context, c *client.Client, name string) []f
 	}
 	for _, t := range tools {
 		if t.Tool != nil && t.Name == name {
-			fields, _ := parseSchema(t.InputSchema)
-			return fields
+			fields, err := parseSchema(t.InputSchema)
+			if err != nil {
+				return nil
+			}
+			return &toolInfo{fields: fields, closed: schemaClosed(t.InputSchema), support: t.TaskSupport}
 		}
 	}
 	return nil

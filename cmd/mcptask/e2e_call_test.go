@@ -44,12 +44,22 @@ func TestCallOutcomes(t *testing.T) {
 			expect(t, c.runInput(`{"n": 10, "steps": 1, "step_delay_ms": 0}`, "--wire", wire, "call", "long_computation", "--args", "-"),
 				exitOK, []string{"There are 4 primes up to 10"}, nil)
 
-			// Arguments the input schema rejects: a tool error (exit 1,
-			// as the help says, on both wires), saying what is wrong.
-			for _, bad := range [][]string{{"n=abc"}, {"bogus=1"}} {
-				expect(t, c.run(append([]string{"--wire", wire, "call", "long_computation"}, bad...)...), exitToolError,
-					[]string{"validating"}, nil)
+			// Arguments the input schema rejects: refused before the
+			// call (exit 5, on both wires), saying what is wrong in words.
+			for bad, words := range map[string]string{
+				"n=abc":     `n must be a whole number, not "abc"`,
+				"bogus=1":   "there is no field bogus (the fields are",
+				"steps=1.5": "steps must be a whole number, not 1.5",
+			} {
+				r := c.run("--wire", wire, "call", "long_computation", bad)
+				expect(t, r, exitUsage, nil, []string{words, "nothing was called"})
+				if strings.Contains(r.Stderr, "validating") {
+					t.Errorf("%s: the raw validator text is shown:\n%s", bad, r.Stderr)
+				}
 			}
+			// Arguments given as JSON are checked by the server: a tool
+			// error (exit 1).
+			expect(t, c.run("--wire", wire, "call", "long_computation", `--args={"n": "abc"}`), exitToolError, nil, nil)
 
 			// Arguments the tool itself rejects: it answers with isError.
 			expect(t, c.run("--wire", wire, "call", "long_computation", "n=1", "step_delay_ms=0"), exitToolError, []string{"n must be between 2"}, nil)
@@ -243,5 +253,19 @@ func TestAnswerCheckedBeforeSending(t *testing.T) {
 			r = c.run("--wire", wire, "wait", "--answer", "confirm=true", m[1])
 			expect(t, r, exitOK, []string{"api"}, []string{"mcptask: completed"})
 		})
+	}
+}
+
+// TestDetachForbidden: --detach of a tool that forbids tasks is refused
+// before anything is called (exit 5), instead of running it as a plain
+// call.
+func TestDetachForbidden(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t)
+	c := newCLI(t, d.URL)
+	r := c.run("call", "--detach", "echo", "text=hi")
+	expect(t, r, exitUsage, nil, []string{"--detach: echo runs only as a plain call (its taskSupport is forbidden)", "nothing was called"})
+	if r.Stdout != "" {
+		t.Errorf("the tool ran: %q", r.Stdout)
 	}
 }

@@ -87,7 +87,7 @@ func TestDelete(t *testing.T) {
 			r = as(alice, "alice", "call", "--detach", "long_computation", "n=1000", "steps=100", "step_delay_ms=200")
 			expect(t, r, exitOK, nil, nil)
 			running := strings.TrimSpace(r.Stdout)
-			expect(t, as(alice, "alice", "delete", running), exitFailed, nil, []string{"task " + running + " has not ended: cancel it first (", "cancel " + running + "), then delete it"})
+			expect(t, as(alice, "alice", "delete", running), exitFailed, nil, []string{"delete refused: task " + running + " is still running; cancel it first (", "cancel " + running + "), then delete it"})
 			expect(t, as(alice, "alice", "status", running), exitOK, []string{"working"}, nil)
 			expect(t, as(alice, "alice", "cancel", running), exitOK, []string{"cancelled"}, nil)
 			expect(t, as(alice, "alice", "delete", running), exitOK, []string{"task " + running + ": deleted"}, nil)

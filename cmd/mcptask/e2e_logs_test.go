@@ -190,3 +190,37 @@ func TestLogsFollowAcrossInstances(t *testing.T) {
 		t.Fatalf("logs -f on the second instance: %s", fr)
 	}
 }
+
+// TestLogsEmpty: 'mcptask logs' of a task that logged nothing says so on
+// stderr (while it runs, and once it ended), not with silence, and keeps
+// stdout for log lines.
+func TestLogsEmpty(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "mcptaskd.yaml")
+	if err := os.WriteFile(config, []byte(`demo: false
+commands:
+  quiet:
+    inputSchema: {type: object, properties: {release: {type: string}}, required: [release]}
+    argv: [sh, -c, 'while [ ! -e "$0" ]; do sleep 0.01; done', "{release}"]
+    task: required
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "-config", config)
+	c := newCLI(t, d.URL)
+	release := filepath.Join(dir, "release")
+	r := c.run("call", "--detach", "quiet", "release="+release)
+	expect(t, r, exitOK, nil, nil)
+	id := strings.TrimSpace(r.Stdout)
+	r = c.run("logs", id)
+	expect(t, r, exitOK, nil, []string{"(no log lines yet)"})
+	if r.Stdout != "" {
+		t.Errorf("logs of an empty log printed %q on stdout", r.Stdout)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c.run("wait", id), exitOK, nil, nil)
+	expect(t, c.run("logs", id), exitOK, nil, []string{"(no log lines: task " + id + " ended without logging any)"})
+}

@@ -30,11 +30,11 @@ var exitCodes = []struct {
 	meaning string
 }{
 	{exitOK, "success: the tool's result is printed"},
-	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as it does for arguments its input schema rejects"},
+	{exitToolError, "tool error: the tool completed with isError: true (its result is printed), as a server does for arguments its input schema rejects that mcptask could not check"},
 	{exitFailed, "failed: the task failed with a JSON-RPC error, or the server refused the call (an unknown tool) or a request (its words are printed), the deletion of a task that has not ended (cancel it first), or a cancel (the system doing the task's work refused it: the task goes on, the reason is printed)"},
 	{exitCancelled, "cancelled: the task was cancelled"},
 	{exitConnection, "connection or protocol error: server unreachable, garbage answer, a task the server does not know, or a call whose answer was lost (outcome unknown: 'mcptask resume' finishes it)"},
-	{exitUsage, "usage error: bad command, flag or argument, or an answer that does not fit the task's question (nothing was sent; the task still waits)"},
+	{exitUsage, "usage error: bad command, flag or argument, arguments that break the tool's input schema (nothing was called), an answer that does not fit the task's question (nothing was sent; the task still waits), or --detach of a tool that forbids tasks"},
 	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
 	{exitUnmet, "unmet requirements: 'mcptask manifest --require' found a need the server does not meet and whose fallback is not allowed (each is printed with its fallback)"},
 	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},

@@ -56,7 +56,17 @@ principal's task is unknown to you).`,
 		}
 		defer c.Close()
 		id := pos[0]
+		first := true
 		err = followLog(ctx, c, id, a.cmd.logs.follow, a.cmd.logs.interval, func(p *client.LogPage) {
+			if first && len(p.Lines) == 0 && !p.More && !a.g.json {
+				// Said on stderr: stdout holds log lines only.
+				if p.Done() {
+					fmt.Fprintf(a.stderr, "mcptask: (no log lines: task %s ended without logging any)\n", id)
+				} else {
+					fmt.Fprintf(a.stderr, "mcptask: (no log lines yet)\n")
+				}
+			}
+			first = false
 			if p.Missed > 0 {
 				fmt.Fprintf(a.stderr, "mcptask: %d lines of the log were dropped before they were read (the server keeps a bounded log per task)\n", p.Missed)
 			}

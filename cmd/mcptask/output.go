@@ -181,7 +181,7 @@ func (a *app) printOutcome(o *outcome, code int) {
 			}
 			a.errorf("%s was not cancelled: %s; it goes on (the system doing its work refused the cancel)", task, reason)
 		case errors.Is(o.err, client.ErrNotTerminal):
-			a.errorf("%s has not ended: cancel it first (%s cancel %s), then delete it", task, a.selfCommand(), o.taskID)
+			a.errorf("delete refused: %s is still running; cancel it first (%s cancel %s), then delete it", task, a.selfCommand(), o.taskID)
 		case errors.As(o.err, &te):
 			a.errorf("%s failed: %s (JSON-RPC error %d)%s", describe(o.tool, task), te.Message, te.Code, dataSuffix(te.Data))
 		case errors.As(o.err, &je) && o.tool == "":

@@ -366,7 +366,7 @@ func checkObject(fields []fieldSpec, closed bool, content map[string]any) error 
 		f := &fields[i]
 		v, ok := content[f.name]
 		if !ok {
-			if f.required {
+			if f.required && !f.hasDef { // a server applies the default
 				return fmt.Errorf("%s is required", f.name)
 			}
 			continue
