@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -86,11 +87,32 @@ func (a *app) printCommandHelp(w io.Writer, cmd *command) {
 		fmt.Fprintln(w, "\nFlags:")
 		printFlags(w, fs)
 	}
-	if cmd.name != "help" && cmd.name != "version" {
-		fmt.Fprintln(w, "\nGlobal flags:")
-		a.printGlobalFlags(w)
+	if cmd.name == "help" || cmd.name == "version" {
+		return
+	}
+	// The global flags by name only: 'mcptask help' describes them.
+	var g globals
+	gfs := flag.NewFlagSet("mcptask", flag.ContinueOnError)
+	g.register(gfs)
+	var names []string
+	gfs.VisitAll(func(f *flag.Flag) {
+		if len(f.Name) > 1 {
+			names = append(names, "--"+f.Name)
+		} else {
+			names = append(names, "-"+f.Name)
+		}
+	})
+	fmt.Fprintf(w, "\nGlobal flags ('mcptask help' describes them): %s\n", strings.Join(names, ", "))
+	switch {
+	case len(cmd.exits) > 0:
 		fmt.Fprintln(w, "\nExit codes:")
-		fmt.Fprint(w, exitCodesText())
+		for _, e := range exitCodes {
+			if slices.Contains(cmd.exits, e.code) {
+				fmt.Fprintf(w, "  %-4d %s\n", e.code, e.meaning)
+			}
+		}
+	case cmd.exitsText != "":
+		fmt.Fprintf(w, "\nExit codes:\n%s\n", strings.TrimRight(cmd.exitsText, "\n"))
 	}
 }
 

@@ -18,9 +18,10 @@ type listFlags struct {
 
 // cmdList is 'mcptask list'.
 var cmdList = &command{
-	name:     "list",
-	synopsis: "",
-	summary:  "list the tasks in flight (from the journal) with their status",
+	name:      "list",
+	exitsText: "  0    the tasks are listed (a task whose status could not be read shows as unknown)\n  4    the server is unreachable\n  5    usage error",
+	synopsis:  "",
+	summary:   "list the tasks in flight (from the journal) with their status",
 	help: `
 Lists the tasks of the journal that have not been waited to the end, with
 their current status on the server. Without --url or --stdio it covers every

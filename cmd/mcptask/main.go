@@ -242,8 +242,15 @@ type command struct {
 	synopsis string // the arguments, after the command's name
 	summary  string // one line
 	help     string // what it does, for 'mcptask help NAME'
-	flags    func(a *app, fs *flag.FlagSet)
-	run      func(a *app, ctx context.Context, args []string) int
+	// exits are the exit codes of the command's outcomes, from exitCodes
+	// (a tool's outcomes: call, wait, resume); nil when its help says
+	// them itself (or exitsText does).
+	exits []int
+	// exitsText says the command's exit codes in its own words, when its
+	// help does not and exits does not fit.
+	exitsText string
+	flags     func(a *app, fs *flag.FlagSet)
+	run       func(a *app, ctx context.Context, args []string) int
 }
 
 // commands lists the subcommands in the order the help shows them.
@@ -277,7 +284,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	if err != nil {
-		return a.usageFail(nil, err)
+		return a.usageFail(nil, a.misplacedFlag(nil, err))
 	}
 	a.g.noteExplicit(fs)
 	rest := fs.Args()
@@ -309,7 +316,7 @@ func (a *app) parseCommand(cmd *command, args []string) (pos []string, code int,
 			return nil, exitOK, false
 		}
 		if err != nil {
-			return nil, a.usageFail(cmd, err), false
+			return nil, a.usageFail(cmd, a.misplacedFlag(cmd, err)), false
 		}
 		rest := fs.Args()
 		consumed := len(args) - len(rest)
@@ -330,6 +337,35 @@ func (a *app) parseCommand(cmd *command, args []string) (pos []string, code int,
 		}
 	}
 	return pos, exitOK, true
+}
+
+// misplacedFlag adds to err, a flag parsing error of cmd (nil: before
+// any command), which commands the undefined flag belongs to and where
+// to put it; other errors are returned as they are.
+func (a *app) misplacedFlag(cmd *command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	var owners []string
+	for _, c := range commands {
+		if c == cmd || c.flags == nil {
+			continue
+		}
+		scratch := &app{getenv: a.getenv} // commandFlags binds to its app
+		scratch.g.init(a.getenv)
+		if scratch.commandFlags(c).Lookup(name) != nil {
+			owners = append(owners, c.name)
+		}
+	}
+	switch {
+	case len(owners) == 0:
+		return err
+	case cmd == nil:
+		return usagef("-%s is a flag of 'mcptask %s', not a global one: put it after the command's name (mcptask %s --%s ...)",
+			name, strings.Join(owners, "', 'mcptask "), owners[0], name)
+	}
+	return usagef("-%s is not a flag of 'mcptask %s'; it is one of 'mcptask %s'", name, cmd.name, strings.Join(owners, "', 'mcptask "))
 }
 
 // commandFlags returns a FlagSet with cmd's flags and the global ones.

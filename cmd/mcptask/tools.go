@@ -13,9 +13,10 @@ import (
 
 // cmdTools is 'mcptask tools'.
 var cmdTools = &command{
-	name:     "tools",
-	synopsis: "[TOOL]",
-	summary:  "list the server's tools, or describe one and its arguments",
+	name:      "tools",
+	exitsText: "  0    the tools are listed (or the tool described)\n  4    the server is unreachable, or has no such tool\n  5    usage error",
+	synopsis:  "[TOOL]",
+	summary:   "list the server's tools, or describe one and its arguments",
 	help: `
 Lists the server's tools with whether they run as tasks (on the 2025-11-25
 wire, where the server says it: forbidden, optional or required; the

@@ -148,3 +148,60 @@ func TestReadmeExitCodes(t *testing.T) {
 		t.Fatalf("README lists exit codes %v, mcptask has %v", got, want)
 	}
 }
+
+// runApp runs mcptask with args, without a server, and returns its exit
+// code, stdout and stderr.
+func runApp(args ...string) (int, string, string) {
+	var out, errb strings.Builder
+	a := &app{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	code := a.run(context.Background(), args)
+	return code, out.String(), errb.String()
+}
+
+// TestMisplacedFlag: a command's flag given before the command (or to
+// another command) names the command it belongs to.
+func TestMisplacedFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--answer", "accept", "call", "x"}, "-answer is a flag of 'mcptask call', 'mcptask wait', 'mcptask resume', not a global one: put it after the command's name (mcptask call --answer ...)"},
+		{[]string{"status", "-f", "x"}, "-f is not a flag of 'mcptask status'; it is one of 'mcptask logs'"},
+		{[]string{"--nonesuch", "status"}, "flag provided but not defined: -nonesuch"},
+	} {
+		code, _, stderr := runApp(c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
+
+// TestCommandHelp: 'help COMMAND' shows that command's flags and exit
+// codes, not the global flags' descriptions nor the codes of other
+// commands; 'help' alone describes the global flags and every code.
+func TestCommandHelp(t *testing.T) {
+	_, status, _ := runApp("help", "status")
+	_, call, _ := runApp("help", "call")
+	_, all, _ := runApp("help")
+	for what, c := range map[string]struct {
+		page        string
+		has, hasNot []string
+	}{
+		"help status": {status, []string{"Exits 0 when the server", "Global flags ('mcptask help' describes them): "},
+			[]string{"the tool's result is printed", "the server's endpoint", "\nExit codes:"}},
+		"help call": {call, []string{"--detach", "\nExit codes:\n  0    success: the tool's result is printed", "130  interrupted"},
+			[]string{"unmet requirements", "the server's endpoint"}},
+		"help": {all, []string{"Global flags (before or after the command):", "--url", "unmet requirements"}, nil},
+	} {
+		for _, s := range c.has {
+			if !strings.Contains(c.page, s) {
+				t.Errorf("%s lacks %q", what, s)
+			}
+		}
+		for _, s := range c.hasNot {
+			if strings.Contains(c.page, s) {
+				t.Errorf("%s has %q", what, s)
+			}
+		}
+	}
+}
