@@ -250,7 +250,7 @@ func (j *jobTools) load(ctx context.Context, req *mcp.CallToolRequest, raw, meth
 
 // view is the JobStatus of t as owner sees it.
 func (j *jobTools) view(owner task.Owner, t *task.Task) JobStatus {
-	t = j.c.PollInterval(owner, t)
+	t = j.c.PollInterval(owner, t, nil)
 	st := JobStatus{TaskID: string(t.ID), Tool: t.Tool, Status: string(t.Status), StatusMessage: t.StatusMessage,
 		Done: t.Status.Terminal(), PollIntervalMs: t.PollInterval.Milliseconds()}
 	if t.Status == task.InputRequired {

@@ -377,6 +377,10 @@ func (c *Client) Wait(ctx context.Context, taskID string, opts *WaitOptions) (*m
 }
 
 // Get returns the current status of a task.
+//
+// Get is a one-time look, not a poll: it tells the server so
+// (io.mcptask/look), which then does not count it toward the pacing of
+// this requester's polls; Wait polls.
 func (c *Client) Get(ctx context.Context, taskID string) (*TaskStatus, error) {
 	return c.impl.get(ctx, taskID)
 }

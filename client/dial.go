@@ -357,6 +357,16 @@ func (c *clientImpl) requestMeta(ctx context.Context, meta *mcp.Meta) {
 }
 
 // taskParams are the params of every tasks/* request the client sends.
+// lookParams are the params of a tasks/get of the task id, marked as a
+// one-time look (wire.MetaLook) when look is set.
+func lookParams(id string, look bool) *taskParams {
+	p := &taskParams{TaskID: id}
+	if look {
+		p.Meta = mcp.Meta{wire.MetaLook: true}
+	}
+	return p
+}
+
 type taskParams struct {
 	mcp.ParamsBase
 	TaskID         string                     `json:"taskId,omitempty"`

@@ -136,7 +136,13 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 
 // getTask sends tasks/get; its errors are the server's, unwrapped.
 func (s *wire2025) getTask(ctx context.Context, id string) (*TaskStatus, error) {
-	raw, err := s.c.custom(ctx, wire.MethodTasksGet, &taskParams{TaskID: id})
+	return s.getTaskAs(ctx, id, false)
+}
+
+// getTaskAs is getTask, marked as a one-time look (wire.MetaLook) when
+// look is set.
+func (s *wire2025) getTaskAs(ctx context.Context, id string, look bool) (*TaskStatus, error) {
+	raw, err := s.c.custom(ctx, wire.MethodTasksGet, lookParams(id, look))
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +150,7 @@ func (s *wire2025) getTask(ctx context.Context, id string) (*TaskStatus, error) 
 }
 
 func (s *wire2025) get(ctx context.Context, id string) (*TaskStatus, error) {
-	st, err := s.getTask(ctx, id)
+	st, err := s.getTaskAs(ctx, id, true)
 	if err != nil {
 		return nil, getError(id, err)
 	}

@@ -93,7 +93,13 @@ func handle2026(raw json.RawMessage) (*TaskStatus, error) {
 
 // getTask fetches a task's detailed state.
 func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResult, *TaskStatus, error) {
-	raw, err := s.c.custom(ctx, wire.MethodTasksGet, &taskParams{TaskID: id})
+	return s.getTaskAs(ctx, id, false)
+}
+
+// getTaskAs is getTask, marked as a one-time look (wire.MetaLook) when
+// look is set.
+func (s *wire2026) getTaskAs(ctx context.Context, id string, look bool) (*ext2026.GetTaskResult, *TaskStatus, error) {
+	raw, err := s.c.custom(ctx, wire.MethodTasksGet, lookParams(id, look))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,7 +107,7 @@ func (s *wire2026) getTask(ctx context.Context, id string) (*ext2026.GetTaskResu
 }
 
 func (s *wire2026) get(ctx context.Context, id string) (*TaskStatus, error) {
-	_, st, err := s.getTask(ctx, id)
+	_, st, err := s.getTaskAs(ctx, id, true)
 	if err != nil {
 		return nil, getError(id, err)
 	}

@@ -202,6 +202,13 @@ const MetaOperation = MetaPrefix + "operation"
 // the call carried none of them.
 const MetaCorrelation = MetaPrefix + "correlation"
 
+// MetaLook is the _meta key by which a client marks a tasks/get as a
+// one-time look (true), e.g. 'mcptask status', not a poll of a task it
+// waits for: the server does not count it toward the requester's poll
+// pacing (the raised pollIntervalMs that answers polls faster than
+// suggested), and answers the interval it suggests at the time.
+const MetaLook = MetaPrefix + "look"
+
 // MetaOutcome is the _meta key under which tasks/get carries, on both
 // wires, how a finished task ended: "ok", "tool_error" (it completed with
 // a result that says isError: true; the 2025-11-25 wire shows such a task

@@ -228,10 +228,31 @@ func TestPollIntervalRaised(t *testing.T) {
 			t.Fatalf("pollIntervalMs of rapid polls: %v, want %v", got, want)
 		}
 	}
-	// Another poller of its own task starts at the normal interval.
+	// Another poller of its own task starts at the normal interval; its
+	// one-time looks (io.mcptask/look, as 'mcptask status' sends) are not
+	// polls, however quick: they raise nothing.
 	other := startTask(t, bob, "long_computation", slowTask)
+	look := func(c *wiretest.Client) map[string]any {
+		m := c.Meta()
+		m["io.mcptask/look"] = true
+		return m
+	}
+	for i := range 5 {
+		var tk wiretest.Task
+		if err := bob.Result(ctx, "tasks/get", map[string]any{"taskId": other, "_meta": look(bob)}, &tk); err != nil {
+			t.Fatal(err)
+		}
+		if tk.PollIntervalMs != 10000 {
+			t.Fatalf("bob's look %d: pollIntervalMs %d, want 10000 (looks are not polls)", i, tk.PollIntervalMs)
+		}
+	}
 	if tk, err := bob.Get(ctx, other); err != nil || tk.PollIntervalMs != 10000 {
 		t.Fatalf("bob: %+v %v", tk, err)
+	}
+	// alice's look at her polled task is told her raised interval.
+	var tk wiretest.Task
+	if err := alice.Result(ctx, "tasks/get", map[string]any{"taskId": id, "_meta": look(alice)}, &tk); err != nil || tk.PollIntervalMs != 80000 {
+		t.Fatalf("alice's look: %+v %v; want pollIntervalMs 80000", tk, err)
 	}
 }
 

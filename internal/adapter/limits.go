@@ -100,8 +100,13 @@ func (c *Core) tooManyActive(ctx context.Context, owner task.Owner, tool string)
 }
 
 // PollInterval returns t with the poll interval to suggest to owner,
-// raised if owner polls t faster than suggested.
-func (c *Core) PollInterval(owner task.Owner, t *task.Task) *task.Task {
+// raised if owner polls t faster than suggested. A tasks/get req that
+// says it is a one-time look (wire.MetaLook) is not counted as a poll.
+func (c *Core) PollInterval(owner task.Owner, t *task.Task, req mcp.Request) *task.Task {
+	if look, _ := MetaOf(req)[wire.MetaLook].(bool); look {
+		t.PollInterval = c.limits.polls.Peek(string(owner), string(t.ID), t.PollInterval)
+		return t
+	}
 	suggested := t.PollInterval
 	t.PollInterval = c.limits.polls.Interval(string(owner), string(t.ID), t.PollInterval, time.Now())
 	if t.PollInterval != suggested {

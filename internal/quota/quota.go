@@ -186,6 +186,20 @@ func (p *Polls) Interval(requester, task string, base time.Duration, now time.Ti
 	return st.suggested
 }
 
+// Peek returns the interval Interval would suggest to requester for task
+// now, without recording a poll.
+func (p *Polls) Peek(requester, task string, base time.Duration) time.Duration {
+	if p == nil || base <= 0 {
+		return base
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.m[pollKey{requester, task}]; st != nil && st.suggested > base {
+		return st.suggested
+	}
+	return base
+}
+
 // evict forgets the polls older than twice the maximum interval: a
 // requester back after that long is treated as new.
 func (p *Polls) evict(now time.Time) {

@@ -224,7 +224,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	// A client that reads a task (again) on a session gets its status
 	// notifications there, e.g. after reconnecting.
 	w.follow(r.Req, owner, t, t)
-	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t))}
+	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t, r.Req))}
 	res.Meta = w.c.WithView(v, res.Meta)
 	return res, nil
 }
