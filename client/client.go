@@ -65,7 +65,11 @@ type Options struct {
 	// elicitation.
 	Elicit func(ctx context.Context, taskID string, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	// Sample answers a server's sampling request. Nil means the client
-	// does not declare sampling.
+	// does not declare sampling. A nil result with a nil error leaves the
+	// request unanswered (a program that cannot sample says so, and goes
+	// on waiting): on 2026-07-28 another client of the requester may
+	// answer it; on 2025-11-25 the server is told this client has no
+	// answer.
 	Sample func(ctx context.Context, taskID string, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	// Journal is the path of the durable journal of tasks in flight. Empty
 	// means no journal (and no Resume).

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcptask/mcptask/wire"
@@ -29,8 +30,16 @@ func (c *clientImpl) elicitFromServer(ctx context.Context, req *mcp.ElicitReques
 
 // sampleFromServer answers a sampling/createMessage the server sends.
 func (c *clientImpl) sampleFromServer(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	return c.opts.Sample(ctx, relatedTask(req.Params.GetMeta()), req.Params)
+	res, err := c.opts.Sample(ctx, relatedTask(req.Params.GetMeta()), req.Params)
+	if res == nil && err == nil {
+		return nil, errNoSample
+	}
+	return res, err
 }
+
+// errNoSample answers a sampling request the Sample handler left
+// unanswered.
+var errNoSample = errors.New("this client cannot answer sampling requests (it has no language model): answer from a host")
 
 // relatedTask returns the task ID of a related-task _meta, "" if none.
 func relatedTask(meta map[string]any) string {
@@ -87,7 +96,7 @@ func (c *clientImpl) answerInput(ctx context.Context, id, key string, raw json.R
 			return nil, err
 		}
 		if res == nil {
-			return nil, fmt.Errorf("the Sample handler returned no result")
+			return nil, nil // left unanswered: see Options.Sample
 		}
 		answer = res
 	default:

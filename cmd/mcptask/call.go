@@ -21,7 +21,7 @@ type callFlags struct {
 // cmdCall is 'mcptask call'.
 var cmdCall = &command{
 	name:     "call",
-	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitInterrupted},
+	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitSampling, exitInterrupted},
 	synopsis: "TOOL [key=value | key:=json | '{json object}' ...]",
 	summary:  "call a tool and print its result (waiting for its task with a live status line)",
 	help: `

@@ -23,11 +23,16 @@ type commandState struct {
 	// noPush is --no-push (call, wait, resume): poll, ignoring the
 	// server's task notifications.
 	noPush bool
+	// waitSampling is --wait-sampling (call, wait, resume): keep waiting
+	// for a task that asks for sampling, which a host may answer.
+	waitSampling bool
 }
 
-// definePush defines --no-push, of the commands that wait.
+// definePush defines --no-push and --wait-sampling, of the commands that
+// wait.
 func (a *app) definePush(fs *flag.FlagSet) {
 	fs.BoolVar(&a.cmd.noPush, "no-push", false, "poll the task instead of following the notifications the server pushes (when it does)")
+	fs.BoolVar(&a.cmd.waitSampling, "wait-sampling", false, "keep waiting for a task that asks the client for an LLM completion (sampling), which mcptask cannot answer but a host may; without it, the wait ends (exit 8)")
 }
 
 // startView creates the status display for the waits of this command.

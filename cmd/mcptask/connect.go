@@ -30,6 +30,7 @@ func (a *app) connect(ctx context.Context, target, wire string) (*client.Client,
 		ClientInfo:      &mcp.Implementation{Name: "mcptask-cli", Version: version()},
 		ProtocolVersion: wire,
 		Elicit:          a.elicit,
+		Sample:          a.sample,
 		TTL:             a.ttl,
 		// Only 'call --despite-unknown' calls a tool whose earlier call
 		// left its effect unknown.

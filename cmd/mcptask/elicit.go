@@ -168,6 +168,45 @@ func (a *app) elicit(ctx context.Context, taskID string, p *mcp.ElicitParams) (*
 	return r, nil
 }
 
+// samplingError ends a wait for a task that asks for sampling, which
+// mcptask cannot answer.
+type samplingError struct{ taskID string }
+
+func (e *samplingError) Error() string {
+	return fmt.Sprintf("task %s waits for an LLM completion (sampling), which mcptask cannot answer", e.taskID)
+}
+
+// sample meets a task's sampling request: mcptask has no language model.
+// It says so (once per task), then ends the wait with exit 8, or, with
+// --wait-sampling, leaves the request unanswered for a host and goes on
+// waiting.
+func (a *app) sample(_ context.Context, taskID string, _ *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	a.promptMu.Lock()
+	first := !a.sampled[taskID]
+	if a.sampled == nil {
+		a.sampled = map[string]bool{}
+	}
+	a.sampled[taskID] = true
+	a.promptMu.Unlock()
+	who := "the server"
+	if taskID != "" {
+		who = "task " + taskID
+	}
+	if first {
+		a.notef("mcptask: %s asks the client for an LLM completion (sampling); mcptask cannot answer it: use a host "+
+			"(an MCP client with a language model, such as Claude Code or VS Code)", who)
+	}
+	if a.cmd.waitSampling {
+		if first {
+			a.notef("mcptask: --wait-sampling: waiting on, for a host to answer it")
+		}
+		return nil, nil
+	}
+	err := &samplingError{taskID}
+	a.abort(err)
+	return nil, err
+}
+
 func describeAnswer(r *mcp.ElicitResult) string {
 	if r.Action != "accept" || len(r.Content) == 0 {
 		return r.Action

@@ -21,6 +21,7 @@ const (
 	exitUsage       = 5   // the command line is wrong
 	exitDeadline    = 6   // --timeout passed while the task still runs
 	exitUnmet       = 7   // 'mcptask manifest --require': the server does not meet the workflow's needs
+	exitSampling    = 8   // the task asks for sampling, which mcptask cannot answer; it still waits
 	exitInterrupted = 130 // Ctrl-C (or SIGTERM) stopped the wait; the task still runs
 )
 
@@ -37,6 +38,7 @@ var exitCodes = []struct {
 	{exitUsage, "usage error: bad command, flag or argument, arguments that break the tool's input schema (nothing was called), an answer that does not fit the task's question (nothing was sent; the task still waits), or --detach of a tool that forbids tasks"},
 	{exitDeadline, "deadline: --timeout passed while the task still runs (its ID is printed; 'mcptask wait ID' later)"},
 	{exitUnmet, "unmet requirements: 'mcptask manifest --require' found a need the server does not meet and whose fallback is not allowed (each is printed with its fallback)"},
+	{exitSampling, "sampling: the task asks the client for an LLM completion, which mcptask cannot answer (it has no model); the task still waits: answer it from a host, or wait on with --wait-sampling"},
 	{exitInterrupted, "interrupted (Ctrl-C): the wait stopped, the task still runs ('mcptask resume' later)"},
 }
 
@@ -83,6 +85,8 @@ func exitCodeOf(ctx context.Context, err error) int {
 		return exitOK
 	case errors.As(err, &ue), errors.As(context.Cause(ctx), &ue):
 		return exitUsage
+	case errors.As(err, new(*samplingError)), errors.As(context.Cause(ctx), new(*samplingError)):
+		return exitSampling
 	case errors.Is(err, errInterrupted) || errors.Is(context.Cause(ctx), errInterrupted):
 		return exitInterrupted
 	case errors.As(err, &te):

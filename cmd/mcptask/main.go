@@ -92,6 +92,8 @@ type app struct {
 
 	promptMu sync.Mutex // one elicitation prompt at a time
 	lines    *lineReader
+	// sampled records the tasks whose sampling requests were announced.
+	sampled map[string]bool
 	// abort ends the command's context with a cause (e.g. a usage error
 	// found while waiting: answers that do not fit a question).
 	abort context.CancelCauseFunc

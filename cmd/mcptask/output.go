@@ -70,6 +70,8 @@ func (a *app) jsonOf(ctx context.Context, o *outcome) jsonOutcome {
 		j.Status = "failed"
 	case exitCancelled:
 		j.Status = "cancelled"
+	case exitSampling:
+		j.Status = "input_required"
 	case exitDeadline, exitInterrupted:
 		j.Status = "working"
 		if o.last != nil && !o.last.Terminal() {
@@ -193,6 +195,9 @@ func (a *app) printOutcome(o *outcome, code int) {
 		}
 	case exitCancelled:
 		a.errorf("%s was cancelled", describe(o.tool, task))
+	case exitSampling:
+		a.notef("mcptask: stopped waiting: %s still waits for an LLM completion; answer it from a host, or wait on with: %s wait --wait-sampling %s",
+			task, a.selfCommand(), o.taskID)
 	case exitUsage:
 		var ue *usageError
 		if errors.As(o.err, &ue) {

@@ -10,7 +10,7 @@ import (
 // cmdResume is 'mcptask resume'.
 var cmdResume = &command{
 	name:     "resume",
-	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitInterrupted},
+	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitSampling, exitInterrupted},
 	synopsis: "",
 	summary:  "wait for every task in the journal and print their results",
 	help: `

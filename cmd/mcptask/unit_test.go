@@ -81,6 +81,8 @@ func TestExitCodeOf(t *testing.T) {
 		{ctx, usagef("bad"), exitUsage},
 		{ctx, errors.New("connection refused"), exitConnection},
 		{interrupted, context.Canceled, exitInterrupted},
+		{ctx, &jsonrpc.Error{Code: -32602, Message: "the content does not match the requested schema"}, exitFailed},
+		{ctx, &samplingError{"x"}, exitSampling},
 	} {
 		if got := exitCodeOf(tc.ctx, tc.err); got != tc.code {
 			t.Errorf("exitCodeOf(%v) = %d, want %d", tc.err, got, tc.code)
@@ -94,8 +96,8 @@ func TestExitCodeOf(t *testing.T) {
 		}
 		seen[e.code] = true
 	}
-	if len(seen) != 9 {
-		t.Errorf("%d exit codes documented, want 9", len(seen))
+	if len(seen) != 10 {
+		t.Errorf("%d exit codes documented, want 10", len(seen))
 	}
 }
 

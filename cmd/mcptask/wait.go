@@ -8,7 +8,7 @@ import (
 // cmdWait is 'mcptask wait'.
 var cmdWait = &command{
 	name:     "wait",
-	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitInterrupted},
+	exits:    []int{exitOK, exitToolError, exitFailed, exitCancelled, exitConnection, exitUsage, exitDeadline, exitSampling, exitInterrupted},
 	synopsis: "TASK_ID",
 	summary:  "wait for a task and print its result",
 	help: `
