@@ -384,9 +384,17 @@ func (c *Client) Wait(ctx context.Context, taskID string, opts *WaitOptions) (*m
 //
 // Get is a one-time look, not a poll: it tells the server so
 // (io.mcptask/look), which then does not count it toward the pacing of
-// this requester's polls; Wait polls.
+// this requester's polls; Wait polls. A server's refusal by its request
+// rate (or its store briefly unavailable) is answered by asking again
+// after the pause the server asks for, until ctx is done: a program that
+// reads many tasks in a row (mcptask list) is paced by the server.
 func (c *Client) Get(ctx context.Context, taskID string) (*TaskStatus, error) {
-	return c.impl.get(ctx, taskID)
+	var st *TaskStatus
+	err := c.impl.paced(ctx, wire.MethodTasksGet, func() (err error) {
+		st, err = c.impl.get(ctx, taskID)
+		return err
+	})
+	return st, err
 }
 
 // Cancel asks the server to cancel a task and returns its status after.

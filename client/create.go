@@ -137,6 +137,7 @@ func (c *clientImpl) create(ctx context.Context, params *mcp.CallToolParams, key
 		tries = createTries
 	}
 	wait := createRetryWait
+	limited := 0
 	var res *mcp.CallToolResult
 	var err error
 	for try := 1; ; try++ {
@@ -146,6 +147,21 @@ func (c *clientImpl) create(ctx context.Context, params *mcp.CallToolParams, key
 			res, err = onSession(ctx, c, func(cs *mcp.ClientSession) (*mcp.CallToolResult, error) { return cs.CallTool(ctx, params) })
 		} else {
 			res, err = c.session().CallTool(ctx, params)
+		}
+		if pause, again := rateLimited(err); again && !storeUnavailable(err) && pause <= maxPacedPause && limited < maxPacedTries && ctx.Err() == nil {
+			// Refused by a rate limit before anything ran: send it
+			// again after the pause the server asks for.
+			limited++
+			try--
+			pause = max(pause, minRetryPause)
+			c.log.Debug("a tools/call refused by the server's rate limit; sending it again", "tool", name, "pause", pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
 		}
 		if err == nil || answered(err) || try >= tries || ctx.Err() != nil {
 			break

@@ -128,7 +128,11 @@ func (c *clientImpl) operations(ctx context.Context, f OperationFilter) ([]Opera
 	var out []Operation
 	p := &taskParams{State: f.State, TaskID: f.TaskID}
 	for range maxOperationPages {
-		raw, err := c.custom(ctx, wire.MethodOperationsList, p)
+		var raw json.RawMessage
+		err := c.paced(ctx, wire.MethodOperationsList, func() (err error) {
+			raw, err = c.custom(ctx, wire.MethodOperationsList, p)
+			return err
+		})
 		if err != nil {
 			if we, ok := rpcError(err); ok && we.Code == jsonrpc.CodeMethodNotFound {
 				return nil, fmt.Errorf("%s: %s: %w", wire.MethodOperationsList, we.Message, ErrUnsupported)

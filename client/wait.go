@@ -280,6 +280,43 @@ func rateLimited(err error) (time.Duration, bool) {
 	return 0, false
 }
 
+// Pacing of one-shot requests refused by a rate limit (see paced).
+const (
+	// minRetryPause is the shortest pause before a refused request is
+	// sent again, whatever the server asked.
+	minRetryPause = 20 * time.Millisecond
+	// maxPacedPause is the longest pause paced makes: a server that asks
+	// for more is answered with its refusal at once.
+	maxPacedPause = 5 * time.Second
+	// maxPacedTries bounds the sends of one request.
+	maxPacedTries = 50
+)
+
+// paced runs send (one request of method) and, while the server refuses
+// it by a rate limit or its store briefly unavailable (see rateLimited),
+// sends it again after the pause the server asks for: a program reading
+// many tasks in a row (mcptask list) is paced by the server instead of
+// failing. A pause longer than maxPacedPause, too many refusals, or ctx
+// done returns the refusal, with the server's words.
+func (c *clientImpl) paced(ctx context.Context, method string, send func() error) error {
+	for try := 1; ; try++ {
+		err := send()
+		pause, again := rateLimited(err)
+		if !again || pause > maxPacedPause || try >= maxPacedTries {
+			return err
+		}
+		pause = max(pause, minRetryPause)
+		c.log.Debug("a request refused by the server's rate limit (or its store briefly unavailable); sending it again", "method", method, "pause", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
 // storeUnavailable reports whether err is a server's answer that its task
 // store is briefly unavailable: the request did not fail for good, and
 // for a create, the task may or may not exist.

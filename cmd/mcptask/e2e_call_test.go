@@ -269,3 +269,20 @@ func TestDetachForbidden(t *testing.T) {
 		t.Errorf("the tool ran: %q", r.Stdout)
 	}
 }
+
+// TestListPaced: 'mcptask list' of more journaled tasks than the
+// server's request rate lets a requester read at once is paced by the
+// server's retry hints: every row has its status, none is "unknown".
+func TestListPaced(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "-request-rate", "20", "-request-burst", "5", "-create-rate", "0")
+	c := newCLI(t, d.URL)
+	for range 30 {
+		expect(t, c.run("call", "--detach", "long_computation", "n=1000000", "steps=10000", "step_delay_ms=1000"), exitOK, nil, nil)
+	}
+	r := c.run("list")
+	expect(t, r, exitOK, []string{"working"}, nil)
+	if n := strings.Count(r.Stdout, "working"); n != 30 || strings.Contains(r.Stdout, "unknown") {
+		t.Fatalf("list shows %d working tasks of 30:\n%s", n, r)
+	}
+}
