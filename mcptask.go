@@ -69,6 +69,8 @@ package mcptask
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -371,3 +373,17 @@ func (s *Server) cancelWork(ctx context.Context, t *task.Task) error {
 // what tasks/get shows under wire.MetaLinks), nil for none: e.g. for an
 // operator's view of the task.
 func (s *Server) Links(t *task.Task) map[string]string { return s.core.Links(t) }
+
+// RunAgain makes the call of the finished task t (as read from the
+// store) again, as a new task of the same owner (same tool, arguments and
+// wire, a fresh idempotency key, without the old call's _meta): an
+// operator's re-run, e.g. of a build that failed for a reason since
+// fixed. It is refused, with an error that says why, for a task that has
+// not ended, a tool that no longer runs as a task, or a task whose effect
+// is unknown on the ledger (reconcile it first); and as any creation is,
+// by the drain switch and the limits.
+func (s *Server) RunAgain(ctx context.Context, t *task.Task) (*task.Task, error) {
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	return s.core.RunAgain(ctx, t, "rerun-"+hex.EncodeToString(key))
+}

@@ -224,6 +224,31 @@ func (h *Handler) reveal(w http.ResponseWriter, r *http.Request, v *visitor) {
 	h.renderTask(w, r, v, rev)
 }
 
+// runAgain runs the call of the finished task of the URL again, as a new
+// task of its owner, and shows the new task; a refusal is shown on the
+// old task's page, saying why.
+func (h *Handler) runAgain(w http.ResponseWriter, r *http.Request, v *visitor) {
+	if h.opts.RunAgain == nil {
+		http.Error(w, "this server does not run calls again", http.StatusNotFound)
+		return
+	}
+	id := task.ID(r.PathValue("id"))
+	t, err := h.opts.Store.Get(r.Context(), id)
+	if err != nil {
+		h.renderTask(w, r, v, nil)
+		return
+	}
+	nt, err := h.opts.RunAgain(r.Context(), t)
+	if err != nil {
+		h.opts.Logger.Info("dashboard: an operator's re-run was refused", "task", id, "operator", string(v.who), "err", err)
+		h.renderTaskError(w, r, v, http.StatusConflict, err.Error())
+		return
+	}
+	h.opts.Engine.Audit().Rerun(r.Context(), v.who, audit.TaskOf(t), nt.ID)
+	h.opts.Logger.Info("dashboard: a task's call run again by an operator", "task", id, "rerun", nt.ID, "operator", string(v.who))
+	redirect(w, base(r)+"tasks/"+url.PathEscape(string(nt.ID))+"?done=rerun:1")
+}
+
 // setDrain sets a tool's drain switch (form fields tool, drained=on|off).
 func (h *Handler) setDrain(w http.ResponseWriter, r *http.Request, v *visitor) {
 	if h.opts.Drain == nil {
@@ -243,6 +268,10 @@ func (h *Handler) setDrain(w http.ResponseWriter, r *http.Request, v *visitor) {
 	done := "undrained"
 	if on {
 		done = "drained"
+	}
+	if r.PostFormValue("back") == "tools" {
+		redirect(w, base(r)+"tools?done="+done)
+		return
 	}
 	back := backFilter(r.PostFormValue("back"))
 	back.Set("done", done)

@@ -66,8 +66,15 @@ type Options struct {
 	// and the drain switches).
 	Tools func() []string
 	// Links, if set, gives the links about a task that its tool gives
-	// (mcptask.Server.Links), shown on the task's page.
+	// (mcptask.Server.Links), shown on the task's page and in the list.
 	Links func(*task.Task) map[string]string
+	// Queue, if set, gives the concurrency queue a tool runs in and its
+	// cap (mcptask.Server.ToolQueue), for the Tools page.
+	Queue func(tool string) (queue string, limit int)
+	// RunAgain, if set, lets an operator run a finished task's call again
+	// as a new task (mcptask.Server.RunAgain); its error says why it
+	// refused.
+	RunAgain func(ctx context.Context, t *task.Task) (*task.Task, error)
 
 	// Logger receives the dashboard's log records (never a token or a
 	// task's payload). Nil discards them.
@@ -191,6 +198,8 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /tasks/{id}/reveal", h.authed(h.action(h.reveal)))
 	m.HandleFunc("POST /cancel", h.authed(h.action(h.cancelMany)))
 	m.HandleFunc("POST /drain", h.authed(h.action(h.setDrain)))
+	m.HandleFunc("POST /tasks/{id}/rerun", h.authed(h.action(h.runAgain)))
+	m.HandleFunc("GET /tools", h.authed(h.serveTools))
 	m.HandleFunc("GET /live", h.authed(h.serveListLive))
 	m.HandleFunc("GET /tasks/{id}/live", h.authed(h.serveTaskLive))
 	m.HandleFunc("GET /login", h.serveLogin)

@@ -547,6 +547,8 @@ func flash(done string) string {
 	case "refused":
 		return "The cancel of " + strconv.Itoa(count) + " task" + plural(count) + " was refused by the system doing the work: " +
 			"such a task goes on, and its status message says why."
+	case "rerun":
+		return "This task runs the call of a finished task again, started by an operator."
 	case "drained":
 		return "The tool is drained: it takes no new tasks."
 	case "undrained":
@@ -569,7 +571,10 @@ type taskPage struct {
 	Live       *taskLive
 	Revealed   *revealed
 	Flash      string
-	LiveHref   string
+	Error      string
+	// CanRunAgain offers the re-run of the task's call (it has ended).
+	CanRunAgain bool
+	LiveHref    string
 	// LiveHTML is the live part, rendered once (by html/template, so
 	// escaped) for the page and for the version its stream is told.
 	LiveHTML template.HTML
@@ -651,6 +656,17 @@ func (h *Handler) serveTask(w http.ResponseWriter, r *http.Request, v *visitor) 
 
 // renderTask renders a task's page, with its outcome when rev is set.
 func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor, rev *revealed) {
+	h.renderTaskPage(w, r, v, rev, http.StatusOK, "")
+}
+
+// renderTaskError renders a task's page with code and an error message
+// (an action refused, saying why).
+func (h *Handler) renderTaskError(w http.ResponseWriter, r *http.Request, v *visitor, code int, msg string) {
+	h.renderTaskPage(w, r, v, nil, code, msg)
+}
+
+// renderTaskPage renders a task's page.
+func (h *Handler) renderTaskPage(w http.ResponseWriter, r *http.Request, v *visitor, rev *revealed, code int, errMsg string) {
 	live, err := h.loadTask(r, task.ID(r.PathValue("id")))
 	if errors.Is(err, store.ErrNotFound) {
 		h.render(w, http.StatusNotFound, "notfound", &taskPage{Base: base(r), CSRF: v.csrf})
@@ -663,7 +679,8 @@ func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor,
 	}
 	p := &taskPage{
 		Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
-		Live: live, Revealed: rev, Flash: flash(r.URL.Query().Get("done")),
+		Live: live, Revealed: rev, Flash: flash(r.URL.Query().Get("done")), Error: errMsg,
+		CanRunAgain: h.opts.RunAgain != nil && live.Terminal,
 	}
 	// The live stream is told what the page shows, so that it sends the
 	// task only once it changed (a re-render would close what the
@@ -678,7 +695,7 @@ func (h *Handler) renderTask(w http.ResponseWriter, r *http.Request, v *visitor,
 	}
 	p.LiveHTML = template.HTML(frag)
 	p.LiveHref = base(r) + "tasks/" + url.PathEscape(live.ID) + "/live?v=" + fragmentVersion(frag)
-	h.render(w, http.StatusOK, "task", p)
+	h.render(w, code, "task", p)
 }
 
 // loadTask reads everything a task page shows of the task with id.

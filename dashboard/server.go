@@ -32,6 +32,12 @@ func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, err
 	if opts.Links == nil {
 		opts.Links = srv.Links
 	}
+	if opts.Queue == nil {
+		opts.Queue = srv.ToolQueue
+	}
+	if opts.RunAgain == nil {
+		opts.RunAgain = srv.RunAgain
+	}
 	return New(opts)
 }
 

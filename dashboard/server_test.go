@@ -52,15 +52,15 @@ func TestForServer(t *testing.T) {
 	defer dash.Close()
 	hs := httptest.NewServer(http.StripPrefix("/d", dash))
 	defer hs.Close()
-	resp, err := http.Get(hs.URL + "/d/")
+	resp, err := http.Get(hs.URL + "/d/tools")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	page := string(body)
-	if !strings.Contains(page, `<td class="tool">build</td>`) || !strings.Contains(page, `<td class="tool">deploy</td>`) {
-		t.Fatalf("the drain section lacks the server's tools:\n%s", page)
+	if !strings.Contains(page, `id="tool-build"`) || !strings.Contains(page, `id="tool-deploy"`) {
+		t.Fatalf("the Tools page lacks the server's tools:\n%s", page)
 	}
 	tok := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
 	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/d/drain", strings.NewReader(url.Values{"csrf": {tok}, "tool": {"deploy"}, "drained": {"on"}}.Encode()))

@@ -75,22 +75,100 @@ type drainRequest struct {
 	Fallback *string  `json:"fallback"`
 }
 
-// loadAdminToken reads the admin token of -admin-token-file and returns
-// its SHA-256 (the token itself is not kept).
-func loadAdminToken(path string) (*[sha256.Size]byte, error) {
+// adminTokens are the tokens of -admin-token-file, each naming its
+// operator: the file holds one token (the operator "admin-token"), or a
+// JSON list [{"token": "...", "operator": "alice"}, ...] so that the
+// audit trail names who acted. Only the tokens' SHA-256 are kept.
+type adminTokens []adminToken
+
+// adminToken is one token of -admin-token-file.
+type adminToken struct {
+	hash     [sha256.Size]byte
+	operator string
+}
+
+// maxOperatorName bounds an operator's name in -admin-token-file.
+const maxOperatorName = 64
+
+// loadAdminTokens reads -admin-token-file: one token, or a JSON list of
+// tokens with their operators' names.
+func loadAdminTokens(path string) (adminTokens, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("-admin-token-file: %w", err)
 	}
-	tok := strings.TrimSpace(string(b))
-	switch {
-	case len(tok) < minAdminToken:
-		return nil, fmt.Errorf("-admin-token-file %s: the token must have %d characters or more", path, minAdminToken)
-	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return nil, fmt.Errorf("-admin-token-file %s: the token must be one line without spaces or control characters", path)
+	text := strings.TrimSpace(string(b))
+	check := func(where, tok string) error {
+		switch {
+		case len(tok) < minAdminToken:
+			return fmt.Errorf("-admin-token-file %s: %sthe token must have %d characters or more", path, where, minAdminToken)
+		case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			return fmt.Errorf("-admin-token-file %s: %sthe token must be one line without spaces or control characters", path, where)
+		}
+		return nil
 	}
+	if !strings.HasPrefix(text, "[") {
+		if err := check("", text); err != nil {
+			return nil, err
+		}
+		return adminTokens{{hash: sha256.Sum256([]byte(text)), operator: adminTokenPrincipal}}, nil
+	}
+	var list []struct {
+		Token    string `json:"token"`
+		Operator string `json:"operator"`
+	}
+	d := json.NewDecoder(strings.NewReader(text))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&list); err != nil {
+		return nil, fmt.Errorf("-admin-token-file %s: not a token, nor a JSON list of {\"token\", \"operator\"}: %v", path, err)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("-admin-token-file %s: the list holds no token", path)
+	}
+	var out adminTokens
+	seen := map[string]bool{}
+	for i, e := range list {
+		where := fmt.Sprintf("entry %d: ", i+1)
+		if err := check(where, e.Token); err != nil {
+			return nil, err
+		}
+		name := e.Operator
+		switch {
+		case name == "" || len(name) > maxOperatorName:
+			return nil, fmt.Errorf("-admin-token-file %s: %sname its operator (1 to %d characters)", path, where, maxOperatorName)
+		case strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f || r == '/' }):
+			return nil, fmt.Errorf("-admin-token-file %s: %sthe operator's name must be one line without control characters or '/'", path, where)
+		case seen[name]:
+			return nil, fmt.Errorf("-admin-token-file %s: %sthe operator %q is named twice", path, where, name)
+		}
+		seen[name] = true
+		h := sha256.Sum256([]byte(e.Token))
+		for _, o := range out {
+			if o.hash == h {
+				return nil, fmt.Errorf("-admin-token-file %s: %sthe token of %q is also %q's", path, where, name, o.operator)
+			}
+		}
+		out = append(out, adminToken{hash: h, operator: name})
+	}
+	return out, nil
+}
+
+// match returns the operator whose token tok is, comparing every token
+// in constant time.
+func (ts adminTokens) match(tok string) (operator string, ok bool) {
 	h := sha256.Sum256([]byte(tok))
-	return &h, nil
+	for _, t := range ts {
+		if subtle.ConstantTimeCompare(h[:], t.hash[:]) == 1 {
+			operator, ok = t.operator, true
+		}
+	}
+	return operator, ok
+}
+
+// owner is the principal the audit trail names for an operator of
+// -admin-token-file.
+func (ts adminTokens) owner(operator string) task.Owner {
+	return task.UserOwner("", operator)
 }
 
 // adminHandler returns the handler of /admin/drain: DNS-rebinding
@@ -127,7 +205,7 @@ func (a *App) serveAdminDrain(w http.ResponseWriter, r *http.Request) {
 // token the verifier accepts that carries -admin-scope. Without either,
 // the endpoint answers on a loopback listener only.
 func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Owner, ok bool) {
-	if a.verifier == nil && a.adminToken == nil {
+	if a.verifier == nil && a.adminTokens == nil {
 		if !isLoopbackAddr(a.cfg.Addr) {
 			adminError(w, http.StatusForbidden, "the admin endpoint is served on a loopback listener only when mcptaskd has no authentication: "+
 				"enable authentication (-tokens, -jwt-key or -jwks, and a token with the -admin-scope scope) or give -admin-token-file")
@@ -145,11 +223,8 @@ func (a *App) authorizeAdmin(w http.ResponseWriter, r *http.Request) (_ task.Own
 		refuseGuesses(w, retry)
 		return "", false
 	}
-	if a.adminToken != nil {
-		h := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
-			return task.UserOwner("", adminTokenPrincipal), true
-		}
+	if op, ok := a.adminTokens.match(token); ok {
+		return a.adminTokens.owner(op), true
 	}
 	if a.verifier != nil {
 		info, err := a.verifier.Verify(r.Context(), token, r)

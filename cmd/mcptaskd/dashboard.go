@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"slices"
@@ -29,14 +28,23 @@ func (a *App) newDashboard() (*dashboard.Handler, http.Handler, error) {
 		Drain:  appDrain{a},
 		Tools:  a.tasks.ToolNames,
 		Logger: a.log,
+		// What the tools give: links about a task, queues and caps, and
+		// a finished task's call run again.
+		Links:    a.tasks.Links,
+		Queue:    a.tasks.ToolQueue,
+		RunAgain: a.tasks.RunAgain,
 	}
-	if a.verifier != nil || a.adminToken != nil {
+	if a.verifier != nil || a.adminTokens != nil {
 		opts.Authenticate = a.adminTokenOwner
 	}
-	if a.adminToken != nil {
-		// Instances sharing the admin token share sessions: a load
+	if a.adminTokens != nil {
+		// Instances sharing the admin tokens share sessions: a load
 		// balancer may send a signed-in operator to any of them.
-		k := sha256.Sum256(append([]byte("mcptaskd dashboard session key\x00"), a.adminToken[:]...))
+		seed := []byte("mcptaskd dashboard session key\x00")
+		for _, t := range a.adminTokens {
+			seed = append(seed, t.hash[:]...)
+		}
+		k := sha256.Sum256(seed)
 		opts.SessionKey = k[:]
 	}
 	d, err := dashboard.New(opts)
@@ -71,11 +79,8 @@ func (a *App) adminTokenOwner(r *http.Request, token string) (task.Owner, time.T
 	if blocked, _ := a.guesses.blocked(r); blocked {
 		return "", time.Time{}, false
 	}
-	if a.adminToken != nil {
-		h := sha256.Sum256([]byte(token))
-		if subtle.ConstantTimeCompare(h[:], a.adminToken[:]) == 1 {
-			return task.UserOwner("", adminTokenPrincipal), time.Time{}, true
-		}
+	if op, ok := a.adminTokens.match(token); ok {
+		return a.adminTokens.owner(op), time.Time{}, true
 	}
 	if a.verifier != nil {
 		info, err := a.verifier.Verify(r.Context(), token, r)

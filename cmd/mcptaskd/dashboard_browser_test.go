@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -236,7 +237,6 @@ func TestDashboardBrowser(t *testing.T) {
 		waitTask(t, c, failed, browserWait, "failed", func(tk *wiretest.Task) bool { return tk.Status == "failed" })
 		b.navigate(base + "/dashboard/")
 		b.waitJS("the list, live", `document.body.dataset.liveState === "open" && `+rowStatus(failed)+` === "failed"`)
-		b.screenshot("dashboard-list.png")
 		// A short task's page, its result revealed.
 		b.navigate(base + "/dashboard/tasks/" + done)
 		b.click("#reveal")
@@ -303,18 +303,83 @@ func TestDashboardBrowser(t *testing.T) {
 		b.noProblems()
 	})
 
-	t.Run("drain", func(t *testing.T) {
+	t.Run("tool errors", func(t *testing.T) {
 		b.t = t
-		drainRow := `[...document.querySelectorAll("#drain tr")].find(r => r.querySelector("td.tool") && r.querySelector("td.tool").textContent === "lint_report")`
+		lint := startTask(t, c, "lint_report", map[string]any{"source": "x = 1  \n# TODO: fix\n", "line_delay_ms": 0})
+		waitTask(t, c, lint, browserWait, "the lint's tool error", terminal)
 		b.navigate(base + "/dashboard/")
-		b.waitJS("lint_report open", drainRow+`.textContent.includes("open")`)
-		js[bool](b, `(`+drainRow+`.querySelector("button").click(), true)`)
-		b.waitJS("lint_report drained", `document.readyState === "complete" && `+drainRow+` && `+drainRow+`.textContent.includes("drained")`)
+		b.waitJS("the lint's row, a tool error", `(document.getElementById("row-`+lint+`") || {dataset: {}}).dataset.outcome === "tool_error"`)
+		if got := b.text("#row-" + lint + " td.st"); !strings.Contains(got, "completed · tool error") {
+			t.Errorf("the lint's row says %q", got)
+		}
+		if got := js[string](b, countOf("tool_error")); got == "" || got == "0" {
+			t.Errorf("the tool error pill counts %q", got)
+		}
+		b.waitJS("the list, live", `document.body.dataset.liveState === "open"`)
+		b.screenshot("dashboard-list.png")
+		b.click("#problems")
+		b.waitJS("the failed or tool error filter", `location.search.includes("status=tool_error") && document.readyState === "complete"`)
+		b.waitJS("the lint's row in it", `!!document.getElementById("row-`+lint+`") && !document.getElementById("row-`+deploy+`")`)
+		// Its page: the tool error, the result as text, the arguments on
+		// request, and the call run again.
+		b.navigate(base + "/dashboard/tasks/" + lint)
+		if got := b.text("#task-status"); got != "completed · tool error" {
+			t.Errorf("the lint's page says %q", got)
+		}
+		b.click("#reveal-arguments")
+		b.waitJS("the revealed arguments", `document.querySelector("#revealed-arguments")`)
+		if got := b.text("#revealed-arguments"); !strings.Contains(got, `"line_delay_ms": 0`) {
+			t.Errorf("the revealed arguments are %q", got)
+		}
+		b.navigate(base + "/dashboard/tasks/" + lint)
+		b.click("#reveal")
+		b.waitJS("the revealed content", `document.querySelector("#revealed-content pre.text")`)
+		if got := b.text("#revealed-content pre.text"); !strings.Contains(got, "TODO") || strings.Contains(got, `\n`) {
+			t.Errorf("the revealed result is not text: %q", got)
+		}
+		b.navigate(base + "/dashboard/tasks/" + lint)
+		b.click("#rerun")
+		b.waitJS("the re-run's page", `location.pathname.startsWith("/dashboard/tasks/") && !location.pathname.endsWith("`+lint+`") && document.querySelector("#flash")`)
+		again := strings.TrimPrefix(js[string](b, `location.pathname`), "/dashboard/tasks/")
+		waitTask(t, c, again, browserWait, "the re-run's end", terminal)
+		b.noProblems()
+	})
+
+	t.Run("range and previous page", func(t *testing.T) {
+		b.t = t
+		b.navigate(base + "/dashboard/?tool=lint_report")
+		b.waitJS("the range", `document.readyState === "complete" && document.querySelector("#range")`)
+		if got := b.text("#range"); !regexp.MustCompile(`^1–50 of \d+$`).MatchString(got) {
+			t.Errorf("the range says %q", got)
+		}
+		b.click("#next-page")
+		b.waitJS("the second page", `location.search.includes("cursor=") && document.readyState === "complete" && document.querySelector("#prev-page")`)
+		if got := b.text("#range"); !strings.HasPrefix(got, "51–") {
+			t.Errorf("the second page's range says %q", got)
+		}
+		b.click("#prev-page")
+		b.waitJS("the first page again", `!location.search.includes("cursor=") && document.readyState === "complete"`)
+		b.noProblems()
+	})
+
+	t.Run("tools page and drain", func(t *testing.T) {
+		b.t = t
+		row := `document.querySelector('#tools tr[data-tool="lint_report"]')`
+		b.navigate(base + "/dashboard/")
+		b.click("#nav-tools")
+		b.waitJS("the Tools page", `location.pathname === "/dashboard/tools" && `+row)
+		b.waitJS("lint_report open", row+`.textContent.includes("open")`)
+		if got := js[string](b, row+`.textContent`); !strings.Contains(got, "tool errors)") {
+			t.Errorf("lint_report's row lacks its tool errors: %q", got)
+		}
+		b.screenshot("dashboard-tools.png")
+		js[bool](b, `(`+row+`.querySelector("button").click(), true)`)
+		b.waitJS("lint_report drained", `document.readyState === "complete" && location.pathname === "/dashboard/tools" && `+row+` && `+row+`.textContent.includes("drained")`)
 		if tk, err := c.CallTool(context.Background(), "lint_report", map[string]any{"source": "drained?"}); err == nil && tk.ResultType == "task" {
 			t.Errorf("a drained tool started task %s", tk.TaskID)
 		}
-		js[bool](b, `(`+drainRow+`.querySelector("button").click(), true)`)
-		b.waitJS("lint_report open again", `document.readyState === "complete" && `+drainRow+` && `+drainRow+`.textContent.includes("open")`)
+		js[bool](b, `(`+row+`.querySelector("button").click(), true)`)
+		b.waitJS("lint_report open again", `document.readyState === "complete" && `+row+` && `+row+`.textContent.includes("open")`)
 		startTask(t, c, "lint_report", map[string]any{"source": "undrained"})
 		b.noProblems()
 	})

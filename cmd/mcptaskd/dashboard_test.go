@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -158,4 +159,114 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestDashboardOperators: an -admin-token-file that names each token's
+// operator makes the audit trail name who acted (cancel, re-run, drain),
+// not a shared admin token; the Tools page shows each tool's running,
+// asking and waiting tasks against its queue's cap, its drain switch and
+// its failures of the last hour; "Run again" makes a finished task's call
+// again as a new task of its owner.
+func TestDashboardOperators(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "admins.json")
+	if err := os.WriteFile(tokens, []byte(`[{"token": "alice-ops-token-0123456789", "operator": "alice"},
+		{"token": "bob-ops-token-0123456789ab", "operator": "bob"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	app, base := serveAppOf(t, nil, "-db", filepath.Join(dir, "tasks.db"), "-admin-token-file", tokens, "-audit-log", auditPath,
+		"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0")
+	t.Cleanup(app.dashboard.Close)
+	c := &wiretest.Client{URL: base + "/mcp", Tasks: true}
+	running := startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 1000, "step_delay_ms": 50})
+	lint := startTask(t, c, "lint_report", map[string]any{"source": "x = 1  \n# TODO: fix\n", "line_delay_ms": 0})
+	waitTask(t, c, lint, 30*time.Second, "lint done", terminal)
+
+	d := newDashClient(t, base)
+	if resp, _ := d.do(http.MethodPost, "/dashboard/login", url.Values{"token": {"bob-ops-token-0123456789ab"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("bob's sign-in: %s", resp.Status)
+	}
+	_, page := d.do(http.MethodGet, "/dashboard/tasks/"+running, nil)
+	if resp, _ := d.do(http.MethodPost, "/dashboard/tasks/"+running+"/cancel", url.Values{"csrf": {d.csrf(page)}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: %s", resp.Status)
+	}
+	// Run the lint again: a new task of the same owner.
+	_, page = d.do(http.MethodGet, "/dashboard/tasks/"+lint, nil)
+	if !strings.Contains(page, `id="rerun"`) || !strings.Contains(page, "completed · tool error") {
+		t.Fatalf("the finished lint's page lacks the re-run button or its tool error")
+	}
+	resp, _ := d.do(http.MethodPost, "/dashboard/tasks/"+lint+"/rerun", url.Values{"csrf": {d.csrf(page)}})
+	loc := resp.Header.Get("Location")
+	m := regexp.MustCompile(`tasks/([a-z2-7]+)\?done=rerun:1$`).FindStringSubmatch(loc)
+	if resp.StatusCode != http.StatusSeeOther || m == nil || m[1] == lint {
+		t.Fatalf("run again: %s %q", resp.Status, loc)
+	}
+	again := waitTask(t, c, m[1], 30*time.Second, "the re-run done", terminal)
+	if again.Status != "completed" || !strings.Contains(string(again.Result)+string(again.Content), "TODO") {
+		t.Errorf("the re-run: %+v", again)
+	}
+	// A running task cannot be run again.
+	_, page = d.do(http.MethodGet, "/dashboard/tasks/"+m[1], nil)
+	if resp, body := d.do(http.MethodPost, "/dashboard/tasks/"+startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 1000, "step_delay_ms": 50})+"/rerun",
+		url.Values{"csrf": {d.csrf(page)}}); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "it has not ended") {
+		t.Errorf("run again of a running task: %s", resp.Status)
+	}
+
+	// The Tools page: the lint's failures, a drain switch at the top.
+	_, tools := d.do(http.MethodGet, "/dashboard/tools", nil)
+	for _, want := range []string{`id="tool-lint_report"`, `id="tool-long_computation"`, "100%", "tool errors)"} {
+		if !strings.Contains(tools, want) {
+			t.Errorf("the Tools page lacks %q", want)
+		}
+	}
+	if resp, _ := d.do(http.MethodPost, "/dashboard/drain", url.Values{"csrf": {d.csrf(tools)}, "tool": {"lint_report"}, "drained": {"on"}, "back": {"tools"}}); resp.StatusCode != http.StatusSeeOther ||
+		resp.Header.Get("Location") != "./tools?done=drained" {
+		t.Fatalf("drain from the Tools page: %s %q", resp.Status, resp.Header.Get("Location"))
+	}
+	if _, tools = d.do(http.MethodGet, "/dashboard/tools", nil); !regexp.MustCompile(`id="tool-lint_report"[^>]*>\s*<td class="tool">.*?</td>\s*<td><span class="badge st-cancelled">drained`).MatchString(tools) {
+		t.Errorf("the Tools page does not show lint_report drained")
+	}
+
+	trail, err := os.ReadFile(auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"task.cancelled", "task.rerun", "server.drain_changed"} {
+		found := false
+		for _, line := range strings.Split(string(trail), "\n") {
+			if strings.Contains(line, `"event":"`+ev+`"`) {
+				found = true
+				if !strings.Contains(line, `"bob"`) || strings.Contains(line, "admin-token") {
+					t.Errorf("%s does not name the operator bob: %s", ev, line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the audit trail lacks %s", ev)
+		}
+	}
+}
+
+// TestAdminTokenFileNamed: the named form of -admin-token-file refuses
+// what would make the audit trail ambiguous or a token weak.
+func TestAdminTokenFileNamed(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`[]`:                                    "holds no token",
+		`[{"token": "short", "operator": "a"}]`: "16 characters or more",
+		`[{"token": "0123456789abcdefgh", "operator": ""}]`:                                                    "name its operator",
+		`[{"token": "0123456789abcdefgh", "operator": "a"}, {"token": "0123456789abcdefgX", "operator": "a"}]`: `the operator "a" is named twice`,
+		`[{"token": "0123456789abcdefgh", "operator": "a"}, {"token": "0123456789abcdefgh", "operator": "b"}]`: `is also "a"'s`,
+		`[{"token": "0123456789abcdefgh", "operator": "a", "scope": "x"}]`:                                     "unknown field",
+	} {
+		p := filepath.Join(dir, "admins.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadAdminTokens(p); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "0123456789abcdefgh") {
+			t.Errorf("%s: %v; want an error saying %q (without the token)", body, err, want)
+		}
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,12 +50,12 @@ type App struct {
 	stopTracing func(context.Context) error
 	sources     *toolSources
 
-	adminToken *[sha256.Size]byte // SHA-256 of the -admin-token-file token, nil without one
-	metrics    http.Handler       // the Prometheus exposition of the app's registry
-	drain      drainSwitch
-	dashboard  *dashboard.Handler // nil with -dashboard=false
-	conns      *connBudget        // the listener's connection budgets
-	guesses    *guessLimiter      // failed bearer tokens per source; nil without authentication
+	adminTokens adminTokens  // the -admin-token-file tokens, nil without one
+	metrics     http.Handler // the Prometheus exposition of the app's registry
+	drain       drainSwitch
+	dashboard   *dashboard.Handler // nil with -dashboard=false
+	conns       *connBudget        // the listener's connection budgets
+	guesses     *guessLimiter      // failed bearer tokens per source; nil without authentication
 }
 
 // NewApp opens the store and assembles the server. It does not resolve
@@ -153,11 +152,11 @@ func (a *App) loadFiles() (fc *FileConfig, err error) {
 		a.conns.perSource, a.conns.perPrincipal = cfg.MaxConnsPerSource, cfg.MaxConnsPerPrincipal
 	}
 	if cfg.AdminTokenFile != "" {
-		if a.adminToken, err = loadAdminToken(cfg.AdminTokenFile); err != nil {
+		if a.adminTokens, err = loadAdminTokens(cfg.AdminTokenFile); err != nil {
 			return nil, err
 		}
 	}
-	if a.verifier != nil || a.adminToken != nil {
+	if a.verifier != nil || a.adminTokens != nil {
 		a.guesses = newGuessLimiter(cfg.AuthFailuresPerSource)
 	}
 	if cfg.ConfigFile != "" {
@@ -446,7 +445,7 @@ func (a *App) healthz(w http.ResponseWriter, r *http.Request) {
 // listener without authentication, one whose Host is loopback: not a page
 // reached through DNS rebinding).
 func (a *App) healthzDetails(r *http.Request) bool {
-	if a.verifier == nil && a.adminToken == nil && !httpguard.IsLoopbackHost(r.Host) {
+	if a.verifier == nil && a.adminTokens == nil && !httpguard.IsLoopbackHost(r.Host) {
 		return false
 	}
 	_, ok := a.authorizeAdmin(discardResponse{}, r)

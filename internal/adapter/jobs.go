@@ -3,11 +3,14 @@ package adapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -66,3 +69,58 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 	endCreate(span, t, err)
 	return t, nil, err
 }
+
+// RunAgain creates a new task that makes the call of the finished task t
+// again for t's owner, as an operator's re-run: the same tool, arguments
+// and wire, a new idempotency key (key), no _meta of the old call (a new
+// trace, no host correlation), under the drain switch and the limits, its
+// work running the tool through the server's full request path as a
+// re-run does. A task that has not ended, a tool that does not run as a
+// task, and a task whose latest operation's effect is unknown on the
+// ledger (reconcile it first: running the call again may repeat its
+// effect) are refused with a *RunAgainError.
+func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Task, error) {
+	if !t.Status.Terminal() {
+		return nil, &RunAgainError{Reason: "it has not ended"}
+	}
+	p := c.Tool(t.Tool)
+	if p.Support == Forbidden {
+		return nil, &RunAgainError{Reason: fmt.Sprintf("the tool %q is not a task tool of this server (any more)", t.Tool)}
+	}
+	ops, _, err := c.eng.Operations(ctx, t.Owner, store.OperationQuery{TaskID: t.ID, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) > 0 && ops[0].State == task.OpUnknown {
+		return nil, &RunAgainError{Reason: "its effect is unknown on the ledger (operation " + ops[0].Key + "): reconcile it first, or the call may repeat its effect"}
+	}
+	var stored mcp.CallToolParamsRaw
+	if err := json.Unmarshal(t.Request, &stored); err != nil {
+		return nil, &RunAgainError{Reason: "its call is not stored whole"}
+	}
+	raw, err := json.Marshal(&mcp.CallToolParamsRaw{Name: t.Tool, Arguments: stored.Arguments})
+	if err != nil {
+		return nil, err
+	}
+	ttl := t.TTL
+	nt, err := c.create(ctx, t.Owner, t.Tool, p, raw, t.Wire, &ttl, key, nil, c.traced(nil, t.Tool, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
+		h := engine.FromContext(ctx)
+		if h == nil {
+			return nil, &task.Error{Code: task.CodeInternalError, Message: "the re-run runs without its task"}
+		}
+		c.runSpans.Store(h.TaskID(), trace.SpanFromContext(ctx))
+		defer c.runSpans.Delete(h.TaskID())
+		return c.rerun(ctx, &task.Task{ID: h.TaskID(), Request: raw})
+	}))
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return nil, &RunAgainError{Reason: je.Message}
+	}
+	return nt, err
+}
+
+// RunAgainError is why [Core.RunAgain] refused to run a task's call
+// again.
+type RunAgainError struct{ Reason string }
+
+func (e *RunAgainError) Error() string { return "the call cannot be run again: " + e.Reason }

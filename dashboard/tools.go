@@ -1,0 +1,186 @@
+package dashboard
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// The Tools page's window: the tasks created in the last ToolsWindow
+// that have ended, at most MaxToolsScan of them (the newest).
+const (
+	ToolsWindow  = time.Hour
+	MaxToolsScan = 5000
+)
+
+// toolsPage is the data of the Tools page.
+type toolsPage struct {
+	Base, CSRF   string
+	SignedIn     bool
+	Flash, Error string
+	// AllDrained says every tool is drained; HasDrain that the page can
+	// change the switch.
+	AllDrained, HasDrain bool
+	Tools                []*toolRow
+	Queues               []*queueRow
+	// Scanned is how many ended tasks the figures read; Partial says the
+	// window held more (the figures are of the newest MaxToolsScan).
+	Scanned  int
+	Partial  bool
+	Instance string
+}
+
+// toolRow is one tool on the Tools page.
+type toolRow struct {
+	Name                     string
+	Queue                    string
+	Cap                      int
+	Running, Input, Waiting  int
+	Drained                  bool
+	Finished, Failed, ToolEr int
+	// ErrorRate is the share of the finished tasks that failed or ended
+	// with a tool error ("" when none finished); Bad flags one over 20%.
+	ErrorRate string
+	Bad       bool
+	// P50 and P95 are the finished tasks' durations (creation to end).
+	P50, P95 string
+	durs     []time.Duration
+}
+
+// queueRow is one concurrency queue on the Tools page.
+type queueRow struct {
+	Name             string
+	Cap              int
+	Running, Waiting int
+	Tools            []string
+	Full             bool
+}
+
+// serveTools serves the Tools page: per tool and per queue, what runs
+// against the cap, what waits, whether the tool is drained (the switch
+// is there), and over the last hour its error rate and durations.
+func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request, v *visitor) {
+	p := &toolsPage{Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
+		Flash: flash(r.URL.Query().Get("done")), Instance: h.opts.Engine.InstanceID(), HasDrain: h.opts.Drain != nil}
+	code := http.StatusOK
+	if err := h.loadTools(r, p); err != nil {
+		h.opts.Logger.Error("dashboard: reading the tools' figures", "err", err)
+		p.Error = "The figures could not be read from the store."
+		code = http.StatusInternalServerError
+	}
+	h.render(w, code, "tools", p)
+}
+
+// loadTools fills p from the store.
+func (h *Handler) loadTools(r *http.Request, p *toolsPage) error {
+	ctx := r.Context()
+	rows := map[string]*toolRow{}
+	row := func(name string) *toolRow {
+		tr := rows[name]
+		if tr == nil {
+			tr = &toolRow{Name: name}
+			if h.opts.Queue != nil {
+				tr.Queue, tr.Cap = h.opts.Queue(name)
+			}
+			rows[name] = tr
+		}
+		return tr
+	}
+	if h.opts.Tools != nil {
+		for _, name := range h.opts.Tools() {
+			row(name)
+		}
+	}
+	var drained []string
+	if h.opts.Drain != nil {
+		p.AllDrained, drained = h.opts.Drain.DrainState()
+	}
+	active, err := h.opts.Store.CountActive(ctx)
+	if err != nil {
+		return err
+	}
+	for _, a := range active {
+		tr := row(a.Tool)
+		switch {
+		case a.Queued:
+			tr.Waiting += a.N
+		case a.Status == task.InputRequired:
+			tr.Input += a.N
+		default:
+			tr.Running += a.N
+		}
+	}
+	// The ended tasks of the window, newest first.
+	q := store.BrowseQuery{Statuses: []task.Status{task.Completed, task.Failed, task.Cancelled},
+		CreatedAfter: h.now().Add(-ToolsWindow), Limit: store.MaxBrowseLimit}
+	for p.Scanned < MaxToolsScan {
+		page, next, err := h.opts.Store.Browse(ctx, q)
+		if err != nil {
+			return err
+		}
+		for _, t := range page {
+			tr := row(t.Tool)
+			tr.Finished++
+			switch t.Outcome() {
+			case task.OutcomeFailed:
+				tr.Failed++
+			case task.OutcomeToolError:
+				tr.ToolEr++
+			}
+			tr.durs = append(tr.durs, t.LastUpdatedAt.Sub(t.CreatedAt))
+		}
+		p.Scanned += len(page)
+		if next == "" {
+			break
+		}
+		if p.Scanned >= MaxToolsScan {
+			p.Partial = true
+			break
+		}
+		q.Cursor = next
+	}
+	queues := map[string]*queueRow{}
+	for _, name := range slices.Sorted(maps.Keys(rows)) {
+		tr := rows[name]
+		tr.Drained = p.AllDrained || slices.Contains(drained, name)
+		if tr.Finished > 0 {
+			bad := tr.Failed + tr.ToolEr
+			tr.ErrorRate = strconv.Itoa(bad*100/tr.Finished) + "%"
+			tr.Bad = bad*5 > tr.Finished
+			slices.Sort(tr.durs)
+			tr.P50, tr.P95 = span(quantile(tr.durs, 0.50)), span(quantile(tr.durs, 0.95))
+		}
+		if tr.Queue != "" {
+			qr := queues[tr.Queue]
+			if qr == nil {
+				qr = &queueRow{Name: tr.Queue, Cap: tr.Cap}
+				queues[tr.Queue] = qr
+				p.Queues = append(p.Queues, qr)
+			}
+			qr.Running += tr.Running + tr.Input
+			qr.Waiting += tr.Waiting
+			qr.Tools = append(qr.Tools, name)
+		}
+		p.Tools = append(p.Tools, tr)
+	}
+	for _, qr := range p.Queues {
+		qr.Full = qr.Cap > 0 && qr.Running >= qr.Cap
+	}
+	slices.SortFunc(p.Queues, func(a, b *queueRow) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}
+
+// quantile returns the q-quantile of sorted ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(ds)) + 0.999999)
+	return ds[min(max(i-1, 0), len(ds)-1)]
+}
