@@ -390,3 +390,33 @@ func TestMetricsRequestRate(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsNamed: at start-up mcptaskd names every endpoint it
+// serves, in its log and on stdout (after the "listening on" line that
+// scripts read), not /mcp alone.
+func TestEndpointsNamed(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "endpoints", filepath.Join(t.TempDir(), "tasks.db"))
+	var rec map[string]any
+	waitUntil(t, 30*time.Second, "the endpoints logged", func() (bool, error) {
+		if recs := d.LogRecords("endpoints"); len(recs) > 0 {
+			rec = recs[0]
+		}
+		return rec != nil, nil
+	})
+	root := strings.TrimSuffix(d.URL, "/mcp")
+	for key, want := range map[string]string{"mcp": "/mcp", "healthz": "/healthz", "admin": "/admin/drain", "dashboard": "/dashboard/", "metrics": "/metrics"} {
+		if got, _ := rec[key].(string); got != root+want {
+			t.Errorf("the endpoints record says %s=%q, want %q", key, got, root+want)
+		}
+	}
+	lines := []string{"dashboard on " + root + "/dashboard/", "metrics on " + root + "/metrics", "health on " + root + "/healthz"}
+	waitUntil(t, 30*time.Second, "the endpoints on stdout", func() (bool, error) {
+		for _, line := range lines {
+			if !strings.Contains(d.Stdout(), line) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

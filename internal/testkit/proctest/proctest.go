@@ -70,6 +70,7 @@ type Process struct {
 
 	mu     sync.Mutex
 	logs   bytes.Buffer
+	out    bytes.Buffer // standard output
 	maxLog int
 
 	exited  chan struct{} // closed once the process is reaped
@@ -98,6 +99,11 @@ func Start(c Config) (*Process, error) {
 	readers.Go(func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			p.mu.Lock()
+			if p.maxLog <= 0 || p.out.Len() < p.maxLog {
+				p.out.WriteString(sc.Text() + "\n")
+			}
+			p.mu.Unlock()
 			if u, ok := strings.CutPrefix(sc.Text(), ListenPrefix); ok {
 				select {
 				case p.urls <- u:
@@ -148,6 +154,14 @@ func (p *Process) WaitListening(ctx context.Context, timeout time.Duration) (str
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+}
+
+// Stdout returns what the process has written on standard output so
+// far.
+func (p *Process) Stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
 }
 
 // Logs returns what the process has written on standard error so far.
