@@ -14,17 +14,24 @@
 //
 // It shows:
 //
-//   - the task list: counts per status, filters by status, tool, owner and
-//     creation time, a search by task ID, pages of 50 over any number of
-//     tasks (keyset pagination: as fast on the 2,000th page as on the
-//     first), rows updated live;
+//   - the task list: counts per status and of the tool errors (completed
+//     tasks whose result says isError: true, shown apart from successes),
+//     filters by status, tool, owner and creation time, a search by task
+//     ID, pages of 50 compact rows with each task's wait and run, over any
+//     number of tasks (keyset pagination: as fast on the 2,000th page as on
+//     the first; previous and next, "51–100 of N"), rows updated live;
+//   - the Tools page: per tool and queue, what runs against the cap, what
+//     waits, the drain switch, and the last hour's failures and durations;
 //   - a task page: its status and status message, the timeline of its
 //     history (every creation, status change and start of its work, with
 //     the time and the instance that made it), pending input requests, the domain operations and
 //     their receipts (the ledger), the tail of its log, TTL and expiry,
-//     owner; its result or error only on an explicit, audited request;
+//     owner; its result or error, and its arguments, only on an explicit,
+//     audited request (the result's text shown as text);
 //   - actions: cancel a task, cancel the selected tasks, drain a tool and
-//     undrain it (with Options.Drain). Each is audited.
+//     undrain it (with Options.Drain), run a finished task's call again
+//     (with Options.RunAgain). Each is audited, naming the operator that
+//     Options.Authenticate returned.
 //
 // Live updates are Server-Sent Events fed by Engine.Subscribe, so changes
 // made by other instances sharing a PostgreSQL store appear as well (the
