@@ -97,6 +97,12 @@ func loadAdminTokens(path string) (adminTokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-admin-token-file: %w", err)
 	}
+	return parseAdminTokens(path, b)
+}
+
+// parseAdminTokens parses the content b of the -admin-token-file path.
+// Its errors never quote a token.
+func parseAdminTokens(path string, b []byte) (adminTokens, error) {
 	text := strings.TrimSpace(string(b))
 	check := func(where, tok string) error {
 		switch {

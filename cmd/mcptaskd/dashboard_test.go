@@ -270,3 +270,35 @@ func TestAdminTokenFileNamed(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseAdminTokens: any content of -admin-token-file gives tokens or
+// an error, never a panic, and an error never quotes a token-like string
+// of the content.
+func FuzzParseAdminTokens(f *testing.F) {
+	for _, s := range []string{
+		"0123456789abcdefgh\n",
+		`[{"token": "0123456789abcdefgh", "operator": "alice"}]`,
+		`[{"token": "0123456789abcdefgh", "operator": "a"}, {"token": "0123456789abcdefgh", "operator": "b"}]`,
+		`[{"token": "short"}]`, `[`, `[]`, `{}`, "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := parseAdminTokens("f", b)
+		if err == nil && len(ts) == 0 {
+			t.Fatal("no error and no token")
+		}
+		if err != nil {
+			for _, m := range regexp.MustCompile(`"token"\s*:\s*"([^"]{16,})"`).FindAllSubmatch(b, -1) {
+				if strings.Contains(err.Error(), string(m[1])) {
+					t.Fatalf("the error quotes a token: %v", err)
+				}
+			}
+		}
+		for _, tk := range ts {
+			if tk.operator == "" {
+				t.Fatal("a token without its operator")
+			}
+		}
+	})
+}
