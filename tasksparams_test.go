@@ -121,7 +121,7 @@ func TestTasksParamsDecodedByTheSDK(t *testing.T) {
 		{"tasks/update", `{"taskId":"` + id + `","inputResponses":5}`, "ERR -32602"}, // malformed before "not on this wire"
 		{"tasks/update", `{"taskId":"` + id + `"}`, "ERR -32601"},                    // well-formed: not on this wire
 		// "_META" is not "_meta": the request stays on the session's wire.
-		{"tasks/get", `{"taskId":"` + id + `","_META":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, `OK {"taskId":"` + id},
+		{"tasks/get", `{"taskId":"` + id + `","_META":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`, `OK {"_meta":{"io.mcptask/outcome":"ok"},"taskId":"` + id},
 	} {
 		if got := z.call(t, c.method, c.params); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s %s = %.200s; want %s…", c.method, c.params, got, c.want)
