@@ -126,6 +126,23 @@ func (s *Store) browseWhere(q store.BrowseQuery, paging bool) (string, []any, er
 // word for word (see schemaV10).
 const toolErrorCond = "tool_error = 1"
 
+// browseIndex names the index a listing of q must read, when the planner
+// would choose worse: the tool errors alone (however filtered) are read
+// from their own partial index, which holds the filters, in the
+// listing's order; without statistics SQLite would read every task of a
+// tool or owner to find its few tool errors.
+func browseIndex(q store.BrowseQuery) string {
+	if len(q.Statuses) > 0 || len(q.Outcomes) == 0 {
+		return ""
+	}
+	for _, o := range q.Outcomes {
+		if o != task.OutcomeToolError {
+			return ""
+		}
+	}
+	return " INDEXED BY tasks_tool_errors"
+}
+
 // everyStatus is the condition of the partial index tasks_status_created,
 // word for word: every task meets it, and stating it lets SQLite use the
 // index (see schemaV7).
@@ -210,7 +227,7 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 	if err != nil {
 		return nil, "", err
 	}
-	st, err := s.readStmt(ctx, `SELECT `+taskColumns+` FROM tasks`+where+` ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
+	st, err := s.readStmt(ctx, `SELECT `+taskColumns+` FROM tasks`+browseIndex(q)+where+` ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
 	if err != nil {
 		return nil, "", s.noteCorrupt(fmt.Errorf("sqlite store: browse: %w", err))
 	}
@@ -250,7 +267,7 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.C
 	if where != "" {
 		teWhere = where + " AND " + toolErrorCond
 	}
-	st, err := s.readStmt(ctx, `SELECT count(*) FROM tasks`+teWhere)
+	st, err := s.readStmt(ctx, `SELECT count(*) FROM tasks INDEXED BY tasks_tool_errors`+teWhere)
 	if err != nil {
 		return store.Counts{}, s.noteCorrupt(fmt.Errorf("sqlite store: count tool errors: %w", err))
 	}

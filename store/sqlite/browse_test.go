@@ -93,3 +93,54 @@ func BenchmarkBrowse100k(b *testing.B) {
 	s := benchStore(b)
 	storetest.BenchBrowse100k(b, s, func(tasks []*task.Task) { loadTasks(b, s, tasks) })
 }
+
+// TestToolErrorPlans: the listing of the tool errors and their count
+// (under a tool, an owner, or none) read the partial index
+// tasks_tool_errors, the count without touching the table, and the
+// listing in its order (no sort of the tasks).
+func TestToolErrorPlans(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
+	loadTasks(t, s, storetest.BrowseTasks(2000))
+	explain := func(query string, args ...any) string {
+		t.Helper()
+		rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		return strings.Join(plan, "; ")
+	}
+	for _, q := range []store.BrowseQuery{{}, {Tool: "tool-1"}, {Owner: "user-1"}} {
+		where, args, err := s.browseWhere(q, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if where == "" {
+			where = " WHERE " + toolErrorCond
+		} else {
+			where += " AND " + toolErrorCond
+		}
+		if p := explain(`SELECT count(*) FROM tasks INDEXED BY tasks_tool_errors`+where, args...); !strings.Contains(p, "COVERING INDEX tasks_tool_errors") {
+			t.Errorf("count of the tool errors under %+v: plan %q; want the covering index tasks_tool_errors", q, p)
+		}
+		bq := q
+		bq.Outcomes = []task.Outcome{task.OutcomeToolError}
+		where, args, err = s.browseWhere(bq, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := explain(`SELECT `+taskColumns+` FROM tasks`+browseIndex(bq)+where+` ORDER BY created_at_ms DESC, id DESC LIMIT ?`, append(args, 51)...)
+		if !strings.Contains(p, "tasks_tool_errors") || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("listing of the tool errors under %+v: plan %q; want tasks_tool_errors, without sorting", q, p)
+		}
+	}
+}
