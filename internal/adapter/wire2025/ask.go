@@ -155,6 +155,13 @@ func (w *Wire) askOnSession(ss *mcp.ServerSession, id task.ID) {
 				time.AfterFunc(resultPoll<<min(n-1, 5), func() { w.askOnSession(ss, id) })
 			default: // cancelled: the stream closed, the task moved on
 				p.settle(id, key, a, false)
+				// A stream opened again before this ask settled found the
+				// request claimed and did not ask it: ask it there now
+				// (askOnSession finds nothing to ask if the task moved
+				// on, or a tasks/result asks it).
+				if now, ok := w.channelOf(ss); ok && now != closed && p.ctx.Err() == nil {
+					w.askOnSession(ss, id)
+				}
 			}
 		}()
 	}
