@@ -30,13 +30,6 @@ type ViewOptions struct {
 	Request bool
 	// Result loads the task's Result.
 	Result bool
-	// ToolError loads, when Result is not set, what tells whether the
-	// task's Result is a tool error (says isError: true at its top level,
-	// see task.ToolError): the Result of a completed task that may say
-	// so, the literal true appearing in it; none otherwise, not even
-	// read out of the database. (A JSON true cannot be escaped: a result
-	// without those four bytes is no tool error.)
-	ToolError bool
 	// Error loads the task's Error.
 	Error bool
 	// InputRequests loads the task's InputRequests.

@@ -16,16 +16,15 @@ var _ store.Viewer = (*Store)(nil)
 // viewSQL reads a task, its newest operation and its log's head in one
 // statement (%[1]s is the schema). The payload columns are read only when
 // their flag ($1 to $5) is set: a column that is not selected is neither
-// detoasted nor sent. $7 is ViewOptions.ToolError: a completed task's
-// result is returned if it holds the literal true (searched in the
-// database, not sent otherwise). The operation is the first of Operations' order for
+// detoasted nor sent; whether a completed task is a tool error is its
+// tool_error column, without its result. The operation is the first of Operations' order for
 // the task (created_at_ms DESC, key DESC), found on the index
 // operations_task by the lateral subquery; its columns are coalesced, an
 // empty key meaning none.
 const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_message, t.created_at_ms, t.updated_at_ms,
 	t.ttl_ns, t.poll_ns,
 	CASE WHEN $1::boolean THEN t.request END,
-	CASE WHEN $2::boolean OR ($7::boolean AND t.status = 'completed' AND strpos(t.result, 'true') > 0) THEN t.result END,
+	CASE WHEN $2::boolean THEN t.result END,
 	CASE WHEN $3::boolean THEN t.error END, CASE WHEN $4::boolean THEN t.input_requests END,
 	CASE WHEN $5::boolean THEN t.input_responses END,
 	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
@@ -49,7 +48,7 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 		return nil, ErrClosed
 	}
 	v, err := scanView(s.pool.QueryRow(ctx, s.viewSQL, opts.Request, opts.Result, opts.Error, opts.InputRequests,
-		opts.InputResponses, string(id), opts.ToolError))
+		opts.InputResponses, string(id)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

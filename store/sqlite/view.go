@@ -16,17 +16,16 @@ var _ store.Viewer = (*Store)(nil)
 // viewSQL reads a task, its newest operation and its log's head in one
 // statement. The payload columns are read only when their flag (?1 to
 // ?5) is set: SQLite reads a column's bytes (overflow pages included)
-// only when the expression that needs them is evaluated. ?7 is
-// ViewOptions.ToolError: a completed task's result is returned if it
-// holds the literal true (searched in the database, not returned
-// otherwise). The operation
+// only when the expression that needs them is evaluated. Whether a
+// completed task is a tool error is its tool_error column, without its
+// result. The operation
 // is the first of Operations' order for the task (created_at_ms DESC,
 // key DESC), found on the index operations_task; its columns are
 // coalesced, an empty key meaning none.
 const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_message, t.created_at_ms, t.updated_at_ms,
 	t.ttl_ns, t.poll_ns,
 	CASE WHEN ?1 THEN t.request END,
-	CASE WHEN ?2 OR (?7 AND t.status = 'completed' AND instr(t.result, 'true') > 0) THEN t.result END,
+	CASE WHEN ?2 THEN t.result END,
 	CASE WHEN ?3 THEN t.error END,
 	CASE WHEN ?4 THEN t.input_requests END, CASE WHEN ?5 THEN t.input_responses END,
 	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
@@ -63,7 +62,7 @@ func (s *Store) View(ctx context.Context, id task.ID, opts store.ViewOptions) (*
 		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: view task %s: %w", id, err))
 	}
 	v, err := scanView(st.QueryRowContext(ctx, opts.Request, opts.Result, opts.Error, opts.InputRequests,
-		opts.InputResponses, string(id), opts.ToolError))
+		opts.InputResponses, string(id)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

@@ -109,7 +109,7 @@ func TestViewCacheHolds(t *testing.T) {
 		t.Errorf("a reader's change reached the cache: %+v %+v %+v", again.Task, again.Operation, again.Log)
 	}
 	// Other payloads are another entry.
-	if _, err := s.View(ctx, done.ID, store.ViewOptions{ToolError: true}); err != nil {
+	if _, err := s.View(ctx, done.ID, store.ViewOptions{Error: true}); err != nil {
 		t.Fatal(err)
 	}
 	if n := cachedViews(s); n != 2 {

@@ -154,7 +154,6 @@ func (s *suite) viewPayloads(t *testing.T) {
 		{},
 		{Request: true},
 		{Result: true},
-		{ToolError: true}, // the task is not completed: no result
 		{Error: true},
 		{InputRequests: true},
 		{InputResponses: true},
@@ -224,40 +223,34 @@ func (s *suite) viewDeleted(t *testing.T) {
 	}
 }
 
-// viewToolError checks ViewOptions.ToolError: the result of a completed
-// task is loaded when it holds the literal true (and may be a tool
-// error), never otherwise; Result loads it whatever it holds.
+// viewToolError checks that a View tells a completed task's tool error
+// (Task.ToolError, Outcome) without loading its result.
 func (s *suite) viewToolError(t *testing.T) {
 	st, v := s.viewer(t)
 	for _, c := range []struct {
 		name, result string
 		complete     bool
-		loaded       bool
+		toolError    bool
 	}{
 		{"tool error", `{"content":[],"isError":true}`, true, true},
-		{"true elsewhere", `{"content":[{"type":"text","text":"true"}],"isError":false}`, true, true},
-		{"no true", `{"content":[{"type":"text","text":"TRUE, \u0074rue"}],"isError":false}`, true, false},
+		{"true elsewhere", `{"content":[{"type":"text","text":"true"}],"isError":false}`, true, false},
 		{"no isError", `{"content":[]}`, true, false},
 		{"not completed", `{"content":[],"isError":true}`, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tk := newTask("alice", base)
-			tk.Result = json.RawMessage(c.result)
 			if c.complete {
 				if err := tk.Complete(json.RawMessage(c.result), base); err != nil {
 					t.Fatal(err)
 				}
 			}
 			mustCreate(t, st, tk)
-			got := mustView(t, v, tk.ID, store.ViewOptions{ToolError: true})
-			if c.loaded != (got.Task.Result != nil) || c.loaded && !sameJSON(got.Task.Result, tk.Result) {
-				t.Errorf("View(ToolError) of %s: result %s, want it loaded: %v", c.result, got.Task.Result, c.loaded)
+			got := mustView(t, v, tk.ID, store.ViewOptions{})
+			if got.Task.ToolError != c.toolError || got.Task.Result != nil {
+				t.Errorf("View of %s: ToolError %v, result %s; want %v and no result", c.result, got.Task.ToolError, got.Task.Result, c.toolError)
 			}
-			if got.Task.Request != nil {
-				t.Errorf("View(ToolError) loaded the request")
-			}
-			if all := mustView(t, v, tk.ID, store.ViewOptions{Result: true, ToolError: true}); !sameJSON(all.Task.Result, tk.Result) {
-				t.Errorf("View(Result, ToolError): result %s, want %s", all.Task.Result, tk.Result)
+			if all := mustView(t, v, tk.ID, store.ViewOptions{Result: true}); c.complete && !sameJSON(all.Task.Result, tk.Result) {
+				t.Errorf("View(Result): result %s, want %s", all.Task.Result, tk.Result)
 			}
 		})
 	}

@@ -36,11 +36,12 @@ type Task struct {
 }
 
 // FromTask translates a domain task. A completed tool call whose result
-// has isError:true is shown failed, as this wire requires.
+// has isError:true (t.ToolError, as stores keep it, or its Result when
+// loaded) is shown failed, as this wire requires.
 func FromTask(t *task.Task) Task {
 	ttl := t.TTL.Milliseconds()
 	status := string(t.Status)
-	if t.Status == task.Completed && isToolError(t.Result) {
+	if t.Status == task.Completed && (t.ToolError || isToolError(t.Result)) {
 		status = string(task.Failed)
 	}
 	return Task{

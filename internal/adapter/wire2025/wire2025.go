@@ -204,7 +204,7 @@ func taskID(r *adapter.Request) (task.ID, error) {
 // isError may be true: see store.ViewOptions.ToolError), and the input
 // requests, whose keys the follow of a session compares (push.Follow's
 // signature).
-var getView = store.ViewOptions{ToolError: true, InputRequests: true}
+var getView = store.ViewOptions{InputRequests: true}
 
 func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
 	id, err := taskID(r)
