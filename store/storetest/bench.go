@@ -87,9 +87,9 @@ func BenchUpdate(b *testing.B, st store.Store) {
 
 // BrowseTasks returns n tasks for the browsing benchmarks, as a busy
 // store holds them: created one second apart, of 1000 owners and 20
-// tools, most of them finished (90% completed, 5% failed, 3% cancelled,
-// 1.5% working, 0.5% input_required), with a typical small request and
-// result.
+// tools, most of them finished (90% completed, 2% of them tool errors;
+// 5% failed, 3% cancelled, 1.5% working, 0.5% input_required), with a
+// typical small request and result.
 func BrowseTasks(n int) []*task.Task {
 	out := make([]*task.Task, n)
 	for i := range out {
@@ -99,6 +99,10 @@ func BrowseTasks(n int) []*task.Task {
 		case r < 180:
 			tk.Status = task.Completed
 			tk.Result = json.RawMessage(`{"content":[{"type":"text","text":"a typical small result"}]}`)
+			if (i/7)%50 == 3 {
+				// About 2% of the completed tasks, spread over the tools.
+				tk.Result, tk.ToolError = json.RawMessage(`{"content":[{"type":"text","text":"3 tests failed"}],"isError":true}`), true
+			}
 		case r < 190:
 			tk.Status = task.Failed
 			tk.Error = &task.Error{Code: task.CodeInternalError, Message: "it broke"}
@@ -164,6 +168,18 @@ func BenchBrowse100k(b *testing.B, st store.Store, load func(tasks []*task.Task)
 		page(b, store.BrowseQuery{Statuses: []task.Status{task.InputRequired}, Limit: 50}, false)
 	})
 	b.Run("DeepPage", func(b *testing.B) { page(b, store.BrowseQuery{Cursor: deep, Limit: 50}, false) })
+	tooErrors := []task.Outcome{task.OutcomeToolError}
+	b.Run("ToolErrorPage", func(b *testing.B) { page(b, store.BrowseQuery{Outcomes: tooErrors, Limit: 50}, false) })
+	b.Run("ToolToolErrorPage", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := br.Browse(ctx, store.BrowseQuery{Tool: "tool-7", Outcomes: tooErrors, Limit: 50}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ProblemsPageAndCounts", func(b *testing.B) {
+		page(b, store.BrowseQuery{Statuses: []task.Status{task.Failed}, Outcomes: tooErrors, Limit: 50}, true)
+	})
 }
 
 // BenchView measures what a tasks/get reads of a completed task (among
