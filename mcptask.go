@@ -70,6 +70,7 @@ package mcptask
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -376,14 +377,25 @@ func (s *Server) Links(t *task.Task) map[string]string { return s.core.Links(t) 
 
 // RunAgain makes the call of the finished task t (as read from the
 // store) again, as a new task of the same owner (same tool, arguments and
-// wire, a fresh idempotency key, without the old call's _meta): an
-// operator's re-run, e.g. of a build that failed for a reason since
-// fixed. It is refused, with an error that says why, for a task that has
-// not ended, a tool that no longer runs as a task, or a task whose effect
-// is unknown on the ledger (reconcile it first); and as any creation is,
-// by the drain switch and the limits.
-func (s *Server) RunAgain(ctx context.Context, t *task.Task) (*task.Task, error) {
-	key := make([]byte, 16)
-	_, _ = rand.Read(key)
-	return s.core.RunAgain(ctx, t, "rerun-"+hex.EncodeToString(key))
+// wire, without the old call's _meta): an operator's re-run, e.g. of a
+// build that failed for a reason since fixed. nonce (e.g. a token of the
+// operator's form) makes the re-run's idempotency key: the same t and
+// nonce return the task made the first time (a resubmitted form starts
+// nothing more); "" picks a fresh one. It is refused, with an error that
+// says why, for a task that has not ended, a tool that no longer runs as
+// a task, or a task with an operation not settled on the ledger
+// (reconcile it first); and as any creation is, by the drain switch and
+// the limits.
+func (s *Server) RunAgain(ctx context.Context, t *task.Task, nonce string) (*task.Task, error) {
+	if nonce == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		nonce = hex.EncodeToString(b)
+	}
+	sum := sha256.Sum256([]byte(string(t.ID) + "\x00" + nonce))
+	return s.core.RunAgain(ctx, t, "rerun-"+hex.EncodeToString(sum[:16]))
 }
+
+// RunAgainError is why [Server.RunAgain] refused to run a task's call
+// again: its Reason says it in words.
+type RunAgainError = adapter.RunAgainError

@@ -158,7 +158,11 @@ func (c *clientImpl) create(ctx context.Context, params *mcp.CallToolParams, key
 			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
+				// Given up during the pause: the refusal stands, and
+				// nothing is sent again.
 				t.Stop()
+				c.forgetUnsent(key)
+				return nil, err
 			case <-t.C:
 			}
 			continue

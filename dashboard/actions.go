@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/task"
@@ -238,10 +239,21 @@ func (h *Handler) runAgain(w http.ResponseWriter, r *http.Request, v *visitor) {
 		h.renderTask(w, r, v, nil)
 		return
 	}
-	nt, err := h.opts.RunAgain(r.Context(), t)
-	if err != nil {
-		h.opts.Logger.Info("dashboard: an operator's re-run was refused", "task", id, "operator", string(v.who), "err", err)
-		h.renderTaskError(w, r, v, http.StatusConflict, err.Error())
+	nonce := r.PostFormValue("nonce")
+	if len(nonce) > 64 || strings.ContainsFunc(nonce, func(c rune) bool { return !strings.ContainsRune("0123456789abcdef", c) }) {
+		http.Error(w, "the form's nonce is not valid: reload the task's page", http.StatusBadRequest)
+		return
+	}
+	nt, err := h.opts.RunAgain(r.Context(), t, nonce)
+	var refused *mcptask.RunAgainError
+	switch {
+	case errors.As(err, &refused):
+		h.opts.Logger.Info("dashboard: an operator's re-run was refused", "task", id, "operator", string(v.who), "why", refused.Reason)
+		h.renderTaskError(w, r, v, http.StatusConflict, refused.Error())
+		return
+	case err != nil:
+		h.opts.Logger.Error("dashboard: running a task's call again", "task", id, "err", err)
+		h.renderTaskError(w, r, v, http.StatusInternalServerError, "The call could not be run again: the store failed.")
 		return
 	}
 	h.opts.Engine.Audit().Rerun(r.Context(), v.who, audit.TaskOf(t), nt.ID)

@@ -72,9 +72,10 @@ type Options struct {
 	// cap (mcptask.Server.ToolQueue), for the Tools page.
 	Queue func(tool string) (queue string, limit int)
 	// RunAgain, if set, lets an operator run a finished task's call again
-	// as a new task (mcptask.Server.RunAgain); its error says why it
-	// refused.
-	RunAgain func(ctx context.Context, t *task.Task) (*task.Task, error)
+	// as a new task (mcptask.Server.RunAgain): nonce is the token of the
+	// form the operator posted (the same one returns the task made the
+	// first time); a *mcptask.RunAgainError says why it refused.
+	RunAgain func(ctx context.Context, t *task.Task, nonce string) (*task.Task, error)
 
 	// Logger receives the dashboard's log records (never a token or a
 	// task's payload). Nil discards them.
@@ -130,6 +131,7 @@ type Handler struct {
 	done      chan struct{} // closed by Close
 
 	countCache countCache
+	toolsCache toolsCache
 	changedAt  atomic.Int64 // Unix ns of the last change Engine.Subscribe told
 	unsub      func()
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -45,7 +46,7 @@ func kindLabel(k string) string {
 
 // maxTrail bounds the cursors of earlier pages a list URL carries (for
 // its "previous" link); deeper, "previous" is the first page.
-const maxTrail = 100
+const maxTrail = 40
 
 // timeForm is the format of the time filters (an <input type=datetime-local>), in UTC.
 const timeForm = "2006-01-02T15:04"
@@ -474,12 +475,11 @@ func waitAndRun(t *task.Task, now time.Time) (wait, run string) {
 		end = t.LastUpdatedAt
 	}
 	switch {
+	case t.StartedAt.IsZero() && t.Status.Terminal() && (t.Queued || t.Attempts == 0):
+		return span(end.Sub(t.CreatedAt)), "" // ended while it waited
 	case t.Queued:
 		return span(now.Sub(t.CreatedAt)), ""
 	case t.StartedAt.IsZero():
-		if t.Status.Terminal() && t.Attempts == 0 {
-			return span(end.Sub(t.CreatedAt)), "" // ended while it waited
-		}
 		return "", ""
 	}
 	return span(t.StartedAt.Sub(t.CreatedAt)), span(end.Sub(t.StartedAt))
@@ -572,8 +572,10 @@ type taskPage struct {
 	Revealed   *revealed
 	Flash      string
 	Error      string
-	// CanRunAgain offers the re-run of the task's call (it has ended).
+	// CanRunAgain offers the re-run of the task's call (it has ended);
+	// Nonce is the form's token, which makes its resubmission harmless.
 	CanRunAgain bool
+	Nonce       string
 	LiveHref    string
 	// LiveHTML is the live part, rendered once (by html/template, so
 	// escaped) for the page and for the version its stream is told.
@@ -681,6 +683,11 @@ func (h *Handler) renderTaskPage(w http.ResponseWriter, r *http.Request, v *visi
 		Base: base(r), CSRF: v.csrf, SignedIn: h.opts.Authenticate != nil && !v.bearer,
 		Live: live, Revealed: rev, Flash: flash(r.URL.Query().Get("done")), Error: errMsg,
 		CanRunAgain: h.opts.RunAgain != nil && live.Terminal,
+	}
+	if p.CanRunAgain {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		p.Nonce = hex.EncodeToString(b)
 	}
 	// The live stream is told what the page shows, so that it sends the
 	// task only once it changed (a re-render would close what the

@@ -1,11 +1,13 @@
 package dashboard
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -13,11 +15,79 @@ import (
 )
 
 // The Tools page's window: the tasks created in the last ToolsWindow
-// that have ended, at most MaxToolsScan of them (the newest).
+// that have ended, at most MaxToolsScan of them (the newest), read at
+// most every toolsMaxAge (the figures are shared by every view).
 const (
 	ToolsWindow  = time.Hour
-	MaxToolsScan = 5000
+	MaxToolsScan = 2000
+	toolsMaxAge  = 5 * time.Second
 )
+
+// windowStats are the Tools page's figures of the window, per tool.
+type windowStats struct {
+	at      time.Time
+	tools   map[string]*toolRow // Finished, Failed, ToolEr, durs only
+	scanned int
+	partial bool
+}
+
+// toolsCache holds the latest windowStats.
+type toolsCache struct {
+	mu sync.Mutex
+	w  *windowStats
+}
+
+// window returns the figures of the window, read again once older than
+// toolsMaxAge.
+func (h *Handler) window(ctx context.Context) (*windowStats, error) {
+	now := h.now()
+	h.toolsCache.mu.Lock()
+	w := h.toolsCache.w
+	h.toolsCache.mu.Unlock()
+	if w != nil && now.Sub(w.at) < toolsMaxAge {
+		return w, nil
+	}
+	w = &windowStats{at: now, tools: map[string]*toolRow{}}
+	q := store.BrowseQuery{Statuses: []task.Status{task.Completed, task.Failed, task.Cancelled},
+		CreatedAfter: now.Add(-ToolsWindow), Limit: store.MaxBrowseLimit}
+	for w.scanned < MaxToolsScan {
+		page, next, err := h.opts.Store.Browse(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range page {
+			tr := w.tools[t.Tool]
+			if tr == nil {
+				tr = &toolRow{Name: t.Tool}
+				w.tools[t.Tool] = tr
+			}
+			tr.Finished++
+			switch t.Outcome() {
+			case task.OutcomeFailed:
+				tr.Failed++
+			case task.OutcomeToolError:
+				tr.ToolEr++
+			}
+			tr.durs = append(tr.durs, t.LastUpdatedAt.Sub(t.CreatedAt))
+		}
+		w.scanned += len(page)
+		if next == "" {
+			break
+		}
+		if w.scanned >= MaxToolsScan {
+			w.partial = true
+			break
+		}
+		q.Cursor = next
+	}
+	for _, tr := range w.tools {
+		slices.Sort(tr.durs)
+	}
+	h.toolsCache.mu.Lock()
+	h.toolsCache.w = w
+	h.toolsCache.mu.Unlock()
+	return w, nil
+}
 
 // toolsPage is the data of the Tools page.
 type toolsPage struct {
@@ -116,34 +186,16 @@ func (h *Handler) loadTools(r *http.Request, p *toolsPage) error {
 			tr.Running += a.N
 		}
 	}
-	// The ended tasks of the window, newest first.
-	q := store.BrowseQuery{Statuses: []task.Status{task.Completed, task.Failed, task.Cancelled},
-		CreatedAfter: h.now().Add(-ToolsWindow), Limit: store.MaxBrowseLimit}
-	for p.Scanned < MaxToolsScan {
-		page, next, err := h.opts.Store.Browse(ctx, q)
-		if err != nil {
-			return err
-		}
-		for _, t := range page {
-			tr := row(t.Tool)
-			tr.Finished++
-			switch t.Outcome() {
-			case task.OutcomeFailed:
-				tr.Failed++
-			case task.OutcomeToolError:
-				tr.ToolEr++
-			}
-			tr.durs = append(tr.durs, t.LastUpdatedAt.Sub(t.CreatedAt))
-		}
-		p.Scanned += len(page)
-		if next == "" {
-			break
-		}
-		if p.Scanned >= MaxToolsScan {
-			p.Partial = true
-			break
-		}
-		q.Cursor = next
+	// The ended tasks of the window (shared, read at most every
+	// toolsMaxAge).
+	w, err := h.window(ctx)
+	if err != nil {
+		return err
+	}
+	p.Scanned, p.Partial = w.scanned, w.partial
+	for name, ws := range w.tools {
+		tr := row(name)
+		tr.Finished, tr.Failed, tr.ToolEr, tr.durs = ws.Finished, ws.Failed, ws.ToolEr, ws.durs
 	}
 	queues := map[string]*queueRow{}
 	for _, name := range slices.Sorted(maps.Keys(rows)) {
@@ -153,7 +205,6 @@ func (h *Handler) loadTools(r *http.Request, p *toolsPage) error {
 			bad := tr.Failed + tr.ToolEr
 			tr.ErrorRate = strconv.Itoa(bad*100/tr.Finished) + "%"
 			tr.Bad = bad*5 > tr.Finished
-			slices.Sort(tr.durs)
 			tr.P50, tr.P95 = span(quantile(tr.durs, 0.50)), span(quantile(tr.durs, 0.95))
 		}
 		if tr.Queue != "" {

@@ -152,3 +152,32 @@ func TestAnswersChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaCheckNoFalseRefusal: what a server's schema allows is never
+// refused before sending: a union of a constant and a type, a number
+// spelled 2.0 for an enum's 2, a property that patternProperties allows.
+func TestSchemaCheckNoFalseRefusal(t *testing.T) {
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"n":    map[string]any{"anyOf": []any{map[string]any{"const": "auto", "type": "string"}, map[string]any{"type": "integer"}}},
+			"size": map[string]any{"type": "integer", "enum": []any{1, 2}},
+		},
+		"patternProperties":    map[string]any{"^x-": map[string]any{}},
+		"additionalProperties": false,
+	}
+	fields, err := parseSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range []map[string]any{
+		{"n": json.Number("5")}, {"n": "auto"}, {"size": json.Number("2.0")}, {"size": int64(1)}, {"x-b": true},
+	} {
+		if err := checkObject(fields, schemaClosed(schema), content); err != nil {
+			t.Errorf("%v refused: %v", content, err)
+		}
+	}
+	if err := checkObject(fields, schemaClosed(schema), map[string]any{"size": json.Number("3")}); err == nil {
+		t.Error("size 3 (not in the enum) accepted")
+	}
+}

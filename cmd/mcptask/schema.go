@@ -169,10 +169,15 @@ func choicesOf(p *schemaProp) []choice {
 		}
 		cs = append(cs, c)
 	}
-	for _, o := range append(p.OneOf, p.AnyOf...) {
+	alts := append(p.OneOf, p.AnyOf...)
+	for _, o := range alts {
 		if o.Const == nil {
-			continue
+			// A branch that is no constant (anyOf: [{"const": "auto"},
+			// {"type": "integer"}]): the values are not a closed list.
+			return cs
 		}
+	}
+	for _, o := range alts {
 		c := choice{value: o.Const, label: o.Title}
 		if c.label == "" {
 			c.label = fmt.Sprint(o.Const)
@@ -393,16 +398,24 @@ func checkObject(fields []fieldSpec, closed bool, content map[string]any) error 
 }
 
 // schemaClosed reports whether a JSON schema allows no property but its
-// own (additionalProperties: false).
+// own (additionalProperties: false), as far as mcptask can tell: a schema
+// whose other keywords may allow more (patternProperties, allOf, anyOf,
+// oneOf, $ref) is left to the server.
 func schemaClosed(schema any) bool {
 	data, err := json.Marshal(schema)
 	if err != nil {
 		return false
 	}
-	var s struct {
-		Additional json.RawMessage `json:"additionalProperties"`
+	var s map[string]json.RawMessage
+	if json.Unmarshal(data, &s) != nil || string(bytes.TrimSpace(s["additionalProperties"])) != "false" {
+		return false
 	}
-	return json.Unmarshal(data, &s) == nil && string(bytes.TrimSpace(s.Additional)) == "false"
+	for _, k := range []string{"patternProperties", "allOf", "anyOf", "oneOf", "$ref", "unevaluatedProperties", "dependentSchemas", "if"} {
+		if _, ok := s[k]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // typeWords names JSON types for people: "true or false", "a whole
@@ -459,11 +472,31 @@ func choiceList(cs []choice) string {
 }
 
 // sameValue reports whether two decoded JSON values are equal (numbers
-// by value, whatever their Go type).
+// by value, whatever their Go type or spelling: 2 is 2.0).
 func sameValue(a, b any) bool {
+	if x, ok := number(a); ok {
+		y, ok := number(b)
+		return ok && x == y
+	}
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
+
+// number returns v as a float64 when it is a JSON number.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
 }
 
 // clipText cuts s to n bytes on a rune boundary, marking the cut.

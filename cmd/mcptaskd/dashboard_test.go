@@ -197,11 +197,20 @@ func TestDashboardOperators(t *testing.T) {
 	if !strings.Contains(page, `id="rerun"`) || !strings.Contains(page, "completed · tool error") {
 		t.Fatalf("the finished lint's page lacks the re-run button or its tool error")
 	}
-	resp, _ := d.do(http.MethodPost, "/dashboard/tasks/"+lint+"/rerun", url.Values{"csrf": {d.csrf(page)}})
+	nonce := regexp.MustCompile(`name="nonce" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if nonce == nil {
+		t.Fatal("the re-run form has no nonce")
+	}
+	form := url.Values{"csrf": {d.csrf(page)}, "nonce": {nonce[1]}}
+	resp, _ := d.do(http.MethodPost, "/dashboard/tasks/"+lint+"/rerun", form)
 	loc := resp.Header.Get("Location")
 	m := regexp.MustCompile(`tasks/([a-z2-7]+)\?done=rerun:1$`).FindStringSubmatch(loc)
 	if resp.StatusCode != http.StatusSeeOther || m == nil || m[1] == lint {
 		t.Fatalf("run again: %s %q", resp.Status, loc)
+	}
+	// The same form posted again (a double click) starts nothing more.
+	if resp, _ := d.do(http.MethodPost, "/dashboard/tasks/"+lint+"/rerun", form); resp.Header.Get("Location") != loc {
+		t.Errorf("the form posted again: %s %q, want the first re-run %q", resp.Status, resp.Header.Get("Location"), loc)
 	}
 	again := waitTask(t, c, m[1], 30*time.Second, "the re-run done", terminal)
 	if again.Status != "completed" || !strings.Contains(string(again.Result)+string(again.Content), "TODO") {

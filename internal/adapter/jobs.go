@@ -72,13 +72,14 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 
 // RunAgain creates a new task that makes the call of the finished task t
 // again for t's owner, as an operator's re-run: the same tool, arguments
-// and wire, a new idempotency key (key), no _meta of the old call (a new
+// and wire, the idempotency key key (the same key makes a resubmitted
+// re-run return the task it made), no _meta of the old call (a new
 // trace, no host correlation), under the drain switch and the limits, its
 // work running the tool through the server's full request path as a
 // re-run does. A task that has not ended, a tool that does not run as a
-// task, and a task whose latest operation's effect is unknown on the
-// ledger (reconcile it first: running the call again may repeat its
-// effect) are refused with a *RunAgainError.
+// task, and a task with an operation not settled on the ledger (intended,
+// submitted or unknown: reconcile it first, or running the call again may
+// repeat its effect) are refused with a *RunAgainError.
 func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Task, error) {
 	if !t.Status.Terminal() {
 		return nil, &RunAgainError{Reason: "it has not ended"}
@@ -87,12 +88,25 @@ func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Ta
 	if p.Support == Forbidden {
 		return nil, &RunAgainError{Reason: fmt.Sprintf("the tool %q is not a task tool of this server (any more)", t.Tool)}
 	}
-	ops, _, err := c.eng.Operations(ctx, t.Owner, store.OperationQuery{TaskID: t.ID, Limit: 1})
-	if err != nil {
-		return nil, err
-	}
-	if len(ops) > 0 && ops[0].State == task.OpUnknown {
-		return nil, &RunAgainError{Reason: "its effect is unknown on the ledger (operation " + ops[0].Key + "): reconcile it first, or the call may repeat its effect"}
+	// Every operation the task recorded must be settled (confirmed or
+	// rejected): one intended, submitted or unknown may have had its
+	// effect, which running the call again could repeat.
+	q := store.OperationQuery{TaskID: t.ID, Limit: store.MaxOperationLimit}
+	for {
+		ops, next, err := c.eng.Operations(ctx, t.Owner, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range ops {
+			if !o.State.Settled() {
+				return nil, &RunAgainError{Reason: "its effect is not settled on the ledger (operation " + o.Key + " is " + string(o.State) +
+					"): reconcile it first, or the call may repeat its effect"}
+			}
+		}
+		if next == "" {
+			break
+		}
+		q.Cursor = next
 	}
 	var stored mcp.CallToolParamsRaw
 	if err := json.Unmarshal(t.Request, &stored); err != nil {

@@ -199,11 +199,10 @@ func taskID(r *adapter.Request) (task.ID, error) {
 	return adapter.ParseID(p.TaskID)
 }
 
-// getView is what tasks/get reads of a task's payloads: the result only
-// as far as v1.FromTask needs it (a completed task's whose top-level
-// isError may be true: see store.ViewOptions.ToolError), and the input
+// getView is what tasks/get reads of a task's payloads: the input
 // requests, whose keys the follow of a session compares (push.Follow's
-// signature).
+// signature); v1.FromTask tells a tool error from Task.ToolError (the
+// store's tool_error column), without the result.
 var getView = store.ViewOptions{InputRequests: true}
 
 func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
