@@ -57,15 +57,7 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 		return nil, nil, err
 	}
 	ctx, span := c.startCreate(ctx, meta, name, JobWire)
-	t, err = c.create(ctx, c.Requester(ctx, req), name, p, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
-		h := engine.FromContext(ctx)
-		if h == nil {
-			return nil, &task.Error{Code: task.CodeInternalError, Message: "the job runs without its task"}
-		}
-		c.runSpans.Store(h.TaskID(), trace.SpanFromContext(ctx))
-		defer c.runSpans.Delete(h.TaskID())
-		return c.rerun(ctx, &task.Task{ID: h.TaskID(), Request: raw})
-	}))
+	t, err = c.create(ctx, c.Requester(ctx, req), name, p, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, c.storedCallWork(raw)))
 	endCreate(span, t, err)
 	return t, nil, err
 }
@@ -117,15 +109,7 @@ func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Ta
 		return nil, err
 	}
 	ttl := t.TTL
-	nt, err := c.create(ctx, t.Owner, t.Tool, p, raw, t.Wire, &ttl, key, nil, c.traced(nil, t.Tool, firstAttempt, func(ctx context.Context) (json.RawMessage, error) {
-		h := engine.FromContext(ctx)
-		if h == nil {
-			return nil, &task.Error{Code: task.CodeInternalError, Message: "the re-run runs without its task"}
-		}
-		c.runSpans.Store(h.TaskID(), trace.SpanFromContext(ctx))
-		defer c.runSpans.Delete(h.TaskID())
-		return c.rerun(ctx, &task.Task{ID: h.TaskID(), Request: raw})
-	}))
+	nt, err := c.create(ctx, t.Owner, t.Tool, p, raw, t.Wire, &ttl, key, nil, c.traced(nil, t.Tool, firstAttempt, c.storedCallWork(raw)))
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return nil, &RunAgainError{Reason: je.Message}
@@ -138,3 +122,18 @@ func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Ta
 type RunAgainError struct{ Reason string }
 
 func (e *RunAgainError) Error() string { return "the call cannot be run again: " + e.Reason }
+
+// storedCallWork is the work of a task created to make the call raw (a
+// job's, a re-run's): the call through the server's full request path,
+// attached to the task, as a re-run after a crash makes it.
+func (c *Core) storedCallWork(raw json.RawMessage) engine.Work {
+	return func(ctx context.Context) (json.RawMessage, error) {
+		h := engine.FromContext(ctx)
+		if h == nil {
+			return nil, &task.Error{Code: task.CodeInternalError, Message: "the work runs without its task"}
+		}
+		c.runSpans.Store(h.TaskID(), trace.SpanFromContext(ctx))
+		defer c.runSpans.Delete(h.TaskID())
+		return c.rerun(ctx, &task.Task{ID: h.TaskID(), Request: raw})
+	}
+}

@@ -41,21 +41,7 @@ func TestBrowsePlans(t *testing.T) {
 		} else {
 			args = append(args, 51)
 		}
-		rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		return strings.Join(plan, "; ")
+		return queryPlan(t, s, query, args...)
 	}
 	_, c, err := s.Browse(t.Context(), store.BrowseQuery{Limit: 5})
 	if err != nil {
@@ -101,24 +87,7 @@ func BenchmarkBrowse100k(b *testing.B) {
 func TestToolErrorPlans(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "tasks.db"))
 	loadTasks(t, s, storetest.BrowseTasks(2000))
-	explain := func(query string, args ...any) string {
-		t.Helper()
-		rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		return strings.Join(plan, "; ")
-	}
+	explain := func(query string, args ...any) string { t.Helper(); return queryPlan(t, s, query, args...) }
 	for _, q := range []store.BrowseQuery{{}, {Tool: "tool-1"}, {Owner: "user-1"}} {
 		where, args, err := s.browseWhere(q, false)
 		if err != nil {
@@ -143,4 +112,25 @@ func TestToolErrorPlans(t *testing.T) {
 			t.Errorf("listing of the tool errors under %+v: plan %q; want tasks_tool_errors, without sorting", q, p)
 		}
 	}
+}
+
+// queryPlan returns SQLite's plan of query with args, its steps joined by
+// "; ".
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "; ")
 }

@@ -24,21 +24,7 @@ func TestQueueHeadPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := s.wdb.Query("EXPLAIN QUERY PLAN "+queueHeadSQL, "deploys", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	p := strings.Join(plan, "\n")
+	p := queryPlan(t, s, queueHeadSQL, "deploys", 5)
 	if strings.Contains(p, "SCAN tasks") || strings.Contains(p, "SCAN t ") || strings.Contains(p, "SCAN u") || !strings.Contains(p, "tasks_queue_owner") {
 		t.Errorf("the queue head's plan scans tasks or misses tasks_queue_owner:\n%s", p)
 	}

@@ -185,21 +185,7 @@ func TestPragmasAndSchema(t *testing.T) {
 		{countActiveSQL, []any{"alice", int64(5)}, "SEARCH tasks USING INDEX tasks_owner_active (owner=?)"},
 		{heartbeatSQL, []any{int64(5), "id", "engine-1"}, "(id=?)"},
 	} {
-		rows, err := s.wdb.Query("EXPLAIN QUERY PLAN "+c.query, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		if p := strings.Join(plan, "; "); !strings.Contains(p, c.index) || strings.Contains(p, "TEMP B-TREE") {
+		if p := queryPlan(t, s, c.query, c.args...); !strings.Contains(p, c.index) || strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("plan of %q = %q, want a use of %s without sorting", c.query, p, c.index)
 		}
 	}
