@@ -32,6 +32,7 @@ var migrations = []migration{
 	{"the queue index by owner, for turns between owners", migrateV8},
 	{"host correlation keys of tasks and operations", migrateV9},
 	{"tool errors and the start of a task's work", migrateV10},
+	{"event logs and the webhook outbox", migrateV11},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -367,6 +368,91 @@ func backfillToolErrors(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return nil
+}
+
+// schemaV11 keeps the requesters' event logs (store.Events) and the
+// webhook outbox. A status event is appended by a trigger on the task
+// history, so in the transaction of every status change on every write
+// path; every event queues, by a trigger too, a delivery per matching
+// webhook subscription. The event's seq is its position (the single
+// writer commits in seq order); events_floor in meta is the newest seq
+// pruned, so that a reader behind it learns it missed some.
+const schemaV11 = `
+CREATE TABLE events (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	owner   TEXT    NOT NULL,
+	task_id TEXT    NOT NULL,
+	tool    TEXT    NOT NULL,
+	kind    TEXT    NOT NULL,
+	at_ms   INTEGER NOT NULL,
+	status  TEXT    NOT NULL DEFAULT '',
+	outcome TEXT    NOT NULL DEFAULT '',
+	stream  TEXT    NOT NULL DEFAULT '',
+	text    TEXT    NOT NULL DEFAULT '',
+	data    TEXT
+);
+CREATE INDEX events_owner ON events (owner, seq);
+CREATE INDEX events_at ON events (at_ms);
+CREATE TRIGGER task_events_publish AFTER INSERT ON task_events
+WHEN new.kind IN ('created', 'status') BEGIN
+	INSERT INTO events (owner, task_id, tool, kind, at_ms, status, outcome, text)
+	SELECT t.owner, t.id, t.tool, 'status', new.at_ms, new.to_status,
+		CASE new.to_status WHEN 'completed' THEN CASE WHEN t.tool_error = 1 THEN 'tool_error' ELSE 'ok' END
+			WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE '' END,
+		new.message
+	FROM tasks t WHERE t.id = new.task_id;
+END;
+CREATE TABLE event_subscriptions (
+	id              TEXT    NOT NULL PRIMARY KEY,
+	owner           TEXT    NOT NULL,
+	name            TEXT    NOT NULL,
+	args            TEXT    NOT NULL,
+	kind            TEXT    NOT NULL,
+	task_id         TEXT    NOT NULL,
+	tool            TEXT    NOT NULL,
+	url             TEXT    NOT NULL,
+	secret          TEXT    NOT NULL,
+	old_secret      TEXT    NOT NULL,
+	old_until_ms    INTEGER NOT NULL,
+	expires_ms      INTEGER NOT NULL,
+	created_ms      INTEGER NOT NULL,
+	refreshed_ms    INTEGER NOT NULL,
+	active          INTEGER NOT NULL,
+	last_delivery_ms INTEGER NOT NULL DEFAULT 0,
+	last_error      TEXT    NOT NULL DEFAULT '',
+	failed_since_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX event_subscriptions_owner ON event_subscriptions (owner, kind);
+CREATE TABLE event_deliveries (
+	sub_id         TEXT    NOT NULL,
+	event_seq      INTEGER NOT NULL,
+	state          TEXT    NOT NULL DEFAULT 'pending',
+	attempts       INTEGER NOT NULL DEFAULT 0,
+	next_at_ms     INTEGER NOT NULL,
+	lease_until_ms INTEGER NOT NULL DEFAULT 0,
+	created_ms     INTEGER NOT NULL,
+	last_error     TEXT    NOT NULL DEFAULT '',
+	done_at_ms     INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (sub_id, event_seq)
+) WITHOUT ROWID;
+CREATE INDEX event_deliveries_due ON event_deliveries (next_at_ms) WHERE state = 'pending';
+CREATE INDEX event_deliveries_dead ON event_deliveries (done_at_ms) WHERE state = 'dead';
+CREATE TRIGGER events_fan_out AFTER INSERT ON events BEGIN
+	INSERT INTO event_deliveries (sub_id, event_seq, next_at_ms, created_ms)
+	SELECT s.id, new.seq, new.at_ms, new.at_ms FROM event_subscriptions s
+	WHERE s.owner = new.owner AND s.kind = new.kind
+		AND (s.task_id = '' OR s.task_id = new.task_id) AND (s.tool = '' OR s.tool = new.tool)
+		AND (s.expires_ms = 0 OR s.expires_ms > new.at_ms);
+END;
+CREATE TRIGGER event_subscriptions_delete AFTER DELETE ON event_subscriptions BEGIN
+	DELETE FROM event_deliveries WHERE sub_id = old.id;
+END;
+INSERT INTO meta (key, value) VALUES ('events_floor', 0);
+`
+
+func migrateV11(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV11)
+	return err
 }
 
 // migrate brings the database to the latest schema version in one write transaction, so

@@ -91,6 +91,7 @@ func Run(t *testing.T, b Backend) {
 		{"History", s.runHistory},
 		{"View", s.runView},
 		{"Correlation", s.runCorrelation},
+		{"Events", s.runEvents},
 	} {
 		t.Run(area.name, area.run)
 	}
