@@ -307,9 +307,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 			return err
 		}
 		type claimed struct {
-			sub              string
-			seq, created     int64
-			attempts         int
+			sub          string
+			seq, created int64
+			attempts     int
 		}
 		var cs []claimed
 		for rows.Next() {
