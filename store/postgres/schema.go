@@ -42,6 +42,7 @@ var migrations = []migration{
 	{"the queue index by owner, for turns between owners", migrateV8},
 	{"host correlation keys of tasks and operations", migrateV9},
 	{"tool errors and the start of a task's work", migrateV10},
+	{"event logs and the webhook outbox", migrateV11},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -353,6 +354,102 @@ func migrateV10(ctx context.Context, tx pgx.Tx, m *migrator) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %[1]s.tasks SET tool_error = true WHERE id = ANY($1)`, m.quoted), ids)
+	return err
+}
+
+// schemaV11 keeps the requesters' event logs (store.Events) and the
+// webhook outbox, as the SQLite backend does: a status event is appended
+// by a trigger on the task history (so in the transaction of every status
+// change, on every write path), and every event queues, by a trigger too,
+// a delivery per matching webhook subscription. An event's position is
+// (tx, seq): tx is the writing transaction's ID, so that a reader that
+// reads only the events of transactions older than every one still
+// running (pg_snapshot_xmin) reads a prefix that later commits never
+// extend before. meta's events_floor is the newest position pruned.
+const schemaV11 = `
+CREATE TABLE %[1]s.events (
+	seq     bigserial NOT NULL PRIMARY KEY,
+	tx      xid8      NOT NULL DEFAULT pg_current_xact_id(),
+	owner   text      NOT NULL,
+	task_id text      COLLATE "C" NOT NULL,
+	tool    text      NOT NULL,
+	kind    text      NOT NULL,
+	at_ms   bigint    NOT NULL,
+	status  text      NOT NULL DEFAULT '',
+	outcome text      NOT NULL DEFAULT '',
+	stream  text      NOT NULL DEFAULT '',
+	text    text      NOT NULL DEFAULT '',
+	data    text
+);
+CREATE INDEX events_owner ON %[1]s.events (owner, tx, seq);
+CREATE INDEX events_at ON %[1]s.events (at_ms);
+CREATE FUNCTION %[1]s.task_events_publish() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO %[1]s.events (owner, task_id, tool, kind, at_ms, status, outcome, text)
+	SELECT t.owner, t.id, t.tool, 'status', NEW.at_ms, NEW.to_status,
+		CASE NEW.to_status WHEN 'completed' THEN CASE WHEN t.tool_error THEN 'tool_error' ELSE 'ok' END
+			WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled' ELSE '' END,
+		NEW.message
+	FROM %[1]s.tasks t WHERE t.id = NEW.task_id;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER task_events_publish AFTER INSERT ON %[1]s.task_events
+	FOR EACH ROW WHEN (NEW.kind IN ('created', 'status')) EXECUTE FUNCTION %[1]s.task_events_publish();
+CREATE TABLE %[1]s.event_subscriptions (
+	id               text    COLLATE "C" NOT NULL PRIMARY KEY,
+	owner            text    NOT NULL,
+	name             text    NOT NULL,
+	args             text    NOT NULL,
+	kind             text    NOT NULL,
+	task_id          text    NOT NULL,
+	tool             text    NOT NULL,
+	url              text    NOT NULL,
+	secret           text    NOT NULL,
+	old_secret       text    NOT NULL,
+	old_until_ms     bigint  NOT NULL,
+	expires_ms       bigint  NOT NULL,
+	created_ms       bigint  NOT NULL,
+	refreshed_ms     bigint  NOT NULL,
+	active           boolean NOT NULL,
+	last_delivery_ms bigint  NOT NULL DEFAULT 0,
+	last_error       text    NOT NULL DEFAULT '',
+	failed_since_ms  bigint  NOT NULL DEFAULT 0,
+	catchup_after    text,
+	catchup_until    xid8
+);
+CREATE INDEX event_subscriptions_owner ON %[1]s.event_subscriptions (owner, kind);
+CREATE TABLE %[1]s.event_deliveries (
+	sub_id         text   COLLATE "C" NOT NULL REFERENCES %[1]s.event_subscriptions (id) ON DELETE CASCADE,
+	event_seq      bigint NOT NULL,
+	event_tx       xid8   NOT NULL,
+	state          text   NOT NULL DEFAULT 'pending',
+	attempts       int    NOT NULL DEFAULT 0,
+	next_at_ms     bigint NOT NULL,
+	lease_until_ms bigint NOT NULL DEFAULT 0,
+	created_ms     bigint NOT NULL,
+	last_error     text   NOT NULL DEFAULT '',
+	done_at_ms     bigint NOT NULL DEFAULT 0,
+	PRIMARY KEY (sub_id, event_seq)
+);
+CREATE INDEX event_deliveries_due ON %[1]s.event_deliveries (next_at_ms) WHERE state = 'pending';
+CREATE INDEX event_deliveries_dead ON %[1]s.event_deliveries (done_at_ms) WHERE state = 'dead';
+CREATE INDEX event_deliveries_event ON %[1]s.event_deliveries (event_seq);
+CREATE FUNCTION %[1]s.events_fan_out() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO %[1]s.event_deliveries (sub_id, event_seq, event_tx, next_at_ms, created_ms)
+	SELECT s.id, NEW.seq, NEW.tx, NEW.at_ms, NEW.at_ms FROM %[1]s.event_subscriptions s
+	WHERE s.owner = NEW.owner AND s.kind = NEW.kind
+		AND (s.task_id = '' OR s.task_id = NEW.task_id) AND (s.tool = '' OR s.tool = NEW.tool)
+		AND (s.expires_ms = 0 OR s.expires_ms > NEW.at_ms);
+	RETURN NULL;
+END $$;
+CREATE TRIGGER events_fan_out AFTER INSERT ON %[1]s.events
+	FOR EACH ROW EXECUTE FUNCTION %[1]s.events_fan_out();
+INSERT INTO %[1]s.meta (key, value) VALUES ('events_floor', '0.0');
+`
+
+func migrateV11(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV11, m.quoted))
 	return err
 }
 
