@@ -180,6 +180,9 @@ type Server struct {
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
+	// outputSchemas holds the resolved OutputSchema of each tool
+	// (*resolvedSchema), resolved at its first Emit.
+	outputSchemas sync.Map
 	started bool
 	drain   DrainState // as last set, for Draining
 
@@ -233,6 +236,8 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Cancel:         s.cancelWork,
 		WorkOf:         s.core.WorkOf,
 		Hold:           s.queueHeld,
+		PublishLog:     s.publishLog,
+		CheckEmit:      s.checkEmit,
 		TracerProvider: o.TracerProvider,
 	}); err != nil {
 		return nil, fmt.Errorf("mcptask: %w", err)

@@ -30,6 +30,19 @@ func FromContext(ctx context.Context) *Task {
 	return &Task{h: h}
 }
 
+// Emit publishes v, marshalled as JSON, as an intermediate result of the
+// task: an output event its requester reads with events/poll,
+// events/stream or a webhook subscription (the task's eventSource), in
+// order with the task's other events. It is durable when Emit returns. A
+// tool with an OutputSchema has v checked against it first.
+func (t *Task) Emit(ctx context.Context, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("mcptask: Emit: %w", err)
+	}
+	return t.h.Emit(ctx, data)
+}
+
 // ID returns the task's ID.
 func (t *Task) ID() string { return string(t.h.TaskID()) }
 

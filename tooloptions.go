@@ -1,6 +1,7 @@
 package mcptask
 
 import (
+	"github.com/google/jsonschema-go/jsonschema"
 	"context"
 	"time"
 
@@ -106,6 +107,17 @@ type ToolOptions struct {
 	// empty means a queue of the tool's own, named after it. Tools
 	// sharing a queue must give it the same MaxConcurrent.
 	Queue string
+	// OutputSchema, if set, describes the intermediate results the
+	// tool's handler emits with [Task.Emit]: Emit refuses a value that
+	// does not conform, and the tool gets an event type of its own,
+	// "<tool>.output" (wire/events.ToolOutputType), whose events carry
+	// values of this schema (see docs/events.md).
+	OutputSchema *jsonschema.Schema
+	// PublishLog names the streams of the tool's task logs ("stdout",
+	// "stderr", "job", "log", ...; "*" for all) whose lines are also
+	// published as output events, for the hosts that follow a task's
+	// events (events/poll, events/stream, webhooks).
+	PublishLog []string
 	// MaxTTL, if positive, caps the retention of the tool's tasks below
 	// the server's maximum (e.g. a tool whose results hold sensitive
 	// data): a client asking for more gets MaxTTL.

@@ -251,3 +251,55 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	}
 	return p
 }
+
+// publishLog is the engine's Hooks.PublishLog: the tool's
+// ToolOptions.PublishLog.
+func (s *Server) publishLog(tool string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tools[tool].PublishLog
+}
+
+// checkEmit is the engine's Hooks.CheckEmit: a value a task of tool
+// emits must conform to the tool's OutputSchema, if it has one.
+func (s *Server) checkEmit(tool string, data json.RawMessage) error {
+	s.mu.RLock()
+	schema := s.tools[tool].OutputSchema
+	s.mu.RUnlock()
+	if schema == nil {
+		return nil
+	}
+	rs, err := s.resolvedOutput(tool, schema)
+	if err != nil {
+		return fmt.Errorf("mcptask: the output schema of tool %q: %w", tool, err)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("mcptask: Emit: %w", err)
+	}
+	if err := rs.Validate(v); err != nil {
+		return fmt.Errorf("mcptask: Emit: the value does not conform to the output schema of tool %q: %w", tool, err)
+	}
+	return nil
+}
+
+// resolvedOutput returns schema resolved, once per tool.
+func (s *Server) resolvedOutput(tool string, schema *jsonschema.Schema) (*jsonschema.Resolved, error) {
+	if v, ok := s.outputSchemas.Load(tool); ok {
+		if r := v.(*resolvedSchema); r.schema == schema {
+			return r.resolved, nil
+		}
+	}
+	rs, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	s.outputSchemas.Store(tool, &resolvedSchema{schema: schema, resolved: rs})
+	return rs, nil
+}
+
+// resolvedSchema is a tool's OutputSchema and its resolution.
+type resolvedSchema struct {
+	schema   *jsonschema.Schema
+	resolved *jsonschema.Resolved
+}

@@ -179,7 +179,7 @@ func (e *Engine) register(parent context.Context, t *task.Task) (r *run, stopOnS
 // newRun returns a run of t that nothing reaches yet (see register).
 func (e *Engine) newRun(parent context.Context, t *task.Task) (r *run, stopOnShutdown func() bool) {
 	ctx, cancel := context.WithCancelCause(parent)
-	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{}), logs: e.newLogBuffer(t.ID), recorded: make(chan struct{})}
+	r = &run{id: t.ID, tool: t.Tool, ctx: ctx, cancel: cancel, wake: make(chan struct{}), refDone: make(chan struct{}), logs: e.newLogBuffer(t.ID, t.Tool), recorded: make(chan struct{})}
 	if r.logs != nil {
 		r.logs.run = r
 	}

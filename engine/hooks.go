@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 
@@ -54,6 +55,13 @@ type Hooks struct {
 	// refusal, and the canceller gets a *[CancelRefusedError]. It runs
 	// within [CancelTimeout].
 	Cancel func(ctx context.Context, t *task.Task) error
+	// PublishLog, if set, names the streams of a tool's task logs whose
+	// lines are published as output events too (see store.Events), in
+	// the transaction that writes them; "*" names every stream.
+	PublishLog func(tool string) []string
+	// CheckEmit, if set, checks a value a task of tool emits
+	// ([Handle.Emit]): an error refuses it.
+	CheckEmit func(tool string, data json.RawMessage) error
 	// TracerProvider, if set, receives an OpenTelemetry span for the
 	// engine's store operations (mcptask.store.<op>, see
 	// docs/tracing.md): those made for a request or a task's work when

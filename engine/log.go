@@ -90,8 +90,8 @@ func (h *Handle) FlushLog() {
 	}
 }
 
-// newLogBuffer returns the log buffer of a run of task id.
-func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
+// newLogBuffer returns the log buffer of a run of task id, of tool.
+func (e *Engine) newLogBuffer(id task.ID, tool string) *logBuffer {
 	l := e.store
 	lim := e.logLimits()
 	// What waits in memory is bounded tighter than the log: a program
@@ -101,7 +101,11 @@ func (e *Engine) newLogBuffer(id task.ID) *logBuffer {
 	mem := store.LogLimits{MaxLines: min(lim.MaxLines, maxLogBufferFlushes*e.opts.LogFlushLines),
 		MaxBytes: min(lim.MaxBytes, maxLogBufferBytes), MaxLineBytes: lim.MaxLineBytes}
 	mem.MaxLineBytes = min(mem.MaxLineBytes, mem.MaxBytes)
-	return &logBuffer{e: e, l: l, id: id, lim: lim, mem: mem}
+	var publish []string
+	if e.hooks.PublishLog != nil {
+		publish = e.hooks.PublishLog(tool)
+	}
+	return &logBuffer{e: e, l: l, id: id, lim: lim, mem: mem, publish: publish}
 }
 
 // The bounds of the lines that wait in memory for a write, per task: at
@@ -124,6 +128,8 @@ type logBuffer struct {
 	id  task.ID
 	lim store.LogLimits // the log's caps, for the store
 	mem store.LogLimits // what may wait in memory
+	// publish names the streams whose lines are output events too.
+	publish []string
 
 	mu      sync.Mutex
 	text    []byte        // the texts of lines[head:], from text[lines[head].off]
@@ -221,7 +227,7 @@ func (b *logBuffer) schedule() {
 func (b *logBuffer) take() store.LogBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	batch := store.LogBatch{Skipped: b.skipped, Limits: b.lim}
+	batch := store.LogBatch{Skipped: b.skipped, Limits: b.lim, Publish: b.publish}
 	if n := len(b.lines) - b.head; n > 0 {
 		base := b.lines[b.head].off
 		all := string(b.text[base:])

@@ -63,6 +63,20 @@ type LogBatch struct {
 	Skipped int64
 	// Limits caps the log; zero fields mean their defaults.
 	Limits LogLimits
+	// Publish names the streams whose lines are also appended as output
+	// events (see [Events]), in the same transaction; "*" names every
+	// stream.
+	Publish []string
+}
+
+// Publishes reports whether b publishes the lines of stream.
+func (b LogBatch) Publishes(stream string) bool {
+	for _, p := range b.Publish {
+		if p == "*" || p == stream {
+			return true
+		}
+	}
+	return false
 }
 
 // LogPage is what ReadLog returns.

@@ -70,6 +70,7 @@ type Store interface {
 	Pinger
 	ErrorClassifier
 	Systemer
+	Events
 
 	// Create durably inserts t, under the conditions of opts (see
 	// [CreateOptions]; the zero value sets none). It returns ErrExists if

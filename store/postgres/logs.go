@@ -85,6 +85,13 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) (er
 		if _, err := tx.Exec(ctx, s.opSQL(logInsertSQL), string(id), seqs, ats, streams, texts); err != nil {
 			return fmt.Errorf("postgres store: append to the log of %s: %w", id, err)
 		}
+		for _, l := range lines {
+			if b.Publishes(l.Stream) {
+				if _, err := tx.Exec(ctx, s.opSQL(eventsAppendSQL), l.Time.UnixMilli(), l.Stream, l.Text, nil, string(id)); err != nil {
+					return fmt.Errorf("postgres store: publish the log of %s: %w", id, err)
+				}
+			}
+		}
 	}
 	if h.lines > int64(lim.MaxLines) || h.bytes > int64(lim.MaxBytes) {
 		if err := s.trimLog(ctx, tx, id, &h, lim); err != nil {

@@ -62,6 +62,11 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 			for _, l := range lines {
 				h.lines++
 				h.bytes += int64(len(l.Text))
+				if b.Publishes(l.Stream) {
+					if _, err := tx.Exec(eventsAppendSQL, l.Time.UnixMilli(), l.Stream, l.Text, nil, string(id)); err != nil {
+						return nil, fmt.Errorf("sqlite store: publish the log of %s: %w", id, err)
+					}
+				}
 			}
 		}
 		if h.lines > int64(lim.MaxLines) || h.bytes > int64(lim.MaxBytes) {
