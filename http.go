@@ -42,6 +42,7 @@ func (s *Server) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 		FastLane: s.fastLane,
 		Tasks:    edgeTasks{s},
 		Options:  opts,
+		Events:   s.serveEventStream,
 	})
 }
 

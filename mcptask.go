@@ -85,6 +85,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
 	"github.com/mcptask/mcptask/internal/adapter/wire2026"
+	"github.com/mcptask/mcptask/internal/delivery"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -153,6 +154,10 @@ type Options struct {
 	// task.MaxCorrelationKeys keys of at most task.MaxCorrelationKey
 	// bytes each (New refuses more).
 	CorrelationKeys []string
+	// Events configures the MCP Events the server serves: task status
+	// and output events by events/poll and events/stream, and by
+	// webhook when Events.Webhooks is set (docs/events.md).
+	Events Events
 }
 
 // DefaultCorrelationKeys returns the host correlation keys a server reads
@@ -182,12 +187,20 @@ type Server struct {
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
 	// outputSchemas holds the resolved OutputSchema of each tool
 	// (*resolvedSchema), resolved at its first Emit.
-	outputSchemas sync.Map
-	started bool
-	drain   DrainState // as last set, for Draining
+	resolvedOutputs sync.Map
+	started       bool
+	drain         DrainState // as last set, for Draining
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// deliverer sends webhook deliveries and applies the events'
+	// retention; stopEvents ends it (set by Start).
+	deliverer  *delivery.Service
+	stopEvents func()
+	// streamsCtx ends the events/stream streams (CloseStreams).
+	streamsCtx    context.Context
+	cancelStreams context.CancelFunc
 }
 
 // New installs tasks on srv, backed by eng: the receiving middleware that
@@ -248,6 +261,11 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := s.addMethods(); err != nil {
 		return nil, err
 	}
+	s.streamsCtx, s.cancelStreams = context.WithCancel(context.Background())
+	s.setupEvents(o.Events)
+	if err := s.addEventsMethods(); err != nil {
+		return nil, err
+	}
 	// The task logs: a resource of each task, read by its owner only.
 	srv.AddResourceTemplate(adapter.LogTemplate(), s.core.ReadLogResource)
 	if o.ResultLinkBytes > 0 {
@@ -302,7 +320,11 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("mcptask: %w", err)
 		}
 	}
-	return s.eng.Run(ctx)
+	if err := s.eng.Run(ctx); err != nil {
+		return err
+	}
+	s.startEvents()
+	return nil
 }
 
 // Close shuts the engine down ([engine.Engine.Shutdown]): no new task is
@@ -314,6 +336,9 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.CloseStreams()
+		if s.stopEvents != nil {
+			s.stopEvents()
+		}
 		s.closeErr = s.eng.Shutdown(ctx)
 	})
 	return s.closeErr
@@ -325,6 +350,7 @@ func (s *Server) Close(ctx context.Context) error {
 // active requests, these included: register it with RegisterOnShutdown.
 // [Server.Close] calls it too.
 func (s *Server) CloseStreams() {
+	s.cancelStreams()
 	s.w26.Close()
 	s.w25.Close()
 }

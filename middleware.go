@@ -3,6 +3,7 @@ package mcptask
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/httpedge"
@@ -42,6 +43,10 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if res, err, ok := s.core.RunAttached(ctx, next, method, req); ok {
 				return res, err
 			}
+		}
+		if strings.HasPrefix(method, "events/") {
+			// The events/* handlers read the request (its requester).
+			return next(context.WithValue(ctx, eventsReqKey{}, req), method, req)
 		}
 		h := s.wireOf(method, req).Table()[method]
 		if h == nil {

@@ -285,7 +285,7 @@ func (s *Server) checkEmit(tool string, data json.RawMessage) error {
 
 // resolvedOutput returns schema resolved, once per tool.
 func (s *Server) resolvedOutput(tool string, schema *jsonschema.Schema) (*jsonschema.Resolved, error) {
-	if v, ok := s.outputSchemas.Load(tool); ok {
+	if v, ok := s.resolvedOutputs.Load(tool); ok {
 		if r := v.(*resolvedSchema); r.schema == schema {
 			return r.resolved, nil
 		}
@@ -294,7 +294,7 @@ func (s *Server) resolvedOutput(tool string, schema *jsonschema.Schema) (*jsonsc
 	if err != nil {
 		return nil, err
 	}
-	s.outputSchemas.Store(tool, &resolvedSchema{schema: schema, resolved: rs})
+	s.resolvedOutputs.Store(tool, &resolvedSchema{schema: schema, resolved: rs})
 	return rs, nil
 }
 

@@ -206,6 +206,10 @@ type Core struct {
 	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
 
 	corrKeys []string // Config.CorrelationKeys
+
+	events *eventsState // SetEvents
+	// defaultOwner: owner is DefaultOwner.
+	defaultOwner bool
 }
 
 // Drain is the drain switch: new tasks of every tool (All) or of the
@@ -272,7 +276,7 @@ func NewCore(cfg Config) *Core {
 	}
 	c.tp, c.tracer = tp, tp.Tracer(tracing.TracerName)
 	if c.owner == nil {
-		c.owner = DefaultOwner
+		c.owner, c.defaultOwner = DefaultOwner, true
 	}
 	if c.tool == nil {
 		c.tool = func(string) ToolPolicy { return ToolPolicy{Support: Forbidden} }
@@ -299,7 +303,21 @@ func (c *Core) Tool(name string) ToolPolicy {
 
 // Requester returns the requester a request acts for.
 func (c *Core) Requester(ctx context.Context, req mcp.Request) task.Owner {
+	if o, ok := ctx.Value(sessionOwnerKey{}).(task.Owner); ok && c.defaultOwner {
+		return o
+	}
 	return c.owner(ctx, req)
+}
+
+type sessionOwnerKey struct{}
+
+// WithSessionRequester returns ctx for a request of the 2025-11-25
+// session sid served outside the go-sdk (no session at hand): without a
+// bearer token, its requester is the session's anonymous one, as
+// DefaultOwner would say (a server with an Owner function decides
+// itself).
+func WithSessionRequester(ctx context.Context, sid string) context.Context {
+	return context.WithValue(ctx, sessionOwnerKey{}, task.AnonymousOwner(sid))
 }
 
 // DefaultOwner is the requester of a request when the server sets no

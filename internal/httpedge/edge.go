@@ -74,6 +74,10 @@ type Config struct {
 	// Options configures both go-sdk handlers (nil means defaults);
 	// Stateless is set per handler.
 	Options *mcp.StreamableHTTPOptions
+	// Events, if set, serves an events/stream POST (its body read
+	// whole) of either wire as a server-sent event stream, and reports
+	// whether it did.
+	Events func(w http.ResponseWriter, r *http.Request, body []byte) bool
 }
 
 // Handler is the edge: an http.Handler that sends each request to the
@@ -85,6 +89,8 @@ type Handler struct {
 	// fast answers tasks requests without the go-sdk (lane.go); nil when
 	// off.
 	fast *fastLane
+	// events serves events/stream POSTs (Config.Events).
+	events func(w http.ResponseWriter, r *http.Request, body []byte) bool
 }
 
 // New returns the edge of c.
@@ -106,6 +112,7 @@ func New(c Config) *Handler {
 		v25:       c.V2025,
 		stateful:  mcp.NewStreamableHTTPHandler(get, &stateful),
 		stateless: slow,
+		events:    c.Events,
 	}
 	if c.FastLane {
 		h.fast = newFastLane(c.Tasks, c.V2026, c.V2025, stateless, slow)
@@ -149,6 +156,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if refuseMetaVersion(w, r, body) {
 				return
 			}
+			if h.events != nil && body != nil && bytes.Contains(body, []byte(`"events/stream"`)) && h.events(w, r, body) {
+				return
+			}
 			if ls != nil && sid != "" && body != nil && h.fast.serve25(w, r, sid, body) {
 				return
 			}
@@ -183,10 +193,13 @@ func (h *Handler) serveStateless(w http.ResponseWriter, r *http.Request) {
 	if h.fast != nil && h.fast.serve(w, r) {
 		return
 	}
-	if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Body != nil && (m == "" || m == wire.MethodSubscriptionsListen) {
+	if m := r.Header.Get("Mcp-Method"); r.Method == http.MethodPost && r.Body != nil && (m == "" || m == wire.MethodSubscriptionsListen || m == "events/stream") {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 		if err == nil && bytes.Contains(body, []byte(`"taskIds"`)) && h.v2026.ServeListen(w, r, body, h.stateless) {
+			return
+		}
+		if err == nil && h.events != nil && bytes.Contains(body, []byte(`"events/stream"`)) && h.events(w, r, body) {
 			return
 		}
 	}

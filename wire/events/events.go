@@ -92,12 +92,13 @@ type EventType struct {
 
 // ListParams are the params of events/list.
 type ListParams struct {
-	Meta   mcp.Meta `json:"_meta,omitempty"`
-	Cursor string   `json:"cursor,omitempty"`
+	mcp.ParamsBase
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // ListResult is the result of events/list.
 type ListResult struct {
+	mcp.ResultBase
 	Events     []EventType `json:"events"`
 	NextCursor string      `json:"nextCursor,omitempty"`
 }
@@ -117,7 +118,7 @@ type Occurrence struct {
 // PollParams are the params of events/poll (and, without MaxEvents, of
 // events/stream).
 type PollParams struct {
-	Meta      mcp.Meta        `json:"_meta,omitempty"`
+	mcp.ParamsBase
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Cursor    *string         `json:"cursor"`
@@ -127,6 +128,7 @@ type PollParams struct {
 
 // PollResult is the result of events/poll.
 type PollResult struct {
+	mcp.ResultBase
 	Events     []Occurrence `json:"events"`
 	Cursor     *string      `json:"cursor"`
 	Truncated  bool         `json:"truncated"`
@@ -144,7 +146,7 @@ type Delivery struct {
 // SubscribeParams are the params of events/subscribe. TTLMs absent means
 // the server's default, null asks for no expiry.
 type SubscribeParams struct {
-	Meta      mcp.Meta        `json:"_meta,omitempty"`
+	mcp.ParamsBase
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Delivery  Delivery        `json:"delivery"`
@@ -164,6 +166,7 @@ type DeliveryStatus struct {
 // SubscribeResult is the result of events/subscribe. RefreshBefore is
 // null for no expiry.
 type SubscribeResult struct {
+	mcp.ResultBase
 	ID             string          `json:"id"`
 	RefreshBefore  *string         `json:"refreshBefore"`
 	Truncated      bool            `json:"truncated"`
@@ -172,10 +175,16 @@ type SubscribeResult struct {
 
 // UnsubscribeParams are the params of events/unsubscribe.
 type UnsubscribeParams struct {
-	Meta      mcp.Meta        `json:"_meta,omitempty"`
+	mcp.ParamsBase
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Delivery  Delivery        `json:"delivery"`
+}
+
+// EmptyResult is the result of events/unsubscribe and the final frame of
+// an events/stream (StreamEventsResult).
+type EmptyResult struct {
+	mcp.ResultBase
 }
 
 // TaskEventSource is the eventSource of a CreateTaskResult (the draft

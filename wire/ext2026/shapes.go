@@ -2,6 +2,7 @@ package ext2026
 
 import (
 	"encoding/json"
+	"github.com/mcptask/mcptask/wire/events"
 	"time"
 
 	"github.com/mcptask/mcptask/task"
@@ -45,6 +46,9 @@ type CreateTaskResult struct {
 	mcp.ResultBase
 	ResultType string `json:"resultType"`
 	TaskFields
+	// EventSource links the task to its output events (the draft Task
+	// Event Sources), only for a client that declared Events.
+	EventSource *events.TaskEventSource `json:"eventSource,omitempty"`
 }
 
 // GetTaskResult is the answer to tasks/get: the task with its outcome or

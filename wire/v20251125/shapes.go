@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/mcptask/mcptask/wire/events"
 	"math"
 	"time"
 
@@ -63,6 +64,9 @@ func isToolError(result json.RawMessage) bool { return task.ToolError(result) }
 type CreateTaskResult struct {
 	mcp.ResultBase
 	Task Task `json:"task"`
+	// EventSource links the task to its output events (the draft Task
+	// Event Sources), only for a client that declared Events.
+	EventSource *events.TaskEventSource `json:"eventSource,omitempty"`
 }
 
 // TaskResult answers tasks/get and tasks/cancel: the task's fields, flat.

@@ -3,6 +3,7 @@ package wire2025
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/mcptask/mcptask/internal/push"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/events"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -88,7 +90,59 @@ func (c *conn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			req.Params = params
 		}
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == events.MethodStream && req.ID.IsValid() {
+		// The stream's notifications name its request: the ID rides in
+		// a private _meta key, which the go-sdk's handler cannot see
+		// otherwise.
+		req.Params = withStreamID(req.Params, req.ID.Raw())
+	}
 	return msg, nil
+}
+
+// withStreamID returns params with _meta[MetaStreamID] set to id.
+func withStreamID(params json.RawMessage, id any) json.RawMessage {
+	m := map[string]any{}
+	if len(params) > 0 && json.Unmarshal(params, &m) != nil {
+		return params
+	}
+	meta, _ := m["_meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[MetaStreamID] = id
+	m["_meta"] = meta
+	out, err := json.Marshal(m)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// MetaStreamID is the private _meta key that carries an events/stream
+// request's JSON-RPC ID to its handler on a stdio connection.
+const MetaStreamID = "io.mcptask/streamRequestId"
+
+// EventNotifier returns the function that writes a notification on the
+// stdio connection of ss (Serve's), waiting for its turn, or nil when ss
+// has none.
+func (w *Wire) EventNotifier(ss *mcp.ServerSession) func(ctx context.Context, method string, params any) error {
+	v, ok := w.conns.Load(ss)
+	if !ok {
+		return nil
+	}
+	c := v.(*conn)
+	return func(ctx context.Context, method string, params any) error {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-c.done:
+			return errors.New("the connection is closed")
+		default:
+		}
+		return c.Write(ctx, &jsonrpc.Request{Method: method, Params: raw})
+	}
 }
 
 func (c *conn) Write(ctx context.Context, msg jsonrpc.Message) error {

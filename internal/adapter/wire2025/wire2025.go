@@ -20,6 +20,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/events"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,12 +97,17 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		// receiver that ignores params.task.
 		return r.Next(ctx, r.Method, r.Req)
 	}
+	source := w.c.PrepareEventSource(ctx, clientCaps(r.Req))
 	t, err := w.c.StartTask(ctx, r, tool, w.Version(), ttl)
 	if err != nil {
 		return nil, err
 	}
 	w.follow(r.Req, t.Owner, t, t)
-	return &v1.CreateTaskResult{Task: v1.FromTask(t)}, nil
+	res := &v1.CreateTaskResult{Task: v1.FromTask(t)}
+	if source != nil {
+		res.EventSource = source(t)
+	}
+	return res, nil
 }
 
 // tasksCapability is the server's tasks capability on this wire.
@@ -127,6 +133,14 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 		caps = map[string]any{}
 	}
 	caps["tasks"] = tasksCapability
+	// MCP Events: the key older clients read, and the extension.
+	caps["events"] = map[string]any{"listChanged": false}
+	exts, _ := caps["extensions"].(map[string]any)
+	if exts == nil {
+		exts = map[string]any{}
+	}
+	exts[events.ExtensionID] = map[string]any{"listChanged": false}
+	caps["extensions"] = exts
 	// This revision has no extensions: the idempotency promise is an
 	// experimental capability here.
 	exp, _ := caps["experimental"].(map[string]any)
@@ -292,4 +306,26 @@ func (w *Wire) list(ctx context.Context, r *adapter.Request) (mcp.Result, error)
 // input is answered during tasks/result.
 func (w *Wire) update(_ context.Context, r *adapter.Request) (mcp.Result, error) {
 	return nil, adapter.MethodNotFound(fmt.Sprintf("%s belongs to the %s tasks extension; on %s, answer the server's requests during tasks/result", r.Method, ext2026.Version, v1.Version))
+}
+
+// clientCaps returns the capabilities the client of req's session
+// declared at initialize, as JSON values (extensions and experimental
+// ones: the go-sdk keeps no other key), nil when unknown.
+func clientCaps(req mcp.Request) map[string]any {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
+		return nil
+	}
+	p := ss.InitializeParams()
+	if p == nil || p.Capabilities == nil {
+		return nil
+	}
+	caps := map[string]any{}
+	if p.Capabilities.Extensions != nil {
+		caps["extensions"] = p.Capabilities.Extensions
+	}
+	if _, ok := p.Capabilities.Experimental[events.ExtensionID]; ok {
+		caps["events"] = map[string]any{}
+	}
+	return caps
 }

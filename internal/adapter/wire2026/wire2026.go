@@ -19,6 +19,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/events"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -93,11 +94,16 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		// could only end with this tool error.
 		return ext2026.Complete(res)
 	}
+	caps, _ := adapter.MetaOf(r.Req)[ext2026.MetaClientCapabilities].(map[string]any)
+	source := w.c.PrepareEventSource(ctx, caps)
 	t, err := w.c.StartTask(ctx, r, tool, w.Version(), nil)
 	if err != nil {
 		return nil, err
 	}
 	res := ext2026.Handle(t)
+	if source != nil {
+		res.EventSource = source(t)
+	}
 	if tool.AwaitExternalRef > 0 {
 		// The answer waited for the work to record what it started
 		// elsewhere: its operation, if it recorded one, is shown too.
@@ -119,7 +125,11 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
 		caps.AddExtension(wire.ExtensionOperations, map[string]any{})
+		caps.AddExtension(events.ExtensionID, map[string]any{"listChanged": false})
 		dr.Capabilities = &caps
+		// The key older Events clients read is no field of the go-sdk's
+		// capabilities: added to the JSON.
+		return adapter.WithEventsCapability(dr)
 	}
 	return res, err
 }
