@@ -423,6 +423,17 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		return nil, ErrClosed
 	}
 	nowMS := now.UnixMilli()
+	// A read first: most wake-ups find nothing due (nor any new
+	// subscription to catch up), and need no write.
+	var due bool
+	if err := s.pool.QueryRow(ctx, s.opSQL(`SELECT EXISTS (SELECT 1 FROM %[1]s.event_deliveries
+			WHERE state = 'pending' AND next_at_ms <= $1 AND lease_until_ms <= $1)
+		OR EXISTS (SELECT 1 FROM %[1]s.event_subscriptions WHERE catchup_until IS NOT NULL)`), nowMS).Scan(&due); err != nil {
+		return nil, fmt.Errorf("postgres store: claim deliveries: %w", err)
+	}
+	if !due {
+		return nil, nil
+	}
 	var out []*store.Delivery
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]

@@ -295,6 +295,15 @@ func (s *Store) DeleteSubscription(ctx context.Context, owner task.Owner, id str
 func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]*store.Delivery, error) {
 	var out []*store.Delivery
 	nowMS := now.UnixMilli()
+	// A read first: most wake-ups find nothing due, and need no write.
+	var due int
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM event_deliveries
+		WHERE state = 'pending' AND next_at_ms <= ? AND lease_until_ms <= ? LIMIT 1)`, nowMS, nowMS).Scan(&due); err != nil {
+		return nil, fmt.Errorf("sqlite store: claim deliveries: %w", err)
+	}
+	if due == 0 {
+		return nil, nil
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.Query(`UPDATE event_deliveries SET lease_until_ms = ?, attempts = attempts + 1
