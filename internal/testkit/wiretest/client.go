@@ -30,6 +30,9 @@ type Client struct {
 	Tasks bool
 	// Header is added to every request.
 	Header http.Header
+	// Events, if true, declares the MCP Events extension in every
+	// request's per-request capabilities.
+	Events bool
 
 	id atomic.Int64
 }
@@ -53,8 +56,15 @@ func (e *Error) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.C
 // Meta returns the per-request _meta of the 2026-07-28 wire.
 func (c *Client) Meta() map[string]any {
 	caps := map[string]any{}
+	exts := map[string]any{}
 	if c.Tasks {
-		caps["extensions"] = map[string]any{ext2026.ExtensionID: map[string]any{}}
+		exts[ext2026.ExtensionID] = map[string]any{}
+	}
+	if c.Events {
+		exts["io.modelcontextprotocol/events"] = map[string]any{}
+	}
+	if len(exts) > 0 {
+		caps["extensions"] = exts
 	}
 	return map[string]any{
 		ext2026.MetaProtocolVersion:          ext2026.Version,

@@ -44,9 +44,19 @@ func (s *Stream) Close() {
 // to notifications (e.g. {"taskIds": [...]}). A refusal answered as JSON
 // arrives as the stream's only message.
 func (c *Client) Listen(ctx context.Context, notifications map[string]any) (*Stream, error) {
+	return c.OpenStream(ctx, wire.MethodSubscriptionsListen, map[string]any{"notifications": notifications})
+}
+
+// OpenStream sends the long-lived request method (e.g. events/stream)
+// with params (_meta is added) and returns its stream. A refusal
+// answered as JSON arrives as the stream's only message.
+func (c *Client) OpenStream(ctx context.Context, method string, params map[string]any) (*Stream, error) {
 	id := c.id.Add(1)
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": wire.MethodSubscriptionsListen,
-		"params": map[string]any{"notifications": notifications, "_meta": c.Meta()}})
+	p := map[string]any{"_meta": c.Meta()}
+	for k, v := range params {
+		p[k] = v
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": p})
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +69,7 @@ func (c *Client) Listen(ctx context.Context, notifications map[string]any) (*Str
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", ext2026.Version)
-	req.Header.Set("Mcp-Method", wire.MethodSubscriptionsListen)
+	req.Header.Set("Mcp-Method", method)
 	for k, vs := range c.Header {
 		req.Header[k] = vs
 	}
