@@ -56,6 +56,8 @@ type Metrics struct {
 	storeErrors *prometheus.CounterVec
 	feed        prometheus.Counter
 	takeovers   *prometheus.CounterVec
+	webhooks    *prometheus.CounterVec
+	hookLatency prometheus.Histogram
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -98,11 +100,31 @@ func New(reg prometheus.Registerer) *Metrics {
 		storeErrors: counter("store_errors_total", "Store calls of the engine that failed, by operation (not found, duplicates, quotas and cancellations are not failures).", "operation"),
 		feed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "change_feed_reconnects_total",
 			Help: "Times the engine followed the store's change feed again after it failed."}),
+		webhooks: counter("webhook_deliveries_total", "Webhook delivery attempts of MCP Events, by result (delivered, retry, dead) and error category (none, connection_refused, timeout, tls_error, http_4xx, http_5xx, redirect, blocked_address, request_error).", "result", "error"),
+		hookLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "webhook_delivery_latency_seconds",
+			Help: "Time from an event (a status change, an output) to its webhook delivery's acceptance by the endpoint.", Buckets: StoreBuckets}),
 		takeovers: counter("takeovers_total", "Tasks taken over from a stopped process or an expired lease, by tool and outcome (rerun, failed_unknown, failed_attempts, reconciled, not_rerun).", "tool", "outcome"),
 	}
 	reg.MustRegister(m.created, m.finished, m.refused, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
-		m.storeCalls, m.storeErrors, m.feed, m.takeovers)
+		m.storeCalls, m.storeErrors, m.feed, m.takeovers, m.webhooks, m.hookLatency)
 	return m
+}
+
+// WebhookDelivered counts a webhook delivery accepted by its endpoint,
+// latency after its event; see delivery.Observer.
+func (m *Metrics) WebhookDelivered(latency time.Duration, _ int) {
+	m.webhooks.WithLabelValues("delivered", "none").Inc()
+	m.hookLatency.Observe(latency.Seconds())
+}
+
+// WebhookFailed counts a failed webhook delivery attempt; dead says it
+// was the delivery's last (a dead letter); see delivery.Observer.
+func (m *Metrics) WebhookFailed(category string, dead bool) {
+	result := "retry"
+	if dead {
+		result = "dead"
+	}
+	m.webhooks.WithLabelValues(result, category).Inc()
 }
 
 // TaskCreated counts a task of tool created; see [engine.TaskObserver].
@@ -182,8 +204,10 @@ func (m *Metrics) CollectStore(st store.Store, timeout time.Duration, declared f
 			[]string{"tool", "status"}, nil),
 		waiting: prometheus.NewDesc(Namespace+"_queue_waiting_tasks", "Tasks waiting in a concurrency queue, by queue, read from the store at scrape time.",
 			[]string{"queue"}, nil),
+		hooks: prometheus.NewDesc(Namespace+"_webhook_deliveries", "Webhook deliveries of MCP Events in the store's outbox, by state (pending, dead: dead letters kept for the retention), read at scrape time.",
+			[]string{"state"}, nil),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "store_count_errors_total",
-			Help: "Scrape-time store reads that failed (their gauges were left out of the scrape), by read (tasks, queues)."}, []string{"read"}),
+			Help: "Scrape-time store reads that failed (their gauges were left out of the scrape), by read (tasks, queues, webhooks)."}, []string{"read"}),
 	}
 	return m.reg.Register(sc)
 }
@@ -194,6 +218,7 @@ type storeCollector struct {
 	timeout        time.Duration
 	declared       func() (tools, queues []string)
 	tasks, waiting *prometheus.Desc
+	hooks          *prometheus.Desc
 	errs           *prometheus.CounterVec
 }
 
@@ -201,6 +226,7 @@ type storeCollector struct {
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.tasks
 	ch <- c.waiting
+	ch <- c.hooks
 	c.errs.Describe(ch)
 }
 
@@ -243,6 +269,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		for q, n := range waiting {
 			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), q)
 		}
+	}
+	if pending, dead, err := c.store.EventCounts(ctx); err != nil {
+		c.errs.WithLabelValues("webhooks").Inc()
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.hooks, prometheus.GaugeValue, float64(pending), "pending")
+		ch <- prometheus.MustNewConstMetric(c.hooks, prometheus.GaugeValue, float64(dead), "dead")
 	}
 	c.errs.Collect(ch)
 }

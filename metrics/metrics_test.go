@@ -109,10 +109,11 @@ mcptask_tasks{status="working",tool="slow"} 1
 	}
 	st.Close()
 	const failed = `
-# HELP mcptask_store_count_errors_total Scrape-time store reads that failed (their gauges were left out of the scrape), by read (tasks, queues).
+# HELP mcptask_store_count_errors_total Scrape-time store reads that failed (their gauges were left out of the scrape), by read (tasks, queues, webhooks).
 # TYPE mcptask_store_count_errors_total counter
 mcptask_store_count_errors_total{read="queues"} 1
 mcptask_store_count_errors_total{read="tasks"} 1
+mcptask_store_count_errors_total{read="webhooks"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(failed), "mcptask_store_count_errors_total", "mcptask_tasks"); err != nil {
 		t.Fatal(err)
