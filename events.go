@@ -60,6 +60,11 @@ type Events struct {
 	// Retention is how long events and dead letters are kept (default
 	// 24 h): a cursor older than that reads with truncated set.
 	Retention time.Duration
+	// PublishLog names task-log streams whose lines every tool's tasks
+	// publish as output events, besides each tool's
+	// ToolOptions.PublishLog (e.g. "stdout" of commands, "job" of HTTP
+	// jobs; "*" for all).
+	PublishLog []string
 	// Observer, if set, is told of deliveries (the metrics implement
 	// it); nil uses the engine's observer when it implements it.
 	Observer delivery.Observer
@@ -67,6 +72,7 @@ type Events struct {
 
 // setupEvents configures the core's events and the deliverer.
 func (s *Server) setupEvents(o Events) {
+	s.publishAll = o.PublishLog
 	sender := webhook.New(webhook.Options{Timeout: o.Timeout, AllowPrivate: o.AllowPrivateCallbacks})
 	s.core.SetEvents(adapter.EventsConfig{
 		Webhooks: o.Webhooks, Sender: sender, AllowPlainLoopback: o.AllowPrivateCallbacks,

@@ -188,8 +188,8 @@ type Server struct {
 	// outputSchemas holds the resolved OutputSchema of each tool
 	// (*resolvedSchema), resolved at its first Emit.
 	resolvedOutputs sync.Map
-	started       bool
-	drain         DrainState // as last set, for Draining
+	started         bool
+	drain           DrainState // as last set, for Draining
 
 	closeOnce sync.Once
 	closeErr  error
@@ -197,6 +197,7 @@ type Server struct {
 	// deliverer sends webhook deliveries and applies the events'
 	// retention; stopEvents ends it (set by Start).
 	deliverer  *delivery.Service
+	publishAll []string // Events.PublishLog
 	stopEvents func()
 	// streamsCtx ends the events/stream streams (CloseStreams).
 	streamsCtx    context.Context

@@ -257,7 +257,11 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 func (s *Server) publishLog(tool string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.tools[tool].PublishLog
+	own := s.tools[tool].PublishLog
+	if len(s.publishAll) == 0 {
+		return own
+	}
+	return append(slices.Clone(own), s.publishAll...)
 }
 
 // checkEmit is the engine's Hooks.CheckEmit: a value a task of tool

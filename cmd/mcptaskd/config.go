@@ -65,6 +65,12 @@ type Config struct {
 	// Task notifications pushed to clients (mcptask.Notifications).
 	Notifications mcptask.Notifications
 
+	// MCP Events (mcptask.Events): webhook delivery, and callbacks to
+	// loopback over plain http (tests only).
+	Webhooks             bool
+	WebhooksAllowPrivate bool
+	EventsRetention      time.Duration
+
 	// Authentication of /mcp (package authn); off when all three files
 	// are empty.
 	Tokens         string // static tokens file (JSON)
@@ -120,6 +126,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (C
 	fs.DurationVar(&c.MaxTTL, "max-ttl", 24*time.Hour, "the longest TTL granted, whatever the client asks")
 	fs.DurationVar(&c.PollInterval, "poll-interval", 500*time.Millisecond, "poll interval suggested to clients")
 	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", 4<<20, "largest tool result stored, in `bytes`; a larger result fails its task")
+	fs.BoolVar(&c.Webhooks, "webhooks", false, "deliver MCP Events by webhook (events/subscribe) to authenticated requesters: https callbacks, verified by a challenge, signed per Standard Webhooks (docs/events.md)")
+	fs.BoolVar(&c.WebhooksAllowPrivate, "webhooks-allow-private", false, "FOR TESTS ONLY: let webhook callbacks be plain http on loopback and resolve to loopback or private addresses")
+	fs.DurationVar(&c.EventsRetention, "events-retention", 0, "how long MCP Events (task status and output events) and dead letters are kept; 0: 24h")
 	fs.IntVar(&c.ResultLinkBytes, "result-link-bytes", 0, "answer a task's result larger than this many `bytes` as a resource_link to mcptask://tasks/ID/result (read by its owner with resources/read) instead of inline; 0: always inline")
 	fs.DurationVar(&c.FinishWithin, "finish-within", engine.DefaultFinishWithin, "a task whose work ends this soon after its call is answered already completed or failed (no poll needed), committed first; 0: always answer working")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "at shutdown, how long running tasks may finish before they are stopped and resolved by their recovery policy")

@@ -82,12 +82,29 @@ type FileConfig struct {
 	Commands map[string]CommandConfig `yaml:"commands"`
 	// HTTPJobs are jobs of HTTP job APIs run as tools
 	// (config_httpjobs.go).
-	HTTPJobs  map[string]HTTPJobConfig  `yaml:"httpJobs"`
+	HTTPJobs map[string]HTTPJobConfig `yaml:"httpJobs"`
+	// Events configures the MCP Events of the daemon (docs/events.md).
+	Events    EventsConfig              `yaml:"events"`
 	dir       string                    // the file's directory: relative paths in it are resolved against it
 	root      *yaml.Node                // the parsed document, for line numbers (see line)
 	nodes     map[string]*yaml.Node     // where each server's block is, for errors
 	lines     map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
 	toolNodes map[string]map[string]int // line of each toolOptions entry
+}
+
+// EventsConfig is the events section of the configuration file.
+type EventsConfig struct {
+	// Webhooks enables webhook delivery (as -webhooks does).
+	Webhooks bool `yaml:"webhooks"`
+	// PublishLog names the task-log streams whose lines every tool's
+	// tasks publish as output events ("stdout", "stderr" of commands,
+	// "job" of HTTP jobs, "log" of upstreams; "*" for all).
+	PublishLog []string `yaml:"publishLog"`
+	// VerifiedCallbacks lists callback URL prefixes that need no
+	// verification handshake.
+	VerifiedCallbacks []string `yaml:"verifiedCallbacks"`
+	// MaxSubscriptions caps one requester's webhook subscriptions.
+	MaxSubscriptions int `yaml:"maxSubscriptions"`
 }
 
 // DrainConfig is the drain switch of the configuration file.

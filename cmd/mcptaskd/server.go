@@ -112,7 +112,7 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	undo = append(undo, func() { _ = stopTracing(context.Background()) })
 	a.tasks, err = mcptask.New(a.mcp, a.eng, &mcptask.Options{Logger: logger, Limits: cfg.Limits, Notifications: cfg.Notifications,
 		ResultLinkBytes: cfg.ResultLinkBytes, TracerProvider: tp, FastLane: true, // mcptaskd adds no go-sdk middleware of its own
-		CorrelationKeys: fc.correlationKeys()})
+		CorrelationKeys: fc.correlationKeys(), Events: eventsOptions(&cfg, fc)})
 	if err != nil {
 		return nil, err
 	}
@@ -719,4 +719,17 @@ func finishWithin(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// eventsOptions are the MCP Events options of the flags and the
+// configuration file.
+func eventsOptions(cfg *Config, fc *FileConfig) mcptask.Events {
+	o := mcptask.Events{Webhooks: cfg.Webhooks, AllowPrivateCallbacks: cfg.WebhooksAllowPrivate, Retention: cfg.EventsRetention}
+	if fc != nil {
+		o.Webhooks = o.Webhooks || fc.Events.Webhooks
+		o.PublishLog = fc.Events.PublishLog
+		o.VerifiedCallbacks = fc.Events.VerifiedCallbacks
+		o.MaxSubscriptions = fc.Events.MaxSubscriptions
+	}
+	return o
 }
