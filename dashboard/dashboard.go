@@ -202,6 +202,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /drain", h.authed(h.action(h.setDrain)))
 	m.HandleFunc("POST /tasks/{id}/rerun", h.authed(h.action(h.runAgain)))
 	m.HandleFunc("GET /tools", h.authed(h.serveTools))
+	m.HandleFunc("GET /webhooks", h.authed(h.serveWebhooks))
 	m.HandleFunc("GET /live", h.authed(h.serveListLive))
 	m.HandleFunc("GET /tasks/{id}/live", h.authed(h.serveTaskLive))
 	m.HandleFunc("GET /login", h.serveLogin)
