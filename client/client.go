@@ -193,6 +193,10 @@ type Call struct {
 	Result *mcp.CallToolResult
 	// Task is the task the server created, when it did.
 	Task *TaskStatus
+	// EventSource, when the server links the task to its output events
+	// (MCP Events), is what Client.Events follows to receive them while
+	// the task runs.
+	EventSource *EventSource
 	// Fallback, when not empty, says why the call ran as a plain call
 	// although the client would have accepted a task (e.g. "the server
 	// has no tasks capability").

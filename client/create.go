@@ -198,7 +198,7 @@ func (c *clientImpl) create(ctx context.Context, params *mcp.CallToolParams, key
 		return nil, fmt.Errorf("calling %s: %w", name, err)
 	}
 	c.log.Info("task created", "task", st.ID, "tool", name, "wire", c.wire)
-	call := &Call{Task: st}
+	call := &Call{Task: st, EventSource: eventSourceOf(b)}
 	if c.journal != nil {
 		entry := JournalEntry{TaskID: st.ID, Target: c.target, Wire: c.wire, Tool: name, CreatedAt: st.CreatedAt}
 		if entry.CreatedAt.IsZero() {

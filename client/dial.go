@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/events"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -217,6 +218,8 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 	// methods) and in initialize on 2025-11-25.
 	caps := &mcp.ClientCapabilities{}
 	caps.AddExtension(ext2026.ExtensionID, map[string]any{})
+	// MCP Events: the client follows a task's eventSource (Events).
+	caps.AddExtension(events.ExtensionID, map[string]any{})
 	copts := &mcp.ClientOptions{
 		Logger:       o.Logger,
 		Capabilities: caps,
@@ -232,6 +235,11 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 	mc := mcp.NewClient(o.ClientInfo, copts)
 	for _, m := range []string{wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksResult, wire.MethodTasksList, wire.MethodTasksDelete, wire.MethodOperationsList} {
 		if err := mcp.AddSendingCustomMethod[*taskParams, *rawResult](mc, m); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range []string{events.MethodPoll} {
+		if err := mcp.AddSendingCustomMethod[*events.PollParams, *rawResult](mc, m); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcptask/mcptask"
 	"math"
 	"time"
 
@@ -52,6 +54,19 @@ func longComputation(ctx context.Context, _ *mcp.CallToolRequest, in computeArgs
 	return text(fmt.Sprintf("There are %d primes up to %d (computed in %d steps).", count, n, steps)), out, nil
 }
 
+// stepResult is what long_computation emits after each step.
+type stepResult struct {
+	Step   int   `json:"step"`
+	Of     int   `json:"of"`
+	Upto   int64 `json:"upto"`
+	Primes int64 `json:"primes"`
+}
+
+// stepSchema is the OutputSchema of long_computation: its stepResult.
+var stepSchema = &jsonschema.Schema{Type: "object", Required: []string{"step", "of", "upto", "primes"},
+	Properties: map[string]*jsonschema.Schema{"step": {Type: "integer"}, "of": {Type: "integer"},
+		"upto": {Type: "integer"}, "primes": {Type: "integer", Description: "primes counted so far"}}}
+
 // countPrimes counts the primes in [2, n] with a segmented sieve over
 // steps equal ranges, reporting "step k of N" before each and pausing
 // delay after each. It stops with ctx's error when ctx is done.
@@ -69,6 +84,10 @@ func countPrimes(ctx context.Context, n int64, steps int, delay time.Duration) (
 				return 0, err
 			}
 			count += c
+		}
+		// The step's result, as an intermediate result (MCP Events).
+		if tk := mcptask.FromContext(ctx); tk != nil {
+			_ = tk.Emit(ctx, stepResult{Step: k + 1, Of: steps, Upto: hi, Primes: count})
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return 0, err

@@ -2,7 +2,8 @@
 // different side of MCP Tasks:
 //
 //   - long_computation: long, cancellable, re-runnable work with progress
-//     in the task's status message;
+//     in the task's status message and each step's count emitted as an
+//     intermediate result (MCP Events: long_computation.output);
 //   - deploy_with_confirmation: work that stops half-way to ask the user a
 //     question (input_required), then continues or aborts;
 //   - flaky_migration: work that fails with a JSON-RPC error (task failed);
@@ -30,7 +31,7 @@ func Register(ts *mcptask.Server) {
 			"tasks/cancel. It has no side effects, so the server re-runs it from the start if it " +
 			"crashes or restarts while the task runs. Without the extension it answers synchronously.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
-	}, longComputation, mcptask.ToolOptions{Support: mcptask.Optional, Rerunnable: true})
+	}, longComputation, mcptask.ToolOptions{Support: mcptask.Optional, Rerunnable: true, OutputSchema: stepSchema})
 
 	mcptask.AddTool(ts, &mcp.Tool{
 		Name:  "deploy_with_confirmation",
