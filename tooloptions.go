@@ -1,8 +1,8 @@
 package mcptask
 
 import (
-	"github.com/google/jsonschema-go/jsonschema"
 	"context"
+	"github.com/google/jsonschema-go/jsonschema"
 	"time"
 
 	"github.com/mcptask/mcptask/task"

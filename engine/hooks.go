@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 
 	"github.com/mcptask/mcptask/task"
