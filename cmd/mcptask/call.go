@@ -179,7 +179,7 @@ func runCall(a *app, ctx context.Context, pos []string) int {
 		}
 	}
 	a.view.Update(call.Task)
-	o := a.waitOutcome(ctx, c, id, tool, deadline)
+	o := a.waitOutcomeOf(ctx, c, id, tool, deadline, call.EventSource)
 	if a.cmd.call.cancelOnInterrupt && o.code(ctx) == exitInterrupted {
 		a.stopView()
 		cctx, cancel := context.WithTimeout(context.Background(), requestTimeout)

@@ -20,6 +20,7 @@ type commandState struct {
 	manifest manifestFlags
 	ops      opsFlags
 	logs     logsFlags
+	events   eventsFlags
 	// noPush is --no-push (call, wait, resume): poll, ignoring the
 	// server's task notifications.
 	noPush bool
@@ -86,7 +87,20 @@ func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadlin
 // waitOutcome waits for the task id of tool (see waitTask) and returns
 // how it ended.
 func (a *app) waitOutcome(ctx context.Context, c *client.Client, id, tool string, deadline time.Time) *outcome {
+	return a.waitOutcomeOf(ctx, c, id, tool, deadline, nil)
+}
+
+// waitOutcomeOf is waitOutcome that also prints, on stderr, what the task
+// emits while it runs (MCP Events): from src when the server linked the
+// task to it, else from the task's first output.
+func (a *app) waitOutcomeOf(ctx context.Context, c *client.Client, id, tool string, deadline time.Time, src *client.EventSource) *outcome {
+	q := client.EventQuery{TaskID: id, Cursor: startCursor}
+	if src != nil {
+		q = src.Query()
+	}
+	stop := a.followOutputs(ctx, c, q)
 	res, err := a.waitTask(ctx, c, id, deadline)
+	stop()
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		hint := fmt.Sprintf("'%s wait %s' picks it up later", a.selfCommand(), id)

@@ -259,7 +259,7 @@ type command struct {
 var commands []*command
 
 func init() {
-	commands = []*command{cmdTools, cmdManifest, cmdCall, cmdStatus, cmdWait, cmdCancel, cmdDelete, cmdLogs, cmdList, cmdOps, cmdResume, cmdAdmin, cmdVersion, cmdHelp}
+	commands = []*command{cmdTools, cmdManifest, cmdCall, cmdStatus, cmdWait, cmdCancel, cmdDelete, cmdLogs, cmdEvents, cmdList, cmdOps, cmdResume, cmdAdmin, cmdVersion, cmdHelp}
 }
 
 func lookupCommand(name string) *command {

@@ -332,7 +332,7 @@ func (c *Core) EventsPoll(ctx context.Context, req mcp.Request, p *events.PollPa
 	res := &events.PollResult{Events: make([]events.Occurrence, 0, len(page.Events)), Cursor: cursorOf(page.Next),
 		Truncated: page.Truncated, HasMore: page.More, NextPollMs: pollNextMs}
 	for _, e := range page.Events {
-		res.Events = append(res.Events, delivery.Occurrence(ctx, e, sel.name, owner, nil, c.resultOf))
+		res.Events = append(res.Events, delivery.Occurrence(ctx, e, sel.name, owner, cursorOf(e.Pos), c.resultOf))
 	}
 	return res, nil
 }
