@@ -8,7 +8,9 @@
 # front of @modelcontextprotocol/server-everything), interop/v2 (the client
 # matrix: @modelcontextprotocol/client 2.4.0 with ext-tasks 0.2.2 on both
 # wires, MCP Inspector 2.12.0's CLI, @ai-sdk/mcp, mcp-use; docs/interop.md)
-# and interop/upstreams (third-party task servers behind the gateway); a
+# interop/upstreams (third-party task servers behind the gateway) and
+# interop/webhooks (mcptaskd's MCP Events webhooks verified by the
+# Standard Webhooks library, npm standardwebhooks 1.1.1); a
 # new directory with a package.json is picked up by itself. Without FILE
 # arguments, then the Go tests that drive the gateway before
 # server-everything with the Go client (TestServerEverything) and the
