@@ -93,6 +93,20 @@ func TestEventsPollOutputAndStatus(t *testing.T) {
 	ctx := ctxT(t)
 	alice := userClient(s, "alice")
 
+	// server/discover advertises Events both ways clients read it.
+	var disc struct {
+		Capabilities struct {
+			Events     map[string]any `json:"events"`
+			Extensions map[string]any `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if err := alice.Result(ctx, "server/discover", nil, &disc); err != nil {
+		t.Fatal(err)
+	}
+	if disc.Capabilities.Events == nil || disc.Capabilities.Extensions[events.ExtensionID] == nil {
+		t.Fatalf("server/discover capabilities: %+v", disc.Capabilities)
+	}
+
 	// events/list names the task types and the tool's own.
 	var list events.ListResult
 	if err := alice.Result(ctx, events.MethodList, nil, &list); err != nil {
@@ -514,5 +528,53 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 20 s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestEventsStreamStdio serves events/stream on a stdio-like connection
+// (Server.Run): the notifications name the stream's request ID, the
+// stream ends with its task and with its result; initialize advertises
+// Events.
+func TestEventsStreamStdio(t *testing.T) {
+	g := &gates{}
+	s := startRaw2025Tools(t, mcptask.Options{}, func(ts *mcptask.Server) { registerEventTools(ts, g) }, nil)
+	tk := s.callTask(t, "ci", map[string]any{"stages": []string{"lint"}, "gate": "st"}, nil)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.call(events.MethodStream, map[string]any{"name": events.TypeOutput, "arguments": map[string]any{"taskId": tk.TaskID},
+			"cursor": "e1.0.0"}, nil)
+	}()
+	var got []string
+	waitUntil(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		got = got[:0]
+		for _, n := range s.notes {
+			if n.Method != events.NotifyEvent {
+				continue
+			}
+			var p struct {
+				Data events.OutputData `json:"data"`
+				Meta map[string]any    `json:"_meta"`
+			}
+			_ = json.Unmarshal(n.Params, &p)
+			if p.Meta[events.MetaSubscriptionID] == nil {
+				t.Errorf("an event without the stream's request ID: %s", n.Params)
+			}
+			got = append(got, string(p.Data.Data)+p.Data.Text)
+		}
+		return len(got) == 2
+	})
+	if got[0] != `{"stage":"lint"}` || got[1] != "published line" {
+		t.Fatalf("events %v", got)
+	}
+	close(g.get("st"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the stream ended with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream did not end with its task")
 	}
 }

@@ -50,6 +50,12 @@ func startRaw2025With(t *testing.T, opts mcptask.Options, onRequest func(*jsonrp
 // startRaw2025Gated is startRaw2025With whose test tools wait behind g.
 func startRaw2025Gated(t *testing.T, opts mcptask.Options, g *gates, onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
 	t.Helper()
+	return startRaw2025Tools(t, opts, func(ts *mcptask.Server) { registerTestTools(ts, g) }, onRequest)
+}
+
+// startRaw2025Tools is startRaw2025With whose tools register adds.
+func startRaw2025Tools(t *testing.T, opts mcptask.Options, register func(*mcptask.Server), onRequest func(*jsonrpc.Request) (any, error)) *rawSession {
+	t.Helper()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "tasks.db"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +70,7 @@ func startRaw2025Gated(t *testing.T, opts mcptask.Options, g *gates, onRequest f
 	if err != nil {
 		t.Fatal(err)
 	}
-	registerTestTools(ts, g)
+	register(ts)
 	if err := eng.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +102,9 @@ func startRaw2025Gated(t *testing.T, opts mcptask.Options, g *gates, onRequest f
 	tasksCap, ok := caps["tasks"].(map[string]any)
 	if !ok {
 		t.Fatalf("initialize capabilities lack tasks: %v", init)
+	}
+	if exts, _ := caps["extensions"].(map[string]any); caps["events"] == nil || exts["io.modelcontextprotocol/events"] == nil {
+		t.Errorf("initialize capabilities lack MCP Events (events, extensions): %v", caps)
 	}
 	if _, ok := tasksCap["delete"]; !ok {
 		t.Errorf("capabilities.tasks lacks delete (mcptask's tasks/delete): %v", tasksCap)
