@@ -57,6 +57,10 @@ type Events struct {
 	RetryBase, RetryMax time.Duration
 	Workers             int
 	Rate                float64
+	// Lease is how long a claimed delivery is kept from other instances
+	// (default 1 min): a crashed instance's deliveries are taken over
+	// after it. It must exceed Timeout.
+	Lease time.Duration
 	// Retention is how long events and dead letters are kept (default
 	// 24 h): a cursor older than that reads with truncated set.
 	Retention time.Duration
@@ -87,7 +91,7 @@ func (s *Server) setupEvents(o Events) {
 	s.deliverer = delivery.New(delivery.Options{
 		Store: s.eng.Events(), Sender: sender, Result: s.core.ResultOf(), Observer: obs, Log: s.core.Log(),
 		Workers: o.Workers, MaxAttempts: o.MaxAttempts, RetryBase: o.RetryBase, RetryMax: o.RetryMax,
-		Rate: o.Rate, Retention: o.Retention,
+		Rate: o.Rate, Retention: o.Retention, Lease: o.Lease,
 	})
 }
 

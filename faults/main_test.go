@@ -40,6 +40,10 @@ var counts struct {
 	tasks      atomic.Int64 // tasks whose invariants were checked
 	duplicates atomic.Int64 // calls that got more than one task
 	lost       atomic.Int64 // acknowledged calls whose task is gone
+
+	// MCP Events webhooks (webhooks_test.go): events the store holds,
+	// delivered (distinct webhook-ids), delivered again, never delivered.
+	eventsProduced, eventsDelivered, eventsDuplicated, eventsLost atomic.Int64
 }
 
 func TestMain(m *testing.M) {
@@ -74,6 +78,12 @@ func run(m *testing.M) int {
 	code := m.Run()
 	f, n, d, l := counts.faults.Load(), counts.tasks.Load(), counts.duplicates.Load(), counts.lost.Load()
 	fmt.Printf("fault suite: %d faults injected, %d tasks checked, %d duplicates, %d lost (seed %d)\n", f, n, d, l, seed)
+	ep, ed, edup, el := counts.eventsProduced.Load(), counts.eventsDelivered.Load(), counts.eventsDuplicated.Load(), counts.eventsLost.Load()
+	fmt.Printf("fault suite: webhook events: %d produced, %d delivered, %d delivered again (at least once), %d lost\n", ep, ed, edup, el)
+	if el > 0 {
+		fmt.Println("fault suite: FAIL: lost webhook events must be 0")
+		code = 1
+	}
 	if d > 0 || l > 0 {
 		fmt.Println("fault suite: FAIL: duplicates and lost tasks must be 0")
 		code = 1

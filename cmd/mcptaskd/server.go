@@ -721,10 +721,19 @@ func finishWithin(d time.Duration) time.Duration {
 	return d
 }
 
+// webhookTimeout bounds one webhook delivery attempt of mcptaskd.
+const webhookTimeout = 10 * time.Second
+
 // eventsOptions are the MCP Events options of the flags and the
 // configuration file.
 func eventsOptions(cfg *Config, fc *FileConfig) mcptask.Events {
 	o := mcptask.Events{Webhooks: cfg.Webhooks, AllowPrivateCallbacks: cfg.WebhooksAllowPrivate, Retention: cfg.EventsRetention}
+	if cfg.Lease > 0 {
+		// A crashed instance's deliveries are taken over as its tasks
+		// are; an attempt ends well within the lease.
+		o.Lease = cfg.Lease
+		o.Timeout = min(webhookTimeout, cfg.Lease/2)
+	}
 	if fc != nil {
 		o.Webhooks = o.Webhooks || fc.Events.Webhooks
 		o.PublishLog = fc.Events.PublishLog
