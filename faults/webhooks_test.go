@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -143,6 +144,16 @@ func produced(t *testing.T, url string) map[string]bool {
 // the store holds must reach the sink (at least once), and the round
 // counts them.
 func webhookRounds(t *testing.T, fleet []*daemon, rounds int) {
+	webhookRoundsWith(t, fleet, rounds, func(victim *daemon) string {
+		victim.kill9()
+		victim.start()
+		return "kill -9 of " + victim.addr
+	})
+}
+
+// webhookRoundsWith is webhookRounds with the fault given: fault strikes
+// victim (or the store) and says what it did.
+func webhookRoundsWith(t *testing.T, fleet []*daemon, rounds int, fault func(victim *daemon) string) {
 	sink := newHookSink(t)
 	rpc(t, fleet[0].URL, events.MethodSubscribe, map[string]any{"name": events.TypeStatus,
 		"delivery": map[string]any{"url": sink.srv.URL + "/hook", "secret": hookSecret}, "ttlMs": 3600000})
@@ -163,10 +174,8 @@ func webhookRounds(t *testing.T, fleet []*daemon, rounds int) {
 		}
 		ms := randN(600)
 		time.Sleep(time.Duration(ms) * time.Millisecond) // the random moment of the fault
-		victim := fleet[randN(len(fleet))]
-		victim.kill9()
-		victim.start()
-		t.Logf("round %d: kill -9 of %s %d ms after the calls started (seed %d); %d tasks", r, victim.addr, ms, seed, len(ids))
+		what := fault(fleet[randN(len(fleet))])
+		t.Logf("round %d: %s %d ms after the calls started (seed %d); %d tasks", r, what, ms, seed, len(ids))
 		// Every task ends (a killed computation is re-run), then every
 		// event reaches the sink.
 		c := dialWith(t, fleet[0].URL, client.Wire20260728, &client.Options{BearerToken: hookToken})
@@ -234,4 +243,22 @@ func TestWebhookKill9RoundsPostgres(t *testing.T) {
 		fleet = append(fleet, postgresDaemon(t, dsn, schema, append(args, "-db", filepath.Join(t.TempDir(), "unused.db"))...))
 	}
 	webhookRounds(t, fleet, 3)
+}
+
+// TestWebhookPostgresRestart: the PostgreSQL server restarts while an
+// instance's deliveries and status changes are under way: every event
+// committed before or after reaches the endpoint.
+func TestWebhookPostgresRestart(t *testing.T) {
+	dsn := pgDSN(t)
+	schema := ownSchema(t, dsn)
+	d := postgresDaemon(t, dsn, schema, append(hookArgs(t), "-db", filepath.Join(t.TempDir(), "unused.db"))...)
+	webhookRoundsWith(t, []*daemon{d}, 1, func(*daemon) string {
+		out, err := exec.Command("sh", "-c", "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main restart").CombinedOutput()
+		if err != nil {
+			t.Skipf("SKIPPED: restarting PostgreSQL failed, so the restart round cannot run here: %v\n%s", err, out)
+		}
+		counts.faults.Add(1)
+		waitFor(t, "PostgreSQL to accept connections again", 60*time.Second, func() bool { return pgPing(dsn) == nil })
+		return "a PostgreSQL restart"
+	})
 }

@@ -752,6 +752,10 @@ func WithEventsCapability(dr *mcp.DiscoverResult) (mcp.Result, error) {
 	}
 	caps["events"] = map[string]any{"listChanged": false}
 	m["capabilities"] = caps
+	if _, ok := m["resultType"]; !ok {
+		// What the go-sdk adds to its own DiscoverResult on this wire.
+		m["resultType"] = "complete"
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
