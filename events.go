@@ -50,7 +50,8 @@ type Events struct {
 	// a delivery's attempt budget (default 12) before it is a dead
 	// letter; RetryBase and RetryMax bound the backoff (default 1 s and
 	// 5 min); Workers is how many deliveries are sent at once (default
-	// 16); Rate caps the deliveries per second to one subscription
+	// 16; negative: this instance sends none, and applies no retention:
+	// another instance sharing the store delivers); Rate caps the deliveries per second to one subscription
 	// (default 50).
 	Timeout             time.Duration
 	MaxAttempts         int
@@ -77,6 +78,7 @@ type Events struct {
 // setupEvents configures the core's events and the deliverer.
 func (s *Server) setupEvents(o Events) {
 	s.publishAll = o.PublishLog
+	s.noDelivery = o.Workers < 0
 	sender := webhook.New(webhook.Options{Timeout: o.Timeout, AllowPrivate: o.AllowPrivateCallbacks})
 	s.core.SetEvents(adapter.EventsConfig{
 		Webhooks: o.Webhooks, Sender: sender, AllowPlainLoopback: o.AllowPrivateCallbacks,
@@ -110,6 +112,10 @@ func (s *Server) outputSchemas() map[string]*jsonschema.Schema {
 
 // startEvents runs the deliverer until Close, woken by every task change.
 func (s *Server) startEvents() {
+	if s.noDelivery {
+		s.stopEvents = func() {}
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	stop := s.eng.Subscribe(func(task.ID) { s.deliverer.Wake() })

@@ -198,6 +198,7 @@ type Server struct {
 	// retention; stopEvents ends it (set by Start).
 	deliverer  *delivery.Service
 	publishAll []string // Events.PublishLog
+	noDelivery bool     // Events.Workers < 0
 	stopEvents func()
 	// streamsCtx ends the events/stream streams (CloseStreams).
 	streamsCtx    context.Context

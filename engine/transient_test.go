@@ -85,7 +85,14 @@ func TestWorkRidesOutStoreOutage(t *testing.T) {
 	if err := a.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer a.Shutdown(context.Background())
+	defer func() {
+		// A failure mid-outage must not leave the engine retrying its
+		// writes through a proxy that stays down.
+		proxy.SetDown(false)
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		a.Shutdown(sctx)
+	}()
 	// b answers for the client, on a connection the outage leaves alone.
 	b, err := engine.New(engine.Options{Store: direct, Logger: slog.New(slog.DiscardHandler), Lease: 20 * time.Second, SweepInterval: -1})
 	if err != nil {

@@ -29,6 +29,7 @@
 //	                   [-request-rate 50] [-request-burst 100] [-max-poll-interval 30s]
 //	         push:     [-notify-interval 50ms] [-notify-keepalive 0] [-max-listen-streams 16]
 //	                   [-max-listen-tasks 256]
+//	         events:   [-webhooks] [-webhooks-allow-private] [-events-retention 24h]
 //	         operate:  [-metrics=true] [-metrics-addr HOST:PORT] [-dashboard=true]
 //	                   [-audit-log FILE|off] [-log-format text|json] [-log-level info]
 //
