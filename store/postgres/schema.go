@@ -441,6 +441,12 @@ BEGIN
 	WHERE s.owner = NEW.owner AND s.kind = NEW.kind
 		AND (s.task_id = '' OR s.task_id = NEW.task_id) AND (s.tool = '' OR s.tool = NEW.tool)
 		AND (s.expires_ms = 0 OR s.expires_ms > NEW.at_ms);
+	-- The change feed wakes the other instances' deliverers when a
+	-- delivery was queued, and their streams on an output (a task
+	-- created already ended, or an output, updates no task).
+	IF FOUND OR NEW.kind = 'output' THEN
+		PERFORM pg_notify(convert_from(m.value, 'UTF8'), NEW.task_id) FROM %[1]s.meta m WHERE m.key = 'channel';
+	END IF;
 	RETURN NULL;
 END $$;
 CREATE TRIGGER events_fan_out AFTER INSERT ON %[1]s.events
