@@ -237,6 +237,8 @@ func TestEventsBadInput(t *testing.T) {
 		{"bad secret", alice, events.MethodSubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"url": "https://hooks.example/x", "secret": "whsec_short"}}, -32602},
 		{"anonymous subscribe", anon, events.MethodSubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"url": "https://hooks.example/x", "secret": secret}}, events.CodeForbidden},
 		{"other mode", alice, events.MethodSubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"mode": "push", "url": "https://hooks.example/x", "secret": secret}}, events.CodeUnsupported},
+		{"private callback", alice, events.MethodSubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"url": "https://127.0.0.1:9/x", "secret": secret}}, events.CodeCallbackEndpoint},
+		{"metadata callback", alice, events.MethodSubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"url": "https://169.254.169.254/latest", "secret": secret}}, events.CodeCallbackEndpoint},
 		{"unsubscribe unknown", alice, events.MethodUnsubscribe, map[string]any{"name": "task.status", "delivery": map[string]any{"url": "https://hooks.example/x"}}, events.CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,6 +248,9 @@ func TestEventsBadInput(t *testing.T) {
 			}
 			if resp.Error == nil || resp.Error.Code != tc.code {
 				t.Fatalf("%s: got %+v (result %s), want code %d", tc.name, resp.Error, resp.Result, tc.code)
+			}
+			if tc.code == events.CodeCallbackEndpoint && !strings.Contains(string(resp.Error.Data), "blocked_address") {
+				t.Errorf("a private callback refused for %s, want blocked_address", resp.Error.Data)
 			}
 			if strings.Contains(resp.Error.Message, secret) || strings.Contains(resp.Error.Message, "whsec_short") {
 				t.Errorf("the error repeats the secret: %s", resp.Error.Message)
