@@ -50,9 +50,10 @@ type Events struct {
 	// a delivery's attempt budget (default 12) before it is a dead
 	// letter; RetryBase and RetryMax bound the backoff (default 1 s and
 	// 5 min); Workers is how many deliveries are sent at once (default
-	// 16; negative: this instance sends none, and applies no retention:
-	// another instance sharing the store delivers); Rate caps the deliveries per second to one subscription
-	// (default 50).
+	// 16; negative: this instance sends none and applies no retention,
+	// another instance sharing the store delivers); Rate caps the
+	// deliveries per second of one requester's subscriptions (default
+	// 50).
 	Timeout             time.Duration
 	MaxAttempts         int
 	RetryBase, RetryMax time.Duration

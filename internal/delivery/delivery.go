@@ -46,7 +46,8 @@ const (
 	// attempts: base × 2^(attempt-1), at most max, ±20% jitter.
 	DefaultRetryBase = time.Second
 	DefaultRetryMax  = 5 * time.Minute
-	// DefaultRate is the deliveries per second to one subscription.
+	// DefaultRate is the deliveries per second of one requester's
+	// subscriptions.
 	DefaultRate = 50
 	// DefaultRetention is how long events and dead letters are kept.
 	DefaultRetention = 24 * time.Hour
@@ -130,7 +131,7 @@ type Service struct {
 	wake chan struct{}
 
 	mu       sync.Mutex
-	limiters map[string]*rate.Limiter // by subscription
+	limiters map[string]*rate.Limiter // by requester
 }
 
 // New returns a Service; Run runs it.
@@ -200,17 +201,17 @@ func (s *Service) prune(ctx context.Context) {
 	}
 }
 
-// limiter returns the rate limiter of a subscription.
-func (s *Service) limiter(sub string) *rate.Limiter {
+// limiter returns the rate limiter of a requester's deliveries.
+func (s *Service) limiter(owner string) *rate.Limiter {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.limiters[sub]
+	l := s.limiters[owner]
 	if l == nil {
 		if len(s.limiters) > 10000 {
 			clear(s.limiters)
 		}
 		l = rate.NewLimiter(rate.Limit(s.o.Rate), max(1, int(s.o.Rate)))
-		s.limiters[sub] = l
+		s.limiters[owner] = l
 	}
 	return l
 }
@@ -218,7 +219,7 @@ func (s *Service) limiter(sub string) *rate.Limiter {
 // deliver makes one attempt of d and records its outcome.
 func (s *Service) deliver(ctx context.Context, d *store.Delivery) {
 	res := store.DeliveryResult{}
-	err := s.limiter(d.Sub.ID).Wait(ctx)
+	err := s.limiter(string(d.Sub.Owner)).Wait(ctx)
 	if err == nil {
 		err = s.send(ctx, d)
 	}
