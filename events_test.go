@@ -14,7 +14,10 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/wire/events"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
@@ -62,10 +65,42 @@ func (e errorString) Error() string { return string(e) }
 
 func eventsServer(t *testing.T, ev mcptask.Events, g *gates) *testServer {
 	t.Helper()
+	if eventsOnPostgres(t) {
+		dsn := pgtest.DSN(t)
+		st, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: pgtest.Schema(t, dsn, "events_test_")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := servertest.Start(t, servertest.Options{Store: st, Tasks: mcptask.Options{Owner: userOwner, Events: ev},
+			Register: func(ts *mcptask.Server) (func(), error) {
+				registerEventTools(ts, g)
+				registerTestTools(ts, g)
+				return nil, nil
+			}})
+		return &testServer{url: ps.URL, eng: ps.Engine, ts: ps.Tasks}
+	}
 	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Owner: userOwner, Events: ev},
 		func(ts *mcptask.Server) { registerEventTools(ts, g); registerTestTools(ts, g) })
 	t.Cleanup(s.close)
 	return s
+}
+
+// eventsOnPostgres reports whether t runs under TestEventsPostgres.
+func eventsOnPostgres(t *testing.T) bool {
+	return strings.HasPrefix(t.Name(), "TestEventsPostgres/")
+}
+
+// TestEventsPostgres runs the end-to-end events tests on PostgreSQL.
+func TestEventsPostgres(t *testing.T) {
+	pgtest.DSN(t)
+	for name, fn := range map[string]func(*testing.T){
+		"PollOutputAndStatus": TestEventsPollOutputAndStatus,
+		"StreamEndsWithTask":  TestEventsStreamEndsWithTask,
+		"WebhookDelivery":     TestEventsWebhookDelivery,
+		"DeadLetter":          TestEventsWebhookVerificationAndDeadLetter,
+	} {
+		t.Run(name, fn)
+	}
 }
 
 func userClient(s *testServer, user string) *wiretest.Client {
