@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/demo"
+	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
+	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/wire/events"
 )
 
@@ -109,4 +114,23 @@ func TestEventsPollCursor(t *testing.T) {
 		t.Fatalf("statuses %v", statuses)
 	}
 	_ = context.Background
+}
+
+// TestEventsFollowSourcePostgres follows a task's eventSource through a
+// server on PostgreSQL.
+func TestEventsFollowSourcePostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	st, err := postgres.Open(t.Context(), dsn, &postgres.Options{Schema: pgtest.Schema(t, dsn, "client_events_")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servertest.Start(t, servertest.Options{Store: st, Register: func(ts *mcptask.Server) (func(), error) {
+		demo.Register(ts)
+		return nil, nil
+	}})
+	for _, wire := range []string{client.Wire20260728, client.Wire20251125} {
+		t.Run(wire, func(t *testing.T) {
+			followSteps(t, dial(t, s.URL, &client.Options{ProtocolVersion: wire}))
+		})
+	}
 }
