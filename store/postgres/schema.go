@@ -365,13 +365,14 @@ func migrateV10(ctx context.Context, tx pgx.Tx, m *migrator) error {
 // (tx, seq): tx is the writing transaction's ID, so that a reader that
 // reads only the events of transactions older than every one still
 // running (pg_snapshot_xmin) reads a prefix that later commits never
-// extend before. meta's events_floor is the newest position pruned.
+// extend before. meta's events_floor is the newest position pruned. A
+// task's events go with it (its outputs are its data).
 const schemaV11 = `
 CREATE TABLE %[1]s.events (
 	seq     bigserial NOT NULL PRIMARY KEY,
 	tx      xid8      NOT NULL DEFAULT pg_current_xact_id(),
 	owner   text      NOT NULL,
-	task_id text      COLLATE "C" NOT NULL,
+	task_id text      COLLATE "C" NOT NULL REFERENCES %[1]s.tasks (id) ON DELETE CASCADE,
 	tool    text      NOT NULL,
 	kind    text      NOT NULL,
 	at_ms   bigint    NOT NULL,
@@ -383,6 +384,7 @@ CREATE TABLE %[1]s.events (
 );
 CREATE INDEX events_owner ON %[1]s.events (owner, tx, seq);
 CREATE INDEX events_at ON %[1]s.events (at_ms);
+CREATE INDEX events_task ON %[1]s.events (task_id);
 CREATE FUNCTION %[1]s.task_events_publish() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO %[1]s.events (owner, task_id, tool, kind, at_ms, status, outcome, text)

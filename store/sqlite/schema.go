@@ -376,7 +376,8 @@ func backfillToolErrors(ctx context.Context, tx *sql.Tx) error {
 // path; every event queues, by a trigger too, a delivery per matching
 // webhook subscription. The event's seq is its position (the single
 // writer commits in seq order); events_floor in meta is the newest seq
-// pruned, so that a reader behind it learns it missed some.
+// pruned, so that a reader behind it learns it missed some. A task's
+// events go with it (its outputs are its data).
 const schemaV11 = `
 CREATE TABLE events (
 	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -393,6 +394,10 @@ CREATE TABLE events (
 );
 CREATE INDEX events_owner ON events (owner, seq);
 CREATE INDEX events_at ON events (at_ms);
+CREATE INDEX events_task ON events (task_id);
+CREATE TRIGGER tasks_delete_published AFTER DELETE ON tasks BEGIN
+	DELETE FROM events WHERE task_id = old.id;
+END;
 CREATE TRIGGER task_events_publish AFTER INSERT ON task_events
 WHEN new.kind IN ('created', 'status') BEGIN
 	INSERT INTO events (owner, task_id, tool, kind, at_ms, status, outcome, text)

@@ -31,6 +31,7 @@ func (s *suite) runEvents(t *testing.T) {
 		{"Owners", s.eventsOwners},
 		{"Prune", s.eventsPrune},
 		{"SharedClaim", s.eventsSharedClaim},
+		{"GoWithTask", s.eventsGoWithTask},
 	})
 }
 
@@ -414,5 +415,31 @@ func (s *suite) eventsSharedClaim(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Fatalf("claimed %d of 5 deliveries", len(seen))
+	}
+}
+
+// eventsGoWithTask: deleting a task deletes its events (its outputs are
+// its data), not other tasks'.
+func (s *suite) eventsGoWithTask(t *testing.T) {
+	st, ev := s.eventStore(t)
+	ctx := context.Background()
+	a, b := newTask("alice", base), newTask("alice", base)
+	mustCreate(t, st, a, b)
+	for _, id := range []task.ID{a.ID, b.ID} {
+		if err := ev.AppendEvents(ctx, id, []store.OutputEvent{{Text: "secret of " + string(id)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(t, st, a.ID, `{"content":[]}`)
+	if err := st.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []store.EventKind{store.EventKindOutput, store.EventKindStatus} {
+		if got := readAll(t, ev, store.EventQuery{Owner: "alice", Kind: kind, TaskID: a.ID}); len(got) != 0 {
+			t.Errorf("%d %s events outlived their task", len(got), kind)
+		}
+		if got := readAll(t, ev, store.EventQuery{Owner: "alice", Kind: kind, TaskID: b.ID}); len(got) == 0 {
+			t.Errorf("the other task lost its %s events", kind)
+		}
 	}
 }
