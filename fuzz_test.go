@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,16 @@ func FuzzWireRequest(f *testing.F) {
 		{"subscriptions/listen", `{"notifications":{"taskIds":"` + sentinel.TaskID + `"}}`},
 		{"subscriptions/listen", `{"notifications":{"taskIds":[]}}`},
 		{"subscriptions/listen", `{"notifications":null}`},
+		{"events/list", `{}`},
+		{"events/poll", `{"name":"task.status","cursor":null}`},
+		{"events/poll", `{"name":"task.output","arguments":{"taskId":"` + sentinel.TaskID + `"},"cursor":"e1.0.0","maxEvents":1}`},
+		{"events/poll", `{"name":"task.output","arguments":{"taskId":7},"cursor":"e1.-1.zz"}`},
+		{"events/poll", `{"name":"x.output","arguments":[],"cursor":"e1.0.0","maxAgeMs":-5}`},
+		{"events/stream", `{"name":"task.output","arguments":{"taskId":"` + sentinel.TaskID + `"},"cursor":"e1.0.0"}`},
+		{"events/stream", `{"name":"task.status","arguments":"nope"}`},
+		{"events/subscribe", `{"name":"task.status","delivery":{"url":"https://127.0.0.1/x","secret":"whsec_AAAA"}}`},
+		{"events/subscribe", `{"name":"task.status","delivery":{"url":"javascript:alert(1)","secret":"whsec_` + strings.Repeat("QUJD", 8) + `"},"ttlMs":"x"}`},
+		{"events/unsubscribe", `{"name":"task.status","delivery":{"url":"https://h/x"}}`},
 	} {
 		f.Add(seed.method, seed.params, true)
 		f.Add(seed.method, seed.params, false)
