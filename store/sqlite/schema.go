@@ -393,7 +393,6 @@ CREATE TABLE events (
 	data    TEXT
 );
 CREATE INDEX events_owner ON events (owner, seq);
-CREATE INDEX events_at ON events (at_ms);
 CREATE INDEX events_task ON events (task_id);
 CREATE TRIGGER tasks_delete_published AFTER DELETE ON tasks BEGIN
 	DELETE FROM events WHERE task_id = old.id;
