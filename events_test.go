@@ -618,3 +618,32 @@ func TestEventsStreamStdio(t *testing.T) {
 		t.Fatal("the stream did not end with its task")
 	}
 }
+
+// TestEventsRequestRate: events/* requests count against the requester's
+// request rate, as tasks/* ones do.
+func TestEventsRequestRate(t *testing.T) {
+	g := &gates{}
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Owner: userOwner,
+		Limits: mcptask.Limits{RequestRate: 0.001, RequestBurst: 3}},
+		func(ts *mcptask.Server) { registerEventTools(ts, g) })
+	t.Cleanup(s.close)
+	ctx := ctxT(t)
+	alice := userClient(s, "alice")
+	limited := 0
+	for range 6 {
+		resp, err := alice.Call(ctx, events.MethodPoll, map[string]any{"name": events.TypeStatus, "cursor": nil}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Error != nil {
+			limited++
+		}
+	}
+	if limited != 3 {
+		t.Fatalf("%d of 6 polls refused, want 3 (a burst of 3)", limited)
+	}
+	// Another requester has a rate of its own.
+	if resp, err := userClient(s, "bob").Call(ctx, events.MethodPoll, map[string]any{"name": events.TypeStatus, "cursor": nil}, nil); err != nil || resp.Error != nil {
+		t.Fatalf("bob: %+v %v", resp, err)
+	}
+}

@@ -45,7 +45,12 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 		if strings.HasPrefix(method, "events/") {
-			// The events/* handlers read the request (its requester).
+			// The requester's request rate applies, as to tasks/*; the
+			// events/* handlers read the request (its requester).
+			if err := s.core.AllowRequest(ctx, method, req); err != nil {
+				s.eng.Observer().Request(method, "limited")
+				return nil, err
+			}
 			return next(context.WithValue(ctx, eventsReqKey{}, req), method, req)
 		}
 		h := s.wireOf(method, req).Table()[method]
