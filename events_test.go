@@ -45,6 +45,9 @@ func registerEventTools(ts *mcptask.Server, g *gates) {
 			if err := tk.Emit(ctx, map[string]int{"nostage": 1}); err == nil {
 				return nil, nil, errorString("Emit accepted a value against the schema")
 			}
+			if err := tk.Emit(ctx, map[string]string{"stage": strings.Repeat("x", 300<<10)}); err == nil {
+				return nil, nil, errorString("Emit accepted 300 KiB")
+			}
 			tk.LogStream("stdout", "published line")
 			tk.LogStream("stderr", "unpublished line")
 			tk.FlushLog()

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
+
+// MaxEmitBytes caps one value a task emits: a webhook delivery carries
+// it whole, and the Events design keeps deliveries within 256 KiB.
+const MaxEmitBytes = 192 << 10
 
 // Emit durably appends data, a JSON value, as an output event of the
 // task (an intermediate result: see store.Events), after the lines the
@@ -16,6 +21,9 @@ import (
 func (h *Handle) Emit(ctx context.Context, data json.RawMessage) error {
 	if !json.Valid(data) {
 		return errors.New("engine: Emit of a value that is not JSON")
+	}
+	if len(data) > MaxEmitBytes {
+		return fmt.Errorf("engine: Emit of %d bytes, more than %d: emit a summary, and keep the rest in the result", len(data), MaxEmitBytes)
 	}
 	if check := h.e.hooks.CheckEmit; check != nil {
 		if err := check(h.run.tool, data); err != nil {
