@@ -1,6 +1,7 @@
 package mcptask
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -131,6 +132,9 @@ func (s *Server) startEvents() {
 	}
 }
 
+// streamWriteTimeout bounds the write of one frame of an events/stream.
+const streamWriteTimeout = 30 * time.Second
+
 type eventsReqKey struct{}
 
 // eventsRequest returns the request the middleware stashed for an
@@ -174,10 +178,9 @@ func (s *Server) streamOnSession(ctx context.Context, ss *mcp.ServerSession, p *
 		id = p.Meta[wire2025.MetaStreamID]
 		delete(p.Meta, wire2025.MetaStreamID)
 	}
-	err := s.core.EventsStream(ctx, eventsRequest(ctx), p, func(method string, params any) error {
+	if _, err := s.core.EventsStream(ctx, eventsRequest(ctx), p, func(method string, params any) error {
 		return notify(ctx, method, withSubscriptionID(params, id))
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	return &events.EmptyResult{}, nil
@@ -194,8 +197,11 @@ func withSubscriptionID(params any, id any) any {
 	if err != nil {
 		return params
 	}
+	// Numbers stay as written (no float64 on the way).
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var m map[string]any
-	if json.Unmarshal(b, &m) != nil || m == nil {
+	if dec.Decode(&m) != nil || m == nil {
 		return params
 	}
 	meta, _ := m["_meta"].(map[string]any)
@@ -220,6 +226,7 @@ func (s *Server) serveEventStream(w http.ResponseWriter, r *http.Request, body [
 	if json.Unmarshal(body, &msg) != nil || msg.Method != events.MethodStream || len(msg.ID) == 0 {
 		return false
 	}
+
 	var id any
 	_ = json.Unmarshal(msg.ID, &id)
 	ctx := r.Context()
@@ -242,11 +249,15 @@ func (s *Server) serveEventStream(w http.ResponseWriter, r *http.Request, body [
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": je})
 	}
+	if !s.requesterKnown(ctx, req) {
+		writeErr(events2Unsupported("events/stream over HTTP cannot tell the requester of this server's Owner function (it needs the request's session): use events/poll"))
+		return true
+	}
 	if err := s.core.AllowRequest(ctx, events.MethodStream, req); err != nil {
 		writeErr(err)
 		return true
 	}
-	fl, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
 	started := false
 	write := func(v any) error {
 		b, err := json.Marshal(v)
@@ -259,28 +270,42 @@ func (s *Server) serveEventStream(w http.ResponseWriter, r *http.Request, body [
 			w.Header().Set("Cache-Control", "no-cache")
 			w.WriteHeader(http.StatusOK)
 		}
+		// A client that stops reading does not hold the stream forever.
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", b); err != nil {
 			return err
 		}
-		if fl != nil {
-			fl.Flush()
-		}
-		return nil
+		return rc.Flush()
 	}
 	// The server's shutdown ends the stream too.
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.streamsCtx, cancel)
 	defer stop()
-	err := s.core.EventsStream(sctx, req, msg.Params, func(method string, params any) error {
+	ended, err := s.core.EventsStream(sctx, req, msg.Params, func(method string, params any) error {
 		return write(map[string]any{"jsonrpc": "2.0", "method": method, "params": withSubscriptionID(params, id)})
 	})
 	switch {
 	case err != nil && !started:
 		writeErr(err)
-	case ctx.Err() == nil:
-		// The server ended the stream: its final frame.
+	case ended:
+		// Its task ended: the final frame. Any other end (the server
+		// shutting down) just closes the stream: the client reconnects
+		// with its cursor.
 		_ = write(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"_meta": map[string]any{}}})
 	}
+	return true
+}
+
+// requesterKnown reports whether the server's Owner function tells the
+// requester of req, built at the edge without a session: an Owner
+// function that needs the session (and fails without it) does not.
+func (s *Server) requesterKnown(ctx context.Context, req mcp.Request) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	s.core.Requester(ctx, req)
 	return true
 }

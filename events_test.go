@@ -525,9 +525,9 @@ func TestEventsWebhookVerificationAndDeadLetter(t *testing.T) {
 		t.Fatalf("a deaf endpoint: %+v %v", resp.Error, err)
 	}
 
-	// An endpoint that answers 410 to every event: dead letters, and the
-	// subscription suspended.
-	hook := newHookReceiver(t, secret, 1000, http.StatusGone)
+	// An endpoint that answers 503 to every event: its budget spent,
+	// dead letters, and the subscription suspended.
+	hook := newHookReceiver(t, secret, 1000, http.StatusServiceUnavailable)
 	params := map[string]any{"name": events.TypeStatus, "delivery": map[string]any{"url": hook.srv.URL, "secret": secret}}
 	var sub events.SubscribeResult
 	if err := alice.Result(ctx, events.MethodSubscribe, params, &sub); err != nil {
@@ -548,7 +548,7 @@ func TestEventsWebhookVerificationAndDeadLetter(t *testing.T) {
 		return err == nil && len(dls) > 0
 	})
 	dls, _ := evs.DeadLetters(ctx, 10)
-	if dls[0].Attempts != 2 || dls[0].Error != "http_4xx" || dls[0].SubID != sub.ID {
+	if dls[0].Attempts != 2 || dls[0].Error != "http_5xx" || dls[0].SubID != sub.ID {
 		t.Fatalf("dead letter %+v", dls[0])
 	}
 	var refreshed events.SubscribeResult
@@ -556,7 +556,7 @@ func TestEventsWebhookVerificationAndDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	if refreshed.DeliveryStatus == nil || refreshed.DeliveryStatus.Active || refreshed.DeliveryStatus.LastError == nil ||
-		*refreshed.DeliveryStatus.LastError != "http_4xx" || refreshed.DeliveryStatus.FailedSince == nil {
+		*refreshed.DeliveryStatus.LastError != "http_5xx" || refreshed.DeliveryStatus.FailedSince == nil {
 		t.Fatalf("refresh after a dead letter: %+v", refreshed.DeliveryStatus)
 	}
 }

@@ -198,8 +198,8 @@ func (c *Client) pollEvents(ctx context.Context, q EventQuery, fn func(Event) er
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, ErrEventsUnsupported) {
-				return err
+			if errors.Is(err, ErrEventsUnsupported) || refused(err) {
+				return err // asking again would get the same answer
 			}
 			c.impl.log.Debug("events: a poll failed; trying again", "err", err)
 			p = &EventPage{Cursor: q.Cursor, NextPoll: time.Second}
@@ -214,16 +214,24 @@ func (c *Client) pollEvents(ctx context.Context, q EventQuery, fn func(Event) er
 			continue
 		}
 		if q.TaskID != "" && len(p.Events) == 0 {
-			if st, err := c.Get(ctx, q.TaskID); err == nil && isTerminal(st.Status) {
-				// One more read drains what it wrote before it ended.
-				if last, err := c.PollEvents(ctx, q); err == nil {
+			st, err := c.Get(ctx, q.TaskID)
+			if errors.Is(err, ErrTaskNotFound) || (err == nil && isTerminal(st.Status)) {
+				// More reads drain what it wrote before it ended.
+				for {
+					last, err := c.PollEvents(ctx, q)
+					if err != nil {
+						return nil
+					}
 					for _, e := range last.Events {
 						if err := fn(e); err != nil {
 							return err
 						}
 					}
+					q.Cursor = last.Cursor
+					if !last.More {
+						return nil
+					}
 				}
-				return nil
 			}
 		}
 		t := time.NewTimer(max(p.NextPoll, minEventPoll))
@@ -362,4 +370,19 @@ func eventSourceOf(handle []byte) *EventSource {
 		return nil
 	}
 	return &EventSource{Name: h.EventSource.Name, TaskID: h.EventSource.Input.TaskID, InitialCursor: h.EventSource.InitialCursor}
+}
+
+// refused reports whether err is the server's refusal of the query
+// itself (invalid params, unknown event type, forbidden, unsupported):
+// asking again gets the same.
+func refused(err error) bool {
+	we, ok := rpcError(err)
+	if !ok {
+		return false
+	}
+	switch we.Code {
+	case -32602, events.CodeNotFound, events.CodeForbidden, events.CodeUnsupported:
+		return true
+	}
+	return false
 }

@@ -20,8 +20,8 @@ type webhooksPage struct {
 	Instance      string
 }
 
-// deadRow is one dead letter. The callback is shown as its host and
-// path: a query may carry a token of the receiver's.
+// deadRow is one dead letter. The callback is shown as its host only:
+// its path or query may be the receiver's secret (a capability URL).
 type deadRow struct {
 	At, Ago         string
 	Subscription    string
@@ -48,7 +48,7 @@ func (h *Handler) serveWebhooks(w http.ResponseWriter, r *http.Request, v *visit
 		for _, d := range dls {
 			cb := d.URL
 			if u, perr := url.Parse(d.URL); perr == nil {
-				cb = u.Host + u.EscapedPath()
+				cb = u.Host
 			}
 			what := string(d.Event.Kind)
 			if d.Event.Status != "" {

@@ -66,7 +66,8 @@ type Events interface {
 	// FinishDelivery records the end of an attempt of d: delivered
 	// (deleted), retried at next, or dead (kept as a dead letter), with
 	// the error category of a failure. It also updates the
-	// subscription's delivery status.
+	// subscription's delivery status. A late attempt (its lease lapsed
+	// and another claim took the delivery) records nothing.
 	FinishDelivery(ctx context.Context, d *Delivery, r DeliveryResult) error
 
 	// DeadLetters returns up to limit dead deliveries, newest first.
@@ -76,9 +77,10 @@ type Events interface {
 	// metrics.
 	EventCounts(ctx context.Context) (pending, dead int64, err error)
 
-	// PruneEvents deletes the events older than before, the dead
-	// letters older than before and the subscriptions that expired
-	// before now, and returns how many events it deleted.
+	// PruneEvents deletes the events older than before (but those a
+	// delivery still waits for), the dead letters older than before and
+	// the subscriptions that expired before now, and returns how many
+	// events it deleted.
 	PruneEvents(ctx context.Context, before, now time.Time) (int, error)
 }
 
@@ -270,6 +272,10 @@ type DeliveryResult struct {
 	// Dead: no further attempt (the budget is spent, or the failure is
 	// final).
 	Dead bool
+	// Suspend, with Dead, suspends the subscription's deliveries until
+	// its client refreshes it (the budget was spent: the endpoint is
+	// down); a final failure of one event does not.
+	Suspend bool
 	// Next is when to try again (neither Delivered nor Dead).
 	Next time.Time
 	// Error is the failure's category.

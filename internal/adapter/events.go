@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/delivery"
 	"github.com/mcptask/mcptask/internal/webhook"
 	"github.com/mcptask/mcptask/store"
@@ -285,6 +286,9 @@ func notBefore(maxAgeMs *int64, now time.Time) (time.Time, error) {
 	if *maxAgeMs < 0 {
 		return time.Time{}, InvalidParams("maxAgeMs must not be negative")
 	}
+	if *maxAgeMs > int64(100*365*24*time.Hour/time.Millisecond) {
+		return time.Time{}, nil // older than anything kept: no floor
+	}
 	return now.Add(-time.Duration(*maxAgeMs) * time.Millisecond), nil
 }
 
@@ -427,7 +431,10 @@ func (c *Core) grantTTL(raw json.RawMessage, now time.Time) (time.Time, error) {
 	if err := json.Unmarshal(raw, &ms); err != nil || ms < 0 {
 		return time.Time{}, InvalidParams("ttlMs must be a non-negative integer of milliseconds, or null")
 	}
-	d := min(max(time.Duration(ms)*time.Millisecond, minSubscriptionTTL), cfg.MaxTTL)
+	d := cfg.MaxTTL
+	if ms < cfg.MaxTTL.Milliseconds() {
+		d = max(time.Duration(ms)*time.Millisecond, minSubscriptionTTL)
+	}
 	return now.Add(d), nil
 }
 
@@ -479,6 +486,10 @@ func (c *Core) EventsSubscribe(ctx context.Context, req mcp.Request, p *events.S
 	}
 	id := subscriptionID(owner, u, sel.name, sel.args)
 	evs := c.eng.Events()
+	head, err := c.eng.EventHead(ctx)
+	if err != nil {
+		return nil, c.EngineError(ctx, events.MethodSubscribe, owner, "", err)
+	}
 	old, err := evs.GetSubscription(ctx, owner, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, c.EngineError(ctx, events.MethodSubscribe, owner, "", err)
@@ -506,6 +517,15 @@ func (c *Core) EventsSubscribe(ctx context.Context, req mcp.Request, p *events.S
 		return nil, c.EngineError(ctx, events.MethodSubscribe, owner, "", err)
 	}
 	res := &events.SubscribeResult{ID: id, RefreshBefore: rfc3339(expires), Truncated: truncated}
+	switch {
+	case p.Cursor != nil:
+		// The client's own position stays safe: what follows it is
+		// delivered (a replay, or the live subscription's queue).
+		res.Cursor = p.Cursor
+	case old == nil:
+		// A new subscription from now: nothing before it is owed.
+		res.Cursor = cursorOf(head)
+	}
 	if old != nil {
 		ds := &events.DeliveryStatus{Active: old.Active, LastDeliveryAt: rfc3339(old.LastDelivery), FailedSince: rfc3339(old.FailedSince)}
 		if old.LastError != "" {
@@ -558,28 +578,29 @@ type Notify func(method string, params any) error
 // subscribed task ends (after its last events), or send fails: it sends
 // notifications/events/active first, then each event, and heartbeats
 // with the cursor. A refusal before the stream opens is returned as the
-// error; nil means the server ended the stream (the caller sends the
-// final result when it can).
-func (c *Core) EventsStream(ctx context.Context, req mcp.Request, p *events.PollParams, send Notify) error {
+// error; ended reports that the stream is over because its task ended
+// (the caller then sends the final result): any other end (the client
+// went, the server shuts down) is not.
+func (c *Core) EventsStream(ctx context.Context, req mcp.Request, p *events.PollParams, send Notify) (ended bool, err error) {
 	if p == nil || p.Name == "" {
-		return InvalidParams("events/stream needs the name of an event type")
+		return false, InvalidParams("events/stream needs the name of an event type")
 	}
 	owner := c.Requester(ctx, req)
 	sel, err := c.selectEvents(ctx, events.MethodStream, owner, p.Name, p.Arguments)
 	if err != nil {
-		return err
+		return false, err
 	}
 	from, err := parseCursor(p.Cursor)
 	if err != nil {
-		return err
+		return false, err
 	}
 	nb, err := notBefore(p.MaxAgeMs, time.Now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	release, err := c.acquireEventStream(owner)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer release()
 
@@ -599,7 +620,7 @@ func (c *Core) EventsStream(ctx context.Context, req mcp.Request, p *events.Poll
 	if from == nil {
 		head, err := c.eng.EventHead(ctx)
 		if err != nil {
-			return c.EngineError(ctx, events.MethodStream, owner, "", err)
+			return false, c.EngineError(ctx, events.MethodStream, owner, "", err)
 		}
 		q.After = head
 	} else {
@@ -608,64 +629,99 @@ func (c *Core) EventsStream(ctx context.Context, req mcp.Request, p *events.Poll
 	// The first read tells whether events were skipped.
 	page, err := c.eng.ReadEvents(ctx, owner, q)
 	if err != nil {
-		return c.EngineError(ctx, events.MethodStream, owner, "", err)
+		return false, c.EngineError(ctx, events.MethodStream, owner, "", err)
 	}
-	if err := send(events.NotifyActive, map[string]any{"cursor": q.After.String(), "truncated": page.Truncated}); err != nil {
-		return nil
+	active := q.After
+	if page.Truncated && len(page.Events) == 0 {
+		active = page.Next // the fresh position, past what was skipped
+	}
+	if err := send(events.NotifyActive, map[string]any{"cursor": active.String(), "truncated": page.Truncated}); err != nil {
+		return false, nil
 	}
 	q.NotBefore = time.Time{}
 	hb := time.NewTicker(c.ev().cfg.Heartbeat)
 	defer hb.Stop()
 	recheck := time.NewTicker(eventsRecheck)
 	defer recheck.Stop()
-	ended := false
+	// read reads the next page; a failure is told on the stream, which
+	// goes on (the log may be back at the next read).
+	read := func() {
+		p, err := c.eng.ReadEvents(ctx, owner, q)
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = send(events.NotifyError, map[string]any{"error": map[string]any{"code": -32603, "message": "the event log is unavailable for a moment; retrying"}})
+			}
+			p = &store.EventPage{Next: q.After}
+		}
+		page = p
+	}
+	var endMark *store.EventPos // set once the task is seen ended
+	var endBy time.Time
 	for {
 		for _, e := range page.Events {
 			occ := delivery.Occurrence(ctx, e, sel.name, owner, cursorOf(e.Pos), c.resultOf)
 			if err := send(events.NotifyEvent, occ); err != nil {
-				return nil
+				return false, nil
 			}
 		}
 		q.After = page.Next
-		if page.More {
-			if page, err = c.eng.ReadEvents(ctx, owner, q); err != nil {
-				return nil
-			}
+		more := page.More
+		page = &store.EventPage{Next: q.After} // sent: never again
+		if more {
+			read()
 			continue
 		}
-		if ended {
-			return nil // the task ended and its last events are sent
+		if endMark != nil {
+			// The task ended: its events are all committed, and read once
+			// the log's position passed the mark (on PostgreSQL, once no
+			// older transaction still runs), or after a while.
+			if !q.After.Before(*endMark) || time.Now().After(endBy) {
+				return true, nil
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return false, nil
+			}
+			read()
+			continue
 		}
 		if sel.taskID != "" {
-			// A task-scoped stream ends with its task: one more read
-			// drains what it wrote before it ended.
+			// A task-scoped stream ends with its task, after its last
+			// events. Another failure to read the task is transient.
 			t, err := c.eng.Get(ctx, owner, sel.taskID)
-			ended = err != nil || t.Status.Terminal()
-			if ended {
-				if page, err = c.eng.ReadEvents(ctx, owner, q); err != nil {
-					return nil
+			if errors.Is(err, engine.ErrNotFound) || (err == nil && t.Status.Terminal()) {
+				mark, herr := c.eng.EventHead(ctx)
+				if herr != nil {
+					mark = q.After
 				}
+				endMark, endBy = &mark, time.Now().Add(10*time.Second)
+				read()
 				continue
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-hb.C:
 			if err := send(events.NotifyHeartbeat, map[string]any{"cursor": q.After.String()}); err != nil {
-				return nil
+				return false, nil
 			}
 			continue
 		case <-wake:
 		case <-recheck.C:
 		}
-		if page, err = c.eng.ReadEvents(ctx, owner, q); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			page = &store.EventPage{Next: q.After}
-			_ = send(events.NotifyError, map[string]any{"error": map[string]any{"code": -32603, "message": "the event log is unavailable; retrying"}})
-		}
+		read()
+	}
+}
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

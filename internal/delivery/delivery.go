@@ -244,6 +244,10 @@ func (s *Service) deliver(ctx context.Context, d *store.Delivery) {
 		res.Error = category
 		if !retryable || d.Attempts >= s.o.MaxAttempts {
 			res.Dead = true
+			// A spent budget says the endpoint is down: its deliveries
+			// wait for the client's refresh. A final failure (413, 410)
+			// ends this event only.
+			res.Suspend = retryable
 		} else {
 			res.Next = res.At.Add(s.backoff(d.Attempts))
 		}

@@ -408,7 +408,9 @@ func statusError(status int) *Error {
 	switch {
 	case status >= 300 && status <= 399:
 		return &Error{Category: catRedirect, Status: status, Retryable: true}
-	case status == http.StatusRequestEntityTooLarge:
+	case status == http.StatusRequestEntityTooLarge || status == http.StatusGone:
+		// Final for this event (the Events design): 413 will not fit
+		// next time, 410 says the endpoint wants no more.
 		return &Error{Category: cat4xx, Status: status, Retryable: false}
 	case status >= 400 && status <= 499:
 		return &Error{Category: cat4xx, Status: status, Retryable: true}

@@ -379,7 +379,7 @@ func TestSendStatus(t *testing.T) {
 		{204, "", false},
 		{400, "http_4xx", true},
 		{404, "http_4xx", true},
-		{410, "http_4xx", true},
+		{410, "http_4xx", false},
 		{413, "http_4xx", false},
 		{429, "http_4xx", true},
 		{500, "http_5xx", true},

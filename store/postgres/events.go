@@ -58,13 +58,19 @@ func xmin(ctx context.Context, q interface {
 
 func txText(x uint64) string { return strconv.FormatUint(x, 10) }
 
-// EventHead returns the position before every event of a transaction
-// still running; see [store.Events].
+// EventHead returns the position after every transaction begun so far
+// (pg_snapshot_xmax): the events committed from now on are after it, and
+// a reader whose page ends at or past it has read every event committed
+// before it; see [store.Events].
 func (s *Store) EventHead(ctx context.Context) (store.EventPos, error) {
 	if s.closed() {
 		return store.EventPos{}, ErrClosed
 	}
-	x, err := xmin(ctx, s.pool)
+	var v string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&v); err != nil {
+		return store.EventPos{}, fmt.Errorf("postgres store: event head: %w", err)
+	}
+	x, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
 		return store.EventPos{}, fmt.Errorf("postgres store: event head: %w", err)
 	}
@@ -248,17 +254,22 @@ func timeOrZero(ms int64) time.Time {
 }
 
 // PutSubscription creates or refreshes a webhook subscription; see
-// [store.Events]. A new one is also caught up, once every transaction
-// running while it was created has ended, with their events (which their
-// own triggers could not queue for it): see ClaimDeliveries.
+// [store.Events]. It holds its owner's events lock alone (the event
+// writers of the owner share it, in the fan-out trigger): its replay sees
+// every event committed before it, and every later event sees it. An
+// expired subscription not yet pruned is made anew (its replay starts
+// from the cursor given).
 func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, maxPerOwner int) (created, truncated bool, err error) {
 	if s.closed() {
 		return false, false, ErrClosed
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		created, truncated = false, false
-		// Subscriptions of one owner take turns (the cap).
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 7))`, string(sub.Owner)); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(1702258035, hashtext($1))`, string(sub.Owner)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.event_subscriptions WHERE id = $1 AND owner = $2 AND expires_ms <> 0 AND expires_ms <= $3`),
+			sub.ID, string(sub.Owner), sub.Refreshed.UnixMilli()); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.event_subscriptions SET secret = $1, old_secret = $2, old_until_ms = $3,
@@ -268,7 +279,10 @@ func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, ma
 			return err
 		}
 		if tag.RowsAffected() > 0 {
-			return nil
+			// Deliveries held back while it was suspended are due again.
+			_, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.event_deliveries SET next_at_ms = least(next_at_ms, $2)
+				WHERE sub_id = $1 AND state = 'pending'`), sub.ID, sub.Refreshed.UnixMilli())
+			return err
 		}
 		if maxPerOwner > 0 {
 			var n int
@@ -279,38 +293,11 @@ func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, ma
 				return store.ErrTooManySubscriptions
 			}
 		}
-		x, err := xmin(ctx, tx)
-		if err != nil {
-			return err
-		}
-		from := store.EventPos{Tx: x}
-		var notBefore int64
-		if sub.From != nil {
-			from = *sub.From
-			fl, err := s.floor(ctx, tx)
-			if err != nil {
-				return err
-			}
-			if from.Before(fl) {
-				truncated, from = true, fl
-			}
-			if !sub.FromTime.IsZero() {
-				notBefore = sub.FromTime.UnixMilli()
-				var skipped int64
-				if err := tx.QueryRow(ctx, s.opSQL(eventsSkippedSQL), string(sub.Owner), string(sub.Kind), string(sub.TaskID), sub.Tool,
-					txText(from.Tx), from.Seq, "18446744073709551615", notBefore).Scan(&skipped); err != nil {
-					return err
-				}
-				truncated = truncated || skipped > 0
-			}
-		}
 		_, err = tx.Exec(ctx, s.opSQL(`INSERT INTO %[1]s.event_subscriptions (id, owner, name, args, kind, task_id, tool, url,
-			secret, old_secret, old_until_ms, expires_ms, created_ms, refreshed_ms, active, catchup_after, catchup_until)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15,
-				pg_snapshot_xmax(pg_current_snapshot()))`),
+			secret, old_secret, old_until_ms, expires_ms, created_ms, refreshed_ms, active)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true)`),
 			sub.ID, string(sub.Owner), pgText(sub.Name), pgText(sub.Args), string(sub.Kind), string(sub.TaskID), pgText(sub.Tool), pgText(sub.URL),
-			sub.Secret, sub.OldSecret, msOrZero(sub.OldUntil), msOrZero(sub.Expires), sub.Created.UnixMilli(), sub.Refreshed.UnixMilli(),
-			fmt.Sprintf("%d.%d.%d", from.Tx, from.Seq, notBefore))
+			sub.Secret, sub.OldSecret, msOrZero(sub.OldUntil), msOrZero(sub.Expires), sub.Created.UnixMilli(), sub.Refreshed.UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -318,9 +305,27 @@ func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, ma
 		if sub.From == nil {
 			return nil
 		}
+		from := *sub.From
+		fl, err := s.floor(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if from.Before(fl) {
+			truncated, from = true, fl
+		}
+		var notBefore int64
+		if !sub.FromTime.IsZero() {
+			notBefore = sub.FromTime.UnixMilli()
+			var skipped int64
+			if err := tx.QueryRow(ctx, s.opSQL(eventsSkippedSQL), string(sub.Owner), string(sub.Kind), string(sub.TaskID), sub.Tool,
+				txText(from.Tx), from.Seq, maxXid, notBefore).Scan(&skipped); err != nil {
+				return err
+			}
+			truncated = truncated || skipped > 0
+		}
 		now := sub.Created.UnixMilli()
 		_, err = tx.Exec(ctx, s.opSQL(eventsReplaySQL), string(sub.Owner), string(sub.Kind), string(sub.TaskID), sub.Tool,
-			txText(from.Tx), from.Seq, "18446744073709551615", notBefore, sub.ID, now)
+			txText(from.Tx), from.Seq, maxXid, notBefore, sub.ID, now)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrTooManySubscriptions) {
@@ -329,46 +334,9 @@ func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, ma
 	return created, truncated, err
 }
 
-// catchUp queues, for the subscriptions created while other transactions
-// ran that have all ended since, the deliveries of those transactions'
-// events, and marks them caught up.
-func (s *Store) catchUp(ctx context.Context, tx pgx.Tx, nowMS int64) error {
-	rows, err := tx.Query(ctx, s.opSQL(`SELECT id, owner, kind, task_id, tool, catchup_after FROM %[1]s.event_subscriptions
-		WHERE catchup_until IS NOT NULL AND catchup_until <= pg_snapshot_xmin(pg_current_snapshot()) FOR UPDATE SKIP LOCKED`))
-	if err != nil {
-		return err
-	}
-	type pending struct{ id, owner, kind, taskID, tool, after string }
-	var ps []pending
-	for rows.Next() {
-		var p pending
-		if err := rows.Scan(&p.id, &p.owner, &p.kind, &p.taskID, &p.tool, &p.after); err != nil {
-			rows.Close()
-			return err
-		}
-		ps = append(ps, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, p := range ps {
-		parts := strings.Split(p.after, ".")
-		if len(parts) != 3 {
-			continue
-		}
-		seq, _ := strconv.ParseInt(parts[1], 10, 64)
-		notBefore, _ := strconv.ParseInt(parts[2], 10, 64)
-		if _, err := tx.Exec(ctx, s.opSQL(eventsReplaySQL), p.owner, p.kind, p.taskID, p.tool, parts[0], seq,
-			"18446744073709551615", notBefore, p.id, nowMS); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, s.opSQL(`UPDATE %[1]s.event_subscriptions SET catchup_until = NULL WHERE id = $1`), p.id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// maxXid is a transaction ID above every one: the bound of a replay,
+// which reads what the snapshot sees.
+const maxXid = "18446744073709551615"
 
 // scanSub reads one subscription selected with subColumnsSQL.
 func scanSub(row pgx.Row) (*store.Subscription, error) {
@@ -426,9 +394,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	// A read first: most wake-ups find nothing due (nor any new
 	// subscription to catch up), and need no write.
 	var due bool
-	if err := s.pool.QueryRow(ctx, s.opSQL(`SELECT EXISTS (SELECT 1 FROM %[1]s.event_deliveries
-			WHERE state = 'pending' AND next_at_ms <= $1 AND lease_until_ms <= $1)
-		OR EXISTS (SELECT 1 FROM %[1]s.event_subscriptions WHERE catchup_until IS NOT NULL)`), nowMS).Scan(&due); err != nil {
+	if err := s.pool.QueryRow(ctx, s.opSQL(`SELECT EXISTS (SELECT 1 FROM %[1]s.event_deliveries d
+			JOIN %[1]s.event_subscriptions s ON s.id = d.sub_id
+			WHERE d.state = 'pending' AND d.next_at_ms <= $1 AND d.lease_until_ms <= $1 AND s.active)`), nowMS).Scan(&due); err != nil {
 		return nil, fmt.Errorf("postgres store: claim deliveries: %w", err)
 	}
 	if !due {
@@ -437,9 +405,6 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	var out []*store.Delivery
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
-		if err := s.catchUp(ctx, tx, nowMS); err != nil {
-			return err
-		}
 		x, err := xmin(ctx, tx)
 		if err != nil {
 			return err
@@ -520,35 +485,39 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	return out, nil
 }
 
-// FinishDelivery records an attempt's end; see [store.Events]. A
-// delivered one is kept (as done) until the retention, so that a
-// subscription's catch-up never queues it again.
+// FinishDelivery records an attempt's end; see [store.Events]. Only the
+// attempt that holds the delivery (its attempt count, pending) records:
+// a late one, whose lease lapsed and another took the delivery, changes
+// nothing.
 func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, r store.DeliveryResult) error {
 	if s.closed() {
 		return ErrClosed
 	}
 	at := r.At.UnixMilli()
-	b := &pgx.Batch{}
+	const mine = `sub_id = $1 AND event_seq = $2 AND state = 'pending' AND attempts = $3`
+	var q string
+	args := []any{d.Sub.ID, d.Event.Pos.Seq, d.Attempts, at}
 	switch {
 	case r.Delivered:
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_deliveries SET state = 'done', done_at_ms = $1, lease_until_ms = 0
-			WHERE sub_id = $2 AND event_seq = $3`), at, d.Sub.ID, d.Event.Pos.Seq)
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_subscriptions SET last_delivery_ms = $1, last_error = '', failed_since_ms = 0 WHERE id = $2`), at, d.Sub.ID)
+		q = `WITH d AS (DELETE FROM %[1]s.event_deliveries WHERE ` + mine + ` RETURNING 1)
+			UPDATE %[1]s.event_subscriptions SET last_delivery_ms = $4, last_error = '', failed_since_ms = 0
+			WHERE id = $1 AND EXISTS (SELECT 1 FROM d)`
 	case r.Dead:
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_deliveries SET state = 'dead', last_error = $1, done_at_ms = $2, lease_until_ms = 0
-			WHERE sub_id = $3 AND event_seq = $4`), r.Error, at, d.Sub.ID, d.Event.Pos.Seq)
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_subscriptions SET active = false, last_error = $1,
-			failed_since_ms = CASE WHEN failed_since_ms = 0 THEN $2 ELSE failed_since_ms END WHERE id = $3`), r.Error, at, d.Sub.ID)
+		q = `WITH d AS (UPDATE %[1]s.event_deliveries SET state = 'dead', last_error = $5, done_at_ms = $4, lease_until_ms = 0
+				WHERE ` + mine + ` RETURNING 1)
+			UPDATE %[1]s.event_subscriptions SET active = active AND NOT $6, last_error = $5,
+				failed_since_ms = CASE WHEN failed_since_ms = 0 THEN $4 ELSE failed_since_ms END
+			WHERE id = $1 AND EXISTS (SELECT 1 FROM d)`
+		args = append(args, r.Error, r.Suspend)
 	default:
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_deliveries SET next_at_ms = $1, last_error = $2, lease_until_ms = 0
-			WHERE sub_id = $3 AND event_seq = $4`), r.Next.UnixMilli(), r.Error, d.Sub.ID, d.Event.Pos.Seq)
-		b.Queue(s.opSQL(`UPDATE %[1]s.event_subscriptions SET last_error = $1,
-			failed_since_ms = CASE WHEN failed_since_ms = 0 THEN $2 ELSE failed_since_ms END WHERE id = $3`), r.Error, at, d.Sub.ID)
+		q = `WITH d AS (UPDATE %[1]s.event_deliveries SET next_at_ms = $6, last_error = $5, lease_until_ms = 0
+				WHERE ` + mine + ` RETURNING 1)
+			UPDATE %[1]s.event_subscriptions SET last_error = $5,
+				failed_since_ms = CASE WHEN failed_since_ms = 0 THEN $4 ELSE failed_since_ms END
+			WHERE id = $1 AND EXISTS (SELECT 1 FROM d)`
+		args = append(args, r.Error, r.Next.UnixMilli())
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return tx.SendBatch(ctx, b).Close()
-	})
-	if err != nil {
+	if _, err := s.pool.Exec(ctx, s.opSQL(q), args...); err != nil {
 		return fmt.Errorf("postgres store: finish delivery: %w", err)
 	}
 	return nil
@@ -611,19 +580,23 @@ func (s *Store) PruneEvents(ctx context.Context, before, now time.Time) (int, er
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		b := before.UnixMilli()
+		// Events still waiting for a delivery stay until it is made or
+		// given up; the floor moves past the rest.
 		var txs *string
 		var seq *int64
-		err := tx.QueryRow(ctx, s.opSQL(`WITH gone AS (DELETE FROM %[1]s.events WHERE at_ms < $1 RETURNING tx, seq)
-			SELECT max(tx)::text, max(seq), count(*) FROM gone`), b).Scan(&txs, &seq, &n)
+		err := tx.QueryRow(ctx, s.opSQL(`WITH gone AS (
+				DELETE FROM %[1]s.events e WHERE e.seq IN (
+					SELECT x.seq FROM %[1]s.events x WHERE x.at_ms < $1
+						AND NOT EXISTS (SELECT 1 FROM %[1]s.event_deliveries d WHERE d.event_seq = x.seq AND d.state = 'pending')
+					ORDER BY x.seq LIMIT 10000)
+				RETURNING e.tx, e.seq),
+			dels AS (DELETE FROM %[1]s.event_deliveries d USING gone WHERE d.event_seq = gone.seq)
+			SELECT (SELECT tx::text FROM gone ORDER BY tx DESC, seq DESC LIMIT 1),
+				(SELECT seq FROM gone ORDER BY tx DESC, seq DESC LIMIT 1), (SELECT count(*) FROM gone)`), b).Scan(&txs, &seq, &n)
 		if err != nil {
 			return err
 		}
 		if txs != nil {
-			ct, err := tx.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.event_deliveries d WHERE NOT EXISTS (SELECT 1 FROM %[1]s.events e WHERE e.seq = d.event_seq)`))
-			if err != nil {
-				return err
-			}
-			_ = ct
 			fl, err := s.floor(ctx, tx)
 			if err != nil {
 				return err
@@ -635,7 +608,7 @@ func (s *Store) PruneEvents(ctx context.Context, before, now time.Time) (int, er
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.event_deliveries WHERE state IN ('dead', 'done') AND done_at_ms < $1`), b); err != nil {
+		if _, err := tx.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.event_deliveries WHERE state = 'dead' AND done_at_ms < $1`), b); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, s.opSQL(`DELETE FROM %[1]s.event_subscriptions WHERE expires_ms <> 0 AND expires_ms <= $1`), now.UnixMilli())

@@ -365,7 +365,10 @@ func migrateV10(ctx context.Context, tx pgx.Tx, m *migrator) error {
 // (tx, seq): tx is the writing transaction's ID, so that a reader that
 // reads only the events of transactions older than every one still
 // running (pg_snapshot_xmin) reads a prefix that later commits never
-// extend before. meta's events_floor is the newest position pruned. A
+// extend before. Event writers of one owner hold a shared advisory lock
+// that a new subscription of the owner takes exclusively, so that its
+// replay sees every event committed before it and every later event sees
+// it. meta's events_floor is the newest position pruned. A
 // task's events go with it (its outputs are its data).
 const schemaV11 = `
 CREATE TABLE %[1]s.events (
@@ -415,9 +418,7 @@ CREATE TABLE %[1]s.event_subscriptions (
 	active           boolean NOT NULL,
 	last_delivery_ms bigint  NOT NULL DEFAULT 0,
 	last_error       text    NOT NULL DEFAULT '',
-	failed_since_ms  bigint  NOT NULL DEFAULT 0,
-	catchup_after    text,
-	catchup_until    xid8
+	failed_since_ms  bigint  NOT NULL DEFAULT 0
 );
 CREATE INDEX event_subscriptions_owner ON %[1]s.event_subscriptions (owner, kind);
 CREATE TABLE %[1]s.event_deliveries (
@@ -436,8 +437,14 @@ CREATE TABLE %[1]s.event_deliveries (
 CREATE INDEX event_deliveries_due ON %[1]s.event_deliveries (next_at_ms) WHERE state = 'pending';
 CREATE INDEX event_deliveries_dead ON %[1]s.event_deliveries (done_at_ms) WHERE state = 'dead';
 CREATE INDEX event_deliveries_event ON %[1]s.event_deliveries (event_seq);
+CREATE INDEX event_deliveries_sub_pending ON %[1]s.event_deliveries (sub_id, event_tx, event_seq) WHERE state = 'pending';
+CREATE INDEX event_deliveries_done ON %[1]s.event_deliveries (done_at_ms) WHERE state = 'done';
 CREATE FUNCTION %[1]s.events_fan_out() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+	-- Event writers of one owner share this lock; a new subscription of
+	-- the owner takes it alone (PutSubscription): it waits for the
+	-- writers under way, and later ones see it.
+	PERFORM pg_advisory_xact_lock_shared(1702258035, hashtext(NEW.owner));
 	INSERT INTO %[1]s.event_deliveries (sub_id, event_seq, event_tx, next_at_ms, created_ms)
 	SELECT s.id, NEW.seq, NEW.tx, NEW.at_ms, NEW.at_ms FROM %[1]s.event_subscriptions s
 	WHERE s.owner = NEW.owner AND s.kind = NEW.kind

@@ -32,13 +32,15 @@ const (
 		s.old_until_ms, s.expires_ms, s.created_ms, s.refreshed_ms, s.active, s.last_delivery_ms, s.last_error, s.failed_since_ms`
 )
 
-// EventHead returns the newest event's position; see [store.Events].
+// EventHead returns the newest event's position (or the newest pruned);
+// see [store.Events].
 func (s *Store) EventHead(ctx context.Context) (store.EventPos, error) {
 	if s.closed() {
 		return store.EventPos{}, ErrClosed
 	}
 	var seq int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&seq)
+	err := s.rdb.QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(seq) FROM events), 0),
+		(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'events_floor'))`).Scan(&seq)
 	if err != nil {
 		return store.EventPos{}, s.noteCorrupt(fmt.Errorf("sqlite store: event head: %w", err))
 	}
@@ -167,15 +169,26 @@ func toValidText(s string) string { return store.CutLine(s, 1<<20) }
 func (s *Store) PutSubscription(ctx context.Context, sub *store.Subscription, maxPerOwner int) (created, truncated bool, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		created, truncated = false, false
+		// An expired subscription not yet pruned is made anew (its
+		// replay starts from the cursor given).
+		if _, err := tx.Exec(`DELETE FROM event_subscriptions WHERE id = ? AND owner = ? AND expires_ms <> 0 AND expires_ms <= ?`,
+			sub.ID, string(sub.Owner), sub.Refreshed.UnixMilli()); err != nil {
+			return err
+		}
 		var n int
 		err := tx.QueryRow(`SELECT count(*) FROM event_subscriptions WHERE id = ?`, sub.ID).Scan(&n)
 		if err != nil {
 			return err
 		}
 		if n > 0 {
-			_, err := tx.Exec(`UPDATE event_subscriptions SET secret = ?, old_secret = ?, old_until_ms = ?, expires_ms = ?,
+			if _, err := tx.Exec(`UPDATE event_subscriptions SET secret = ?, old_secret = ?, old_until_ms = ?, expires_ms = ?,
 				refreshed_ms = ?, active = 1 WHERE id = ? AND owner = ?`,
-				sub.Secret, sub.OldSecret, msOrZero(sub.OldUntil), msOrZero(sub.Expires), sub.Refreshed.UnixMilli(), sub.ID, string(sub.Owner))
+				sub.Secret, sub.OldSecret, msOrZero(sub.OldUntil), msOrZero(sub.Expires), sub.Refreshed.UnixMilli(), sub.ID, string(sub.Owner)); err != nil {
+				return err
+			}
+			// Deliveries held back while it was suspended are due again.
+			_, err := tx.Exec(`UPDATE event_deliveries SET next_at_ms = min(next_at_ms, ?) WHERE sub_id = ? AND state = 'pending'`,
+				sub.Refreshed.UnixMilli(), sub.ID)
 			return err
 		}
 		if maxPerOwner > 0 {
@@ -297,8 +310,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	nowMS := now.UnixMilli()
 	// A read first: most wake-ups find nothing due, and need no write.
 	var due int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM event_deliveries
-		WHERE state = 'pending' AND next_at_ms <= ? AND lease_until_ms <= ? LIMIT 1)`, nowMS, nowMS).Scan(&due); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM event_deliveries d
+		JOIN event_subscriptions s ON s.id = d.sub_id
+		WHERE d.state = 'pending' AND d.next_at_ms <= ? AND d.lease_until_ms <= ? AND s.active = 1 LIMIT 1)`, nowMS, nowMS).Scan(&due); err != nil {
 		return nil, fmt.Errorf("sqlite store: claim deliveries: %w", err)
 	}
 	if due == 0 {
@@ -374,32 +388,41 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	return out, nil
 }
 
-// FinishDelivery records an attempt's end; see [store.Events].
+// FinishDelivery records an attempt's end; see [store.Events]. Only the
+// attempt that holds the delivery (its attempt count, pending) records.
 func (s *Store) FinishDelivery(ctx context.Context, d *store.Delivery, r store.DeliveryResult) error {
 	at := r.At.UnixMilli()
+	const mine = `sub_id = ? AND event_seq = ? AND state = 'pending' AND attempts = ?`
+	key := []any{d.Sub.ID, d.Event.Pos.Seq, d.Attempts}
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
 		var err error
 		switch {
 		case r.Delivered:
-			if _, err = tx.Exec(`DELETE FROM event_deliveries WHERE sub_id = ? AND event_seq = ?`, d.Sub.ID, d.Event.Pos.Seq); err != nil {
-				return err
-			}
-			_, err = tx.Exec(`UPDATE event_subscriptions SET last_delivery_ms = ?, last_error = '', failed_since_ms = 0 WHERE id = ?`, at, d.Sub.ID)
+			res, err = tx.Exec(`DELETE FROM event_deliveries WHERE `+mine, key...)
 		case r.Dead:
-			if _, err = tx.Exec(`UPDATE event_deliveries SET state = 'dead', last_error = ?, done_at_ms = ?, lease_until_ms = 0
-				WHERE sub_id = ? AND event_seq = ?`, r.Error, at, d.Sub.ID, d.Event.Pos.Seq); err != nil {
-				return err
-			}
-			// Deliveries are suspended until the client refreshes.
-			_, err = tx.Exec(`UPDATE event_subscriptions SET active = 0, last_error = ?,
-				failed_since_ms = CASE WHEN failed_since_ms = 0 THEN ? ELSE failed_since_ms END WHERE id = ?`, r.Error, at, d.Sub.ID)
+			res, err = tx.Exec(`UPDATE event_deliveries SET state = 'dead', last_error = ?, done_at_ms = ?, lease_until_ms = 0 WHERE `+mine,
+				append([]any{r.Error, at}, key...)...)
 		default:
-			if _, err = tx.Exec(`UPDATE event_deliveries SET next_at_ms = ?, last_error = ?, lease_until_ms = 0
-				WHERE sub_id = ? AND event_seq = ?`, r.Next.UnixMilli(), r.Error, d.Sub.ID, d.Event.Pos.Seq); err != nil {
-				return err
+			res, err = tx.Exec(`UPDATE event_deliveries SET next_at_ms = ?, last_error = ?, lease_until_ms = 0 WHERE `+mine,
+				append([]any{r.Next.UnixMilli(), r.Error}, key...)...)
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // a late attempt: another one holds the delivery
+		}
+		switch {
+		case r.Delivered:
+			_, err = tx.Exec(`UPDATE event_subscriptions SET last_delivery_ms = ?, last_error = '', failed_since_ms = 0 WHERE id = ?`, at, d.Sub.ID)
+		default:
+			suspend := 0
+			if r.Dead && r.Suspend {
+				suspend = 1
 			}
-			_, err = tx.Exec(`UPDATE event_subscriptions SET last_error = ?,
-				failed_since_ms = CASE WHEN failed_since_ms = 0 THEN ? ELSE failed_since_ms END WHERE id = ?`, r.Error, at, d.Sub.ID)
+			_, err = tx.Exec(`UPDATE event_subscriptions SET active = CASE WHEN ? = 1 THEN 0 ELSE active END, last_error = ?,
+				failed_since_ms = CASE WHEN failed_since_ms = 0 THEN ? ELSE failed_since_ms END WHERE id = ?`, suspend, r.Error, at, d.Sub.ID)
 		}
 		return err
 	})
@@ -487,10 +510,13 @@ func (s *Store) PruneEvents(ctx context.Context, before, now time.Time) (int, er
 			return err
 		}
 		if top.Valid {
-			if _, err := tx.Exec(`DELETE FROM event_deliveries WHERE event_seq <= ?`, top.Int64); err != nil {
+			// Events still waiting for a delivery stay until it is made
+			// or given up; the floor moves past the rest.
+			if _, err := tx.Exec(`DELETE FROM event_deliveries WHERE event_seq <= ? AND state <> 'pending'`, top.Int64); err != nil {
 				return err
 			}
-			res, err := tx.Exec(`DELETE FROM events WHERE seq <= ?`, top.Int64)
+			res, err := tx.Exec(`DELETE FROM events WHERE seq <= ?
+				AND NOT EXISTS (SELECT 1 FROM event_deliveries d WHERE d.event_seq = events.seq AND d.state = 'pending')`, top.Int64)
 			if err != nil {
 				return err
 			}

@@ -441,6 +441,7 @@ CREATE TABLE event_deliveries (
 ) WITHOUT ROWID;
 CREATE INDEX event_deliveries_due ON event_deliveries (next_at_ms) WHERE state = 'pending';
 CREATE INDEX event_deliveries_dead ON event_deliveries (done_at_ms) WHERE state = 'dead';
+CREATE INDEX event_deliveries_event ON event_deliveries (event_seq);
 CREATE TRIGGER events_fan_out AFTER INSERT ON events BEGIN
 	INSERT INTO event_deliveries (sub_id, event_seq, next_at_ms, created_ms)
 	SELECT s.id, new.seq, new.at_ms, new.at_ms FROM event_subscriptions s

@@ -280,7 +280,13 @@ func (s *suite) eventsDeliveries(t *testing.T) {
 	if err := ev.FinishDelivery(ctx, done, store.DeliveryResult{Delivered: true, At: next}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ev.FinishDelivery(ctx, retry, store.DeliveryResult{Dead: true, Error: "http_4xx", At: next}); err != nil {
+	// A late attempt (another claim's attempt count) records nothing.
+	late := *retry
+	late.Attempts = 1
+	if err := ev.FinishDelivery(ctx, &late, store.DeliveryResult{Delivered: true, At: next}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ev.FinishDelivery(ctx, retry, store.DeliveryResult{Dead: true, Suspend: true, Error: "http_4xx", At: next}); err != nil {
 		t.Fatal(err)
 	}
 	dls, err := ev.DeadLetters(ctx, 10)
@@ -306,6 +312,20 @@ func (s *suite) eventsDeliveries(t *testing.T) {
 	}
 	if got := claim(t, ev, next.Add(time.Second)); len(got) != 1 || got[0].Event.TaskID != c.ID {
 		t.Fatalf("after a refresh: %d deliveries", len(got))
+	}
+	// A final failure of one event (413) is a dead letter that leaves the
+	// subscription active.
+	d2 := newTask("alice", base)
+	mustCreate(t, st, d2)
+	got2 := claim(t, ev, next.Add(2*time.Second))
+	if len(got2) != 1 {
+		t.Fatalf("claimed %d", len(got2))
+	}
+	if err := ev.FinishDelivery(ctx, got2[0], store.DeliveryResult{Dead: true, Error: "http_4xx", At: next}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := ev.GetSubscription(ctx, "alice", "sub_a"); err != nil || !s.Active {
+		t.Fatalf("a final failure suspended the subscription: %+v %v", s, err)
 	}
 	if err := ev.DeleteSubscription(ctx, "alice", "sub_a"); err != nil {
 		t.Fatal(err)

@@ -167,8 +167,11 @@ type DeliveryStatus struct {
 // null for no expiry.
 type SubscribeResult struct {
 	mcp.ResultBase
-	ID             string          `json:"id"`
-	RefreshBefore  *string         `json:"refreshBefore"`
+	ID            string  `json:"id"`
+	RefreshBefore *string `json:"refreshBefore"`
+	// Cursor is a safe-to-persist position: every event at or before it
+	// was delivered or abandoned (absent when the server cannot tell).
+	Cursor         *string         `json:"cursor,omitempty"`
 	Truncated      bool            `json:"truncated"`
 	DeliveryStatus *DeliveryStatus `json:"deliveryStatus,omitempty"`
 }
