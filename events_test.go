@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -517,13 +518,24 @@ func TestEventsWebhookVerificationAndDeadLetter(t *testing.T) {
 	secret := "whsec_" + strings.Repeat("c2VjcmV0", 4)
 
 	// An endpoint that does not echo the challenge is refused.
-	deaf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	var deafPosts atomic.Int64
+	deaf := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		deafPosts.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
 	defer deaf.Close()
-	resp, err := alice.Call(ctx, events.MethodSubscribe, map[string]any{"name": events.TypeStatus,
-		"delivery": map[string]any{"url": deaf.URL, "secret": secret}}, nil)
-	if err != nil || resp.Error == nil || resp.Error.Code != events.CodeCallbackEndpoint || !strings.Contains(string(resp.Error.Data), "challenge_failed") {
-		t.Fatalf("a deaf endpoint: %+v %v", resp.Error, err)
+	for range 3 {
+		resp, err := alice.Call(ctx, events.MethodSubscribe, map[string]any{"name": events.TypeStatus,
+			"delivery": map[string]any{"url": deaf.URL, "secret": secret}}, nil)
+		if err != nil || resp.Error == nil || resp.Error.Code != events.CodeCallbackEndpoint || !strings.Contains(string(resp.Error.Data), "challenge_failed") {
+			t.Fatalf("a deaf endpoint: %+v %v", resp.Error, err)
+		}
 	}
+	if n := deafPosts.Load(); n != 1 {
+		t.Fatalf("the deaf endpoint got %d verification POSTs for 3 subscribes, want 1 (the failure is remembered)", n)
+	}
+	var resp *wiretest.Response
+	var err error
 
 	// An endpoint that answers 503 to every event: its budget spent,
 	// dead letters, and the subscription suspended.

@@ -24,6 +24,7 @@ import (
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // EventsConfig configures the MCP Events a Core serves (see
@@ -85,8 +86,26 @@ type eventsState struct {
 
 	mu       sync.Mutex
 	streams  map[task.Owner]int
-	verified map[string]time.Time // (owner, url) → when verified
+	verified map[string]time.Time     // (owner, url) → when verified
+	failed   map[string]failedCheck   // (owner, url) → its last failed check
+	hosts    map[string]*rate.Limiter // verification POSTs per destination host
 }
+
+// failedCheck is a verification that failed, remembered a while so that
+// asking again does not POST again.
+type failedCheck struct {
+	at  time.Time
+	err error
+}
+
+// The bounds of verification POSTs: a failure is remembered for
+// verifyFailureTTL; a host gets at most verifyHostRate POSTs a second
+// (burst verifyHostBurst), so that subscriptions cannot flood it.
+const (
+	verifyFailureTTL = time.Minute
+	verifyHostRate   = 1
+	verifyHostBurst  = 5
+)
 
 // SetEvents configures the events the core serves; call it before
 // serving.
@@ -107,7 +126,8 @@ func (c *Core) SetEvents(cfg EventsConfig) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = defaultHeartbeat
 	}
-	c.events = &eventsState{cfg: cfg, streams: map[task.Owner]int{}, verified: map[string]time.Time{}}
+	c.events = &eventsState{cfg: cfg, streams: map[task.Owner]int{}, verified: map[string]time.Time{},
+		failed: map[string]failedCheck{}, hosts: map[string]*rate.Limiter{}}
 }
 
 func (c *Core) ev() *eventsState {
@@ -383,11 +403,31 @@ func (c *Core) verify(ctx context.Context, owner task.Owner, u, subID, secret st
 		}
 	}
 	key := string(owner) + "\x00" + u
+	host := ""
+	if pu, perr := url.Parse(u); perr == nil {
+		host = pu.Host
+	}
 	st.mu.Lock()
 	at, ok := st.verified[key]
+	f, failed := st.failed[key]
+	lim := st.hosts[host]
+	if lim == nil {
+		if len(st.hosts) > 10000 {
+			clear(st.hosts)
+		}
+		lim = rate.NewLimiter(verifyHostRate, verifyHostBurst)
+		st.hosts[host] = lim
+	}
 	st.mu.Unlock()
 	if ok && time.Since(at) < verifiedFor {
 		return nil
+	}
+	if failed && time.Since(f.at) < verifyFailureTTL {
+		return f.err
+	}
+	if !lim.Allow() {
+		return EventsError(events.CodeResourceExhausted, "too many callback verifications to this host: try again in a moment",
+			map[string]any{"limit": "verifications"})
 	}
 	if st.cfg.Sender == nil {
 		return EventsError(events.CodeCallbackEndpoint, "the callback could not be verified", map[string]string{"reason": "challenge_failed"})
@@ -398,18 +438,22 @@ func (c *Core) verify(ctx context.Context, owner task.Owner, u, subID, secret st
 		if errors.As(err, &we) {
 			reason = we.Category
 		}
-		host := ""
-		if pu, perr := url.Parse(u); perr == nil {
-			host = pu.Host
-		}
 		c.log.Info("events: a webhook callback failed verification", "requester", owner, "host", host, "reason", reason)
-		return EventsError(events.CodeCallbackEndpoint, "the callback endpoint failed verification: "+reason, map[string]string{"reason": reason})
+		verr := EventsError(events.CodeCallbackEndpoint, "the callback endpoint failed verification: "+reason, map[string]string{"reason": reason})
+		st.mu.Lock()
+		if len(st.failed) > 10000 {
+			clear(st.failed)
+		}
+		st.failed[key] = failedCheck{at: time.Now(), err: verr}
+		st.mu.Unlock()
+		return verr
 	}
 	st.mu.Lock()
 	if len(st.verified) > 10000 {
 		clear(st.verified)
 	}
 	st.verified[key] = time.Now()
+	delete(st.failed, key)
 	st.mu.Unlock()
 	return nil
 }
