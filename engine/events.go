@@ -14,10 +14,13 @@ import (
 // it whole, and the Events design keeps deliveries within 256 KiB.
 const MaxEmitBytes = 192 << 10
 
-// Emit durably appends data, a JSON value, as an output event of the
-// task (an intermediate result: see store.Events), after the lines the
-// work logged before it. The task's requester reads it with events/poll,
-// events/stream or a webhook subscription.
+// Emit appends data, a JSON value, as an output event of the task (an
+// intermediate result: see store.Events), in order with the lines the
+// work logs: like them it waits in memory and is written with them (one
+// write for both), at the latest before the task's outcome is recorded or
+// it asks for input; FlushLog writes it at once. A write that fails is
+// tried again: an emitted value is never dropped. The task's requester
+// reads it with events/poll, events/stream or a webhook subscription.
 func (h *Handle) Emit(ctx context.Context, data json.RawMessage) error {
 	if !json.Valid(data) {
 		return errors.New("engine: Emit of a value that is not JSON")
@@ -30,11 +33,15 @@ func (h *Handle) Emit(ctx context.Context, data json.RawMessage) error {
 			return err
 		}
 	}
-	h.FlushLog()
+	ev := store.OutputEvent{Time: h.e.now(), Stream: "emit", Data: data}
+	if b := h.run.logs; b != nil {
+		b.addEvent(ev)
+		return nil
+	}
 	if err := h.run.ensureCreated(ctx); err != nil {
 		return err
 	}
-	err := h.e.store.AppendEvents(ctx, h.run.id, []store.OutputEvent{{Time: h.e.now(), Stream: "emit", Data: data}})
+	err := h.e.store.AppendEvents(ctx, h.run.id, []store.OutputEvent{ev})
 	if err == nil {
 		h.e.wakeWatchers(h.run.id)
 	}

@@ -130,6 +130,9 @@ type logBuffer struct {
 	mem store.LogLimits // what may wait in memory
 	// publish names the streams whose lines are output events too.
 	publish []string
+	// events are the values the work emitted (Handle.Emit) that wait
+	// for the next write, with the lines.
+	events []store.OutputEvent
 
 	mu      sync.Mutex
 	text    []byte        // the texts of lines[head:], from text[lines[head].off]
@@ -227,7 +230,8 @@ func (b *logBuffer) schedule() {
 func (b *logBuffer) take() store.LogBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	batch := store.LogBatch{Skipped: b.skipped, Limits: b.lim, Publish: b.publish}
+	batch := store.LogBatch{Skipped: b.skipped, Limits: b.lim, Publish: b.publish, Events: b.events}
+	b.events = nil
 	if n := len(b.lines) - b.head; n > 0 {
 		base := b.lines[b.head].off
 		all := string(b.text[base:])
@@ -258,7 +262,7 @@ func (b *logBuffer) flush() {
 	b.writeMu.Lock()
 	defer b.writeMu.Unlock()
 	batch := b.take()
-	if len(batch.Lines) == 0 && batch.Skipped == 0 {
+	if len(batch.Lines) == 0 && batch.Skipped == 0 && len(batch.Events) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.e.opts.LogWriteTimeout)
@@ -283,6 +287,27 @@ func (b *logBuffer) flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.skipped += batch.Skipped + int64(len(batch.Lines))
+	// Emitted values are never dropped: they wait for the next write.
+	b.events = append(batch.Events, b.events...)
+	b.schedule()
+}
+
+// maxPendingEvents is how many emitted values may wait in memory: one
+// more writes them first.
+const maxPendingEvents = 64
+
+// addEvent queues an emitted value for the next write; it writes the
+// waiting ones first when too many wait.
+func (b *logBuffer) addEvent(ev store.OutputEvent) {
+	b.mu.Lock()
+	full := len(b.events) >= maxPendingEvents
+	b.mu.Unlock()
+	if full {
+		b.flush()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, ev)
 	b.schedule()
 }
 

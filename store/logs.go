@@ -67,6 +67,9 @@ type LogBatch struct {
 	// events (see [Events]), in the same transaction; "*" names every
 	// stream.
 	Publish []string
+	// Events are output events appended in the same transaction, after
+	// the lines (the values the work emitted meanwhile).
+	Events []OutputEvent
 }
 
 // Publishes reports whether b publishes the lines of stream.

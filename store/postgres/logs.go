@@ -72,6 +72,7 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) (er
 		return fmt.Errorf("postgres store: append to the log of %s: %w", id, err)
 	}
 	lines, dropped := store.PlanAppend(b, h.last, time.Now())
+	evs := b.Events
 	h.last += max(b.Skipped, 0) + int64(len(b.Lines))
 	h.dropped += dropped
 	if len(lines) > 0 {
@@ -86,6 +87,13 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) (er
 			return fmt.Errorf("postgres store: append to the log of %s: %w", id, err)
 		}
 		for _, l := range lines {
+			// Emitted values before the line go first: one order.
+			for len(evs) > 0 && !evs[0].Time.IsZero() && !evs[0].Time.After(l.Time) {
+				if err := s.appendEvent(ctx, tx, id, evs[0]); err != nil {
+					return err
+				}
+				evs = evs[1:]
+			}
 			if b.Publishes(l.Stream) {
 				if _, err := tx.Exec(ctx, s.opSQL(eventsAppendSQL), l.Time.UnixMilli(), l.Stream, l.Text, nil, string(id)); err != nil {
 					return fmt.Errorf("postgres store: publish the log of %s: %w", id, err)
@@ -100,6 +108,11 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) (er
 	}
 	if _, err := tx.Exec(ctx, s.opSQL(logHeadSetSQL), string(id), h.last, h.lines, h.bytes, h.dropped); err != nil {
 		return fmt.Errorf("postgres store: append to the log of %s: %w", id, err)
+	}
+	for _, e := range evs {
+		if err := s.appendEvent(ctx, tx, id, e); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres store: append to the log of %s: %w", id, err)
@@ -203,4 +216,20 @@ func (s *Store) ReadLog(ctx context.Context, id task.ID, after int64, limit int)
 		}
 	}
 	return store.LogPageOf(lines, after, limit, last, dropped), nil
+}
+
+// appendEvent appends the output event e of the task id in tx.
+func (s *Store) appendEvent(ctx context.Context, tx pgx.Tx, id task.ID, e store.OutputEvent) error {
+	at := e.Time
+	if at.IsZero() {
+		at = time.Now()
+	}
+	var data any
+	if e.Data != nil {
+		data = pgText(string(e.Data))
+	}
+	if _, err := tx.Exec(ctx, s.opSQL(eventsAppendSQL), at.UnixMilli(), pgText(e.Stream), pgText(store.CutLine(e.Text, 1<<20)), data, string(id)); err != nil {
+		return fmt.Errorf("postgres store: append events of %s: %w", id, err)
+	}
+	return nil
 }

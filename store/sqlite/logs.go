@@ -51,6 +51,7 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 			return nil, fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
 		}
 		lines, dropped := store.PlanAppend(b, h.last, now)
+		evs := b.Events
 		h.last += max(b.Skipped, 0) + int64(len(b.Lines))
 		h.dropped += dropped
 		if len(lines) > 0 {
@@ -62,6 +63,13 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 			for _, l := range lines {
 				h.lines++
 				h.bytes += int64(len(l.Text))
+				// Emitted values before the line go first: one order.
+				for len(evs) > 0 && !evs[0].Time.IsZero() && !evs[0].Time.After(l.Time) {
+					if err := appendEvent(tx, id, evs[0], now); err != nil {
+						return nil, err
+					}
+					evs = evs[1:]
+				}
 				if b.Publishes(l.Stream) {
 					if _, err := tx.Exec(eventsAppendSQL, l.Time.UnixMilli(), l.Stream, l.Text, nil, string(id)); err != nil {
 						return nil, fmt.Errorf("sqlite store: publish the log of %s: %w", id, err)
@@ -76,6 +84,11 @@ func (s *Store) AppendLog(ctx context.Context, id task.ID, b store.LogBatch) err
 		}
 		if _, err := tx.Exec(logUpsertSQL, string(id), h.last, h.lines, h.bytes, h.dropped); err != nil {
 			return nil, fmt.Errorf("sqlite store: append to the log of %s: %w", id, err)
+		}
+		for _, e := range evs {
+			if err := appendEvent(tx, id, e, now); err != nil {
+				return nil, err
+			}
 		}
 		return []task.ID{id}, nil
 	})
@@ -212,4 +225,20 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+// appendEvent appends the output event e of the task id in tx.
+func appendEvent(tx *sql.Tx, id task.ID, e store.OutputEvent, now time.Time) error {
+	at := e.Time
+	if at.IsZero() {
+		at = now
+	}
+	var data any
+	if e.Data != nil {
+		data = string(e.Data)
+	}
+	if _, err := tx.Exec(eventsAppendSQL, at.UnixMilli(), e.Stream, toValidText(e.Text), data, string(id)); err != nil {
+		return fmt.Errorf("sqlite store: append events of %s: %w", id, err)
+	}
+	return nil
 }

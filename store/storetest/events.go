@@ -32,6 +32,7 @@ func (s *suite) runEvents(t *testing.T) {
 		{"Prune", s.eventsPrune},
 		{"SharedClaim", s.eventsSharedClaim},
 		{"GoWithTask", s.eventsGoWithTask},
+		{"WithLog", s.eventsWithLog},
 	})
 }
 
@@ -461,5 +462,28 @@ func (s *suite) eventsGoWithTask(t *testing.T) {
 		if got := readAll(t, ev, store.EventQuery{Owner: "alice", Kind: kind, TaskID: b.ID}); len(got) == 0 {
 			t.Errorf("the other task lost its %s events", kind)
 		}
+	}
+}
+
+// eventsWithLog: a log append carries the events emitted meanwhile, and
+// the lines of the streams it publishes, in its transaction.
+func (s *suite) eventsWithLog(t *testing.T) {
+	st, ev := s.eventStore(t)
+	ctx := context.Background()
+	a := newTask("alice", base)
+	mustCreate(t, st, a)
+	lines := textLines("out line", "err line")
+	lines[1].Stream = "stderr" // not published
+	if err := st.AppendLog(ctx, a.ID, store.LogBatch{Lines: lines,
+		Publish: []string{"stdout"}, Events: []store.OutputEvent{{Stream: "emit", Data: []byte(`{"n":1}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, ev, store.EventQuery{Owner: "alice", Kind: store.EventKindOutput})
+	if len(got) != 2 || got[0].Text != "out line" || got[0].Stream != "stdout" || !sameJSON(got[1].Data, []byte(`{"n":1}`)) {
+		texts := []string{}
+		for _, e := range got {
+			texts = append(texts, e.Stream+":"+e.Text+string(e.Data))
+		}
+		t.Fatalf("output events %v", texts)
 	}
 }
