@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -113,7 +112,6 @@ func TestEventsPollCursor(t *testing.T) {
 	if statuses[0] != "working" {
 		t.Fatalf("statuses %v", statuses)
 	}
-	_ = context.Background
 }
 
 // TestEventsFollowSourcePostgres follows a task's eventSource through a
