@@ -33,8 +33,11 @@ func FromContext(ctx context.Context) *Task {
 // Emit publishes v, marshalled as JSON, as an intermediate result of the
 // task: an output event its requester reads with events/poll,
 // events/stream or a webhook subscription (the task's eventSource), in
-// order with the task's other events. It is durable when Emit returns. A
-// tool with an OutputSchema has v checked against it first.
+// order with the task's other events. Like a log line it is written with
+// the lines logged around it (one write for both), at the latest before
+// the task's outcome is recorded or it asks for input ([Task.FlushLog]
+// writes it at once), and never dropped. A tool with an OutputSchema has
+// v checked against it first; a value above 192 KiB is refused.
 func (t *Task) Emit(ctx context.Context, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
