@@ -23,7 +23,8 @@
 //     resource), [Deleter] (the engine's tasks/delete), [Viewer] (the
 //     engine's tasks/get in one read).
 //   - Operators: [Browser] (the dashboard), [Historian] (the dashboard's
-//     task history), [Counter] (metrics' unfinished-task gauges).
+//     task history), [Counter] (metrics' unfinished-task gauges),
+//     [Controls] (the fleet's switches: drains, canaries, rollbacks).
 //   - Capability: [ChangeFeed], the one facet a backend may lack, asked
 //     for with a type assertion (engines then learn of other instances'
 //     changes at their next heartbeat). Both backends of this module
@@ -71,6 +72,7 @@ type Store interface {
 	ErrorClassifier
 	Systemer
 	Events
+	Controls
 
 	// Create durably inserts t, under the conditions of opts (see
 	// [CreateOptions]; the zero value sets none). It returns ErrExists if

@@ -43,6 +43,7 @@ var migrations = []migration{
 	{"host correlation keys of tasks and operations", migrateV9},
 	{"tool errors and the start of a task's work", migrateV10},
 	{"event logs and the webhook outbox", migrateV11},
+	{"the fleet's switches", migrateV12},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -563,4 +564,21 @@ func checkSchemaName(s string) error {
 		return fmt.Errorf("schema name %q: names starting with pg_ are reserved by PostgreSQL", s)
 	}
 	return nil
+}
+
+const schemaV12 = `
+CREATE TABLE %[1]s.controls (
+	name    text   COLLATE "C" NOT NULL PRIMARY KEY,
+	value   text,
+	set_by  text   NOT NULL,
+	reason  text   NOT NULL,
+	at_ms   bigint NOT NULL,
+	version bigint NOT NULL
+);
+CREATE INDEX controls_version ON %[1]s.controls (version);
+`
+
+func migrateV12(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV12, m.quoted))
+	return err
 }

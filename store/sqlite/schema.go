@@ -33,6 +33,7 @@ var migrations = []migration{
 	{"host correlation keys of tasks and operations", migrateV9},
 	{"tool errors and the start of a task's work", migrateV10},
 	{"event logs and the webhook outbox", migrateV11},
+	{"the fleet's switches", migrateV12},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -511,4 +512,21 @@ func rollback(tx *sql.Tx) error {
 		return err
 	}
 	return nil
+}
+
+const schemaV12 = `
+CREATE TABLE controls (
+	name    TEXT    NOT NULL PRIMARY KEY,
+	value   TEXT,
+	set_by  TEXT    NOT NULL,
+	reason  TEXT    NOT NULL,
+	at_ms   INTEGER NOT NULL,
+	version INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX controls_version ON controls (version);
+`
+
+func migrateV12(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV12)
+	return err
 }

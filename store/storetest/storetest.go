@@ -25,7 +25,8 @@
 // Ledger ([store.Ledger]), Log ([store.TaskLogs]), Count
 // ([store.Counter]), Browse ([store.Browser]), History
 // ([store.Historian]), View ([store.Viewer]), Correlation (the host
-// correlation keys of tasks and operations), and
+// correlation keys of tasks and operations), Events ([store.Events]),
+// Controls ([store.Controls]), and
 // Extras (methods both backends keep outside the interface, which the
 // suite also uses to set up some cases: Delete and ListActive). A
 // sub-suite, or a case, that needs what a store does not implement is
@@ -92,6 +93,7 @@ func Run(t *testing.T, b Backend) {
 		{"View", s.runView},
 		{"Correlation", s.runCorrelation},
 		{"Events", s.runEvents},
+		{"Controls", s.runControls},
 	} {
 		t.Run(area.name, area.run)
 	}
