@@ -79,6 +79,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/engine"
@@ -86,6 +87,7 @@ import (
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
 	"github.com/mcptask/mcptask/internal/adapter/wire2026"
 	"github.com/mcptask/mcptask/internal/delivery"
+	"github.com/mcptask/mcptask/internal/rollout"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -189,7 +191,13 @@ type Server struct {
 	// (*resolvedSchema), resolved at its first Emit.
 	resolvedOutputs sync.Map
 	started         bool
-	drain           DrainState // as last set, for Draining
+	// fleet is the fleet's switches as last read from the store, with
+	// localDrain this instance's own drain (SetLocalDrain); stopControls
+	// ends the service that reads them (set by Start).
+	fleet        fleetRead
+	localDrain   rollout.Drain
+	stopControls func()
+	lastSweep    time.Time // of expired approvals (expireApprovals)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -326,6 +334,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.startEvents()
+	s.startControls()
 	return nil
 }
 
@@ -340,6 +349,9 @@ func (s *Server) Close(ctx context.Context) error {
 		s.CloseStreams()
 		if s.stopEvents != nil {
 			s.stopEvents()
+		}
+		if s.stopControls != nil {
+			s.stopControls()
 		}
 		s.closeErr = s.eng.Shutdown(ctx)
 	})

@@ -28,6 +28,16 @@ const (
 type ToolOptions struct {
 	// Support is the tool's task support; empty means Forbidden.
 	Support TaskSupport
+	// Fallback is what the tool's task-augmented calls get when the
+	// fleet's switches (drain, canary, rollback: see [Server.SetDrain],
+	// [Server.SetCanary], [Server.Rollback]) do not serve them as tasks:
+	// its verified path back. Empty means the drain switch's fallback,
+	// else DrainRefuse.
+	Fallback DrainFallback
+	// Approval, if set, holds every new task of the tool until an
+	// approver approves it: its work starts only once the approval is
+	// durable (see [Approval]).
+	Approval *Approval
 	// Rerunnable declares the tool safe to run again: a task of it left
 	// unfinished by a crash or shutdown is run again at the next start.
 	// Otherwise such a task fails with an "outcome unknown" error; a tool

@@ -1,7 +1,6 @@
 package mcptask
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -9,9 +8,8 @@ import (
 	"slices"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/internal/adapter"
-	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/internal/rollout"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -53,79 +51,6 @@ func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 		s.schemas[t.Name] = rs
 		s.mu.Unlock()
 	}
-}
-
-// Drain sets the server's drain switch: new task-augmented calls of every
-// tool (all) or of the tools listed are refused with a JSON-RPC error
-// (-32010, data.reason "draining"), while existing tasks stay readable,
-// answerable and cancellable. Drain(false) with no tools lifts it. It may
-// be called at any time; the audit trail records each change (by says
-// who made it). It is [Server.SetDrain] with the fallback DrainRefuse.
-func (s *Server) Drain(ctx context.Context, all bool, tools []string, by string) {
-	_ = s.SetDrain(ctx, DrainState{All: all, Tools: tools}, by, "")
-}
-
-// SetDrain sets the server's drain switch to st (see [Server.Drain]); with
-// the fallback DrainSync, a drained tool of Optional task support answers
-// task-augmented calls synchronously instead of refusing them. The audit
-// trail records the change with by (what made it, e.g. "admin") and
-// requester (who, if known; "" for none). An unknown fallback is an error
-// and changes nothing.
-func (s *Server) SetDrain(ctx context.Context, st DrainState, by string, requester task.Owner) error {
-	fb := st.fallback()
-	if fb != DrainRefuse && fb != DrainSync {
-		return fmt.Errorf("mcptask: unknown drain fallback %q: want %q or %q", st.Fallback, DrainRefuse, DrainSync)
-	}
-	tools := slices.Clone(st.Tools)
-	s.mu.Lock()
-	s.drain = DrainState{All: st.All, Tools: tools, Fallback: fb}
-	if st.Active() {
-		s.core.SetDrain(&adapter.Drain{All: st.All, Tools: tools, Sync: fb == DrainSync})
-	} else {
-		s.core.SetDrain(nil)
-	}
-	s.mu.Unlock()
-	s.eng.KickQueues() // a queue the old switch held may start now
-	s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: tools, Fallback: string(fb), By: by, Requester: requester})
-	return nil
-}
-
-// queueHeld reports whether the drain switch holds the waiting tasks of
-// queue q: when it refuses new tasks of every tool of that queue, their
-// waiting tasks do not start either (the switch stops new work reaching
-// the system behind them); they keep their place and start once it is
-// lifted. A queue shared with a tool still open is not held.
-func (s *Server) queueHeld(q string) bool {
-	d := s.core.Draining()
-	if d == nil {
-		return false
-	}
-	if d.All {
-		return true
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	held := false
-	for name, o := range s.tools {
-		if o.queue(name) != q {
-			continue
-		}
-		if !d.Refuses(name) {
-			return false
-		}
-		held = true
-	}
-	return held
-}
-
-// Draining returns the drain switch now (Fallback set, Tools a copy).
-func (s *Server) Draining() DrainState {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.drain
-	d.Tools = slices.Clone(d.Tools)
-	d.Fallback = d.fallback()
-	return d
 }
 
 // HasTool reports whether a tool of that name was added with AddTool,
@@ -245,7 +170,11 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 		o.Support = Forbidden
 	}
 	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
-		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL}
+		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL,
+		Fallback: rollout.Fallback(o.Fallback)}
+	if o.Approval != nil {
+		p.Approval = o.Approval.message
+	}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }
 	}

@@ -69,6 +69,13 @@ const (
 	// all, tools, fallback, and by: what made the change, e.g. SIGHUP or
 	// admin, with the principal and tenant of whoever made it when known).
 	EventDrainChanged = "server.drain_changed"
+	// EventControlChanged: the operator changed one of the fleet's
+	// switches (attributes control, value, by, reason, and who).
+	EventControlChanged = "server.control_changed"
+	// EventGate: a step of a task held for an approval or an operator's
+	// outcome (attribute step: approval_requested, approved, denied,
+	// expired, handoff_requested, handoff_recorded; reason; who acted).
+	EventGate = "task.gate"
 	// EventLateResultDropped: a task's work ended after another engine
 	// had taken the task over (or ended it there, e.g. failed it "outcome
 	// unknown"); its outcome (attribute outcome: completed or failed,
@@ -174,6 +181,8 @@ type DrainChange struct {
 	// Requester, if set, is who made it (e.g. the admin endpoint's
 	// authenticated principal).
 	Requester task.Owner
+	// Reason is why, as the operator said ("" for none).
+	Reason string
 }
 
 // DrainChanged records a change of the server's drain switch.
@@ -183,10 +192,37 @@ func (a *Logger) DrainChanged(ctx context.Context, c DrainChange) {
 		attrs = append(attrs, slog.String("fallback", c.Fallback))
 	}
 	attrs = append(attrs, slog.String("by", c.By))
+	if c.Reason != "" {
+		attrs = append(attrs, slog.String("reason", c.Reason))
+	}
 	if c.Requester != "" {
 		attrs = append(attrs, who("", c.Requester)...)
 	}
 	a.write(ctx, EventDrainChanged, attrs...)
+}
+
+// ControlChanged records a change of the fleet's switch control (e.g.
+// "canary/deploy") to value (JSON, "" when cleared), by what (by) and
+// whom (requester, if known), and why.
+func (a *Logger) ControlChanged(ctx context.Context, control, value, by string, requester task.Owner, reason string) {
+	attrs := []slog.Attr{slog.String("control", control), slog.String("value", value), slog.String("by", by)}
+	if reason != "" {
+		attrs = append(attrs, slog.String("reason", reason))
+	}
+	if requester != "" {
+		attrs = append(attrs, who("", requester)...)
+	}
+	a.write(ctx, EventControlChanged, attrs...)
+}
+
+// Gate records a step of t held for an approval or a handoff (see
+// EventGate), made by requester ("" for the server itself), and why.
+func (a *Logger) Gate(ctx context.Context, requester task.Owner, t Task, step, reason string) {
+	attrs := append(t.actedOnBy(requester), slog.String("step", step))
+	if reason != "" {
+		attrs = append(attrs, slog.String("reason", reason))
+	}
+	a.write(ctx, EventGate, attrs...)
 }
 
 func (t Task) attrs() []slog.Attr {

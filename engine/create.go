@@ -56,6 +56,13 @@ type StartSpec struct {
 	// work records. Nil for none; a map over task.CheckCorrelation's
 	// bounds makes Start fail before anything is written.
 	Correlation map[string]string
+	// Gate, if set (a name starting with GatePrefix), creates the task
+	// held: working, with GateMessage as its status message, its work
+	// not started (the work given to Start is not used) until
+	// [Engine.Release] lets it go (its work then built by Hooks.WorkOf),
+	// or [Engine.Resolve] ends it. Held tasks survive restarts and
+	// takeovers: no engine holds them meanwhile.
+	Gate, GateMessage string
 }
 
 // existing returns the task an idempotent retry refers to: the same call
@@ -101,6 +108,9 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	e.wg.Add(1)
 	e.mu.Unlock()
+	if spec.Gate != "" {
+		return e.startHeld(parent, t, spec)
+	}
 	if e.quick(spec) {
 		return e.startQuick(parent, t, work)
 	}

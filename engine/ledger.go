@@ -255,30 +255,17 @@ const (
 	runAgain
 )
 
-// reconcile asks the system of record about the unsettled operations of t,
-// before the recovery policy, and settles them on the ledger: all
-// confirmed → t completes, saying so; any unknown (or an error) → t fails
-// "outcome unknown" with unknownMsg and the operation stays unknown; else
-// (some rejected) → runAgain. Without unsettled operations, or without a
-// Reconcile function, it decides nothing (policy), and ops says what is
-// unsettled.
-func (e *Engine) reconcile(ctx context.Context, t *task.Task, unknownMsg string) (v verdict, ops []*task.Operation) {
-	ops, err := e.unsettledOps(ctx, t)
-	if err != nil {
-		e.log.Error("reading the task's operations before recovery", "task", t.ID, "err", err)
-		return policy, nil
-	}
-	if len(ops) == 0 || e.hooks.Reconcile == nil {
-		return policy, ops
-	}
+// settle asks the system of record (Hooks.Reconcile) about the
+// unsettled operations ops of t and records its answers on the ledger;
+// asked is false when the tool cannot reconcile (ErrNoReconcile).
+func (e *Engine) settle(ctx context.Context, t *task.Task, ops []*task.Operation) (confirmed, rejected, unknown []*task.Operation, asked bool) {
 	l := e.store
-	var confirmed, rejected, unknown []*task.Operation
 	for _, op := range ops {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ReconcileTimeout)
 		state, detail, err := e.hooks.Reconcile(rctx, t, *op)
 		cancel()
 		if errors.Is(err, ErrNoReconcile) {
-			return policy, ops
+			return nil, nil, nil, false
 		}
 		if err != nil {
 			detail = "reconcile failed: " + err.Error()
@@ -314,6 +301,48 @@ func (e *Engine) reconcile(ctx context.Context, t *task.Task, unknownMsg string)
 		default:
 			unknown = append(unknown, op)
 		}
+	}
+	return confirmed, rejected, unknown, true
+}
+
+// ReconcileOperations asks the system of record about every unsettled
+// operation of the task t on the ledger (intended, submitted or unknown)
+// and records its answers, without changing the task: an operator's
+// reconciliation of work still in flight (a rollback). Without
+// Hooks.Reconcile, or for a tool that cannot reconcile, the operations
+// are returned as unknown, unchanged.
+func (e *Engine) ReconcileOperations(ctx context.Context, t *task.Task) (confirmed, rejected, unknown []*task.Operation, err error) {
+	ops, err := e.unsettledOps(ctx, t)
+	if err != nil || len(ops) == 0 {
+		return nil, nil, nil, err
+	}
+	if e.hooks.Reconcile != nil {
+		if c, r, u, asked := e.settle(ctx, t, ops); asked {
+			return c, r, u, nil
+		}
+	}
+	return nil, nil, ops, nil
+}
+
+// reconcile asks the system of record about the unsettled operations of t,
+// before the recovery policy, and settles them on the ledger: all
+// confirmed → t completes, saying so; any unknown (or an error) → t fails
+// "outcome unknown" with unknownMsg and the operation stays unknown; else
+// (some rejected) → runAgain. Without unsettled operations, or without a
+// Reconcile function, it decides nothing (policy), and ops says what is
+// unsettled.
+func (e *Engine) reconcile(ctx context.Context, t *task.Task, unknownMsg string) (v verdict, ops []*task.Operation) {
+	ops, err := e.unsettledOps(ctx, t)
+	if err != nil {
+		e.log.Error("reading the task's operations before recovery", "task", t.ID, "err", err)
+		return policy, nil
+	}
+	if len(ops) == 0 || e.hooks.Reconcile == nil {
+		return policy, ops
+	}
+	confirmed, rejected, unknown, asked := e.settle(ctx, t, ops)
+	if !asked {
+		return policy, ops
 	}
 	switch {
 	case len(unknown) > 0:
@@ -408,4 +437,18 @@ func (e *Engine) sweepLedger(ctx context.Context) {
 	if n > 0 {
 		e.log.Info("swept operations past the ledger's retention", "count", n)
 	}
+}
+
+// RecordHandoffOperation records on the ledger the outcome an operator
+// recorded by hand for the task t (a handoff): one operation, settled in
+// state (confirmed or rejected) by by, with detail. Idempotent per task.
+func (e *Engine) RecordHandoffOperation(ctx context.Context, t *task.Task, by string, state task.OpState, detail string) error {
+	now := e.now()
+	_, err := e.store.RecordOperation(ctx, &task.Operation{
+		Key: "handoff-" + string(t.ID), TaskID: t.ID, Tool: t.Tool, Owner: t.Owner,
+		Object: t.Tool, Effect: "outcome recorded by hand", State: state, Receipt: "operator:" + by,
+		Detail: task.CapStatusMessage(detail), CreatedAt: now, UpdatedAt: now, ReconciledAt: now,
+		Correlation: task.CloneCorrelation(t.Correlation),
+	})
+	return err
 }

@@ -127,6 +127,9 @@ func (e *Engine) isClosed() bool {
 // nil, which writes nothing.
 func (e *Engine) Audit() *audit.Logger { return e.opts.Audit }
 
+// Now returns the engine's clock's time (Options.Now).
+func (e *Engine) Now() time.Time { return e.now() }
+
 // Shutdown stops accepting tasks, waits for running work until ctx is done,
 // then cancels what still runs and resolves it by its recovery policy:
 // re-runnable work is handed back (left working with no runner, re-run at the
@@ -182,3 +185,7 @@ const shutdownGrace = 5 * time.Second
 // feedStartWait bounds how long Run waits for the store's change feed to
 // be in effect.
 const feedStartWait = 10 * time.Second
+
+// Store returns the store the engine runs on (for the operator surfaces
+// and the fleet's switches; tasks are changed through the engine).
+func (e *Engine) Store() store.Store { return e.store }

@@ -52,6 +52,11 @@ type RequestObserver interface {
 	// TaskRefused: a task of tool was refused before its creation, for
 	// reason ("draining", "create_rate" or "active_tasks").
 	TaskRefused(tool, reason string)
+	// CallRouted: a task-augmented call of tool was served in mode:
+	// "task", "approval" (a task held for an approval), "handoff" (a
+	// task held for an operator's outcome), "sync" (answered as a plain
+	// call) or "refused" (see package rollout).
+	CallRouted(tool, mode string)
 	// PollRaised: a requester polling faster than suggested was given a
 	// raised poll interval.
 	PollRaised()
@@ -67,6 +72,7 @@ func (nopObserver) Request(string, string)                           {}
 func (nopObserver) Denied(string)                                    {}
 func (nopObserver) Limited(string)                                   {}
 func (nopObserver) TaskRefused(string, string)                       {}
+func (nopObserver) CallRouted(string, string)                        {}
 func (nopObserver) StoreCall(string, time.Duration, error)           {}
 func (nopObserver) FeedReconnect()                                   {}
 func (nopObserver) TaskTakenOver(string, string)                     {}

@@ -37,6 +37,8 @@ func (e *Engine) SetQueue(name string, max int) error {
 		return errors.New("engine: SetQueue with an empty name")
 	case max <= 0:
 		return fmt.Errorf("engine: queue %q: the cap must be positive, not %d", name, max)
+	case isGate(name):
+		return fmt.Errorf("engine: queue %q: names starting with %q are the gates'", name, GatePrefix)
 	}
 	if e.queues == nil {
 		e.queues = map[string]int{}
@@ -134,7 +136,7 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 		return
 	}
 	for _, name := range slices.Sorted(maps.Keys(waiting)) {
-		if _, declared := e.queueCap(name); declared {
+		if _, declared := e.queueCap(name); declared || isGate(name) {
 			continue
 		}
 		if !e.opts.Exclusive {
@@ -160,7 +162,9 @@ func (e *Engine) startUndeclared(ctx context.Context) {
 // for this engine.
 func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 	e.changed(t)
-	e.Observer().QueueWaited(t.Queue, e.now().Sub(t.CreatedAt))
+	if t.Queue != "" {
+		e.Observer().QueueWaited(t.Queue, e.now().Sub(t.CreatedAt))
+	}
 	e.mu.Lock()
 	w, local := e.waitingWork[t.ID]
 	delete(e.waitingWork, t.ID)

@@ -47,6 +47,7 @@ func (o *storeCalls) take() map[string]int {
 func (*storeCalls) TaskCreated(string)                               {}
 func (*storeCalls) TaskFinished(string, task.Outcome, time.Duration) {}
 func (*storeCalls) QueueWaited(string, time.Duration)                {}
+func (*storeCalls) CallRouted(string, string)                        {}
 func (*storeCalls) Request(string, string)                           {}
 func (*storeCalls) Denied(string)                                    {}
 func (*storeCalls) Limited(string)                                   {}

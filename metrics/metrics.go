@@ -46,6 +46,7 @@ type Metrics struct {
 	created     *prometheus.CounterVec
 	finished    *prometheus.CounterVec
 	refused     *prometheus.CounterVec
+	routed      *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	queueWait   *prometheus.HistogramVec
 	requests    *prometheus.CounterVec
@@ -87,7 +88,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		reg:       reg,
 		created:   counter("tasks_created_total", "Tasks created, by tool.", "tool"),
 		finished:  counter("tasks_finished_total", "Tasks that reached a terminal status (completed, failed, cancelled), by tool, status and outcome (ok, tool_error: completed with isError, failed, cancelled).", "tool", "status", "outcome"),
-		refused:   counter("tasks_refused_total", "Task-augmented tool calls refused before a task was created, by tool and reason (draining, create_rate, active_tasks).", "tool", "reason"),
+		refused:   counter("tasks_refused_total", "Task-augmented tool calls refused before a task was created, by tool and reason (draining, canary, rollback, create_rate, active_tasks).", "tool", "reason"),
+		routed:    counter("calls_routed_total", "Task-augmented tool calls by tool and the mode they were served in (task, approval, handoff, sync, refused) under the fleet's switches.", "tool", "mode"),
 		duration:  histogram("task_duration_seconds", "Time from a task's creation to its terminal status, by tool, status and outcome.", "tool", "status", "outcome"),
 		queueWait: histogram("queue_wait_seconds", "Time a task waited in its concurrency queue before it started, by queue.", "queue"),
 		requests:  counter("requests_total", "tasks/* requests, by method and outcome (ok, error, limited).", "method", "outcome"),
@@ -158,6 +160,10 @@ func (m *Metrics) Limited(limit string) { m.limited.WithLabelValues(limit).Inc()
 // TaskRefused counts a refused task creation; see
 // [engine.RequestObserver].
 func (m *Metrics) TaskRefused(tool, reason string) { m.refused.WithLabelValues(tool, reason).Inc() }
+
+// CallRouted counts a task-augmented call by the mode it was served in;
+// see [engine.RequestObserver].
+func (m *Metrics) CallRouted(tool, mode string) { m.routed.WithLabelValues(tool, mode).Inc() }
 
 // PollRaised counts a raised poll interval; see [engine.RequestObserver].
 func (m *Metrics) PollRaised() { m.pollsRaised.Inc() }

@@ -378,3 +378,12 @@ type ResultLink struct {
 	// Size is the result's size in bytes (its JSON).
 	Size int `json:"size"`
 }
+
+// CodeNotApproved is the error code of a task whose approval was denied
+// or expired (io.mcptask/approval): its data is {"reason": "denied" or
+// "expired", "by": the approver, "detail": why}.
+const CodeNotApproved = -32016
+
+// MetaApproval is the _meta key (io.mcptask/approval) of the tools a
+// manifest lists as approval-gated.
+const MetaApproval = "io.mcptask/approval"

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/internal/httpguard"
@@ -36,36 +37,43 @@ const (
 	minAdminToken = 16
 )
 
-// drainSwitch is mcptaskd's view of the drain switch: what the
-// configuration file last said, and whether the admin endpoint changed it
-// since (the admin change then stands until the file's drain section
-// itself changes; see [App.Reload]).
+// drainSwitch is mcptaskd's view of its drain switches: the fleet's,
+// kept in the store and set through the admin endpoint or the
+// dashboard, and this instance's own, the configuration file's drain
+// section (applied at start-up and on SIGHUP). A tool either drains is
+// drained: the file cannot lift a fleet drain, nor the admin endpoint
+// this instance's.
 type drainSwitch struct {
-	mu        sync.Mutex
-	file      mcptask.DrainState // the file's drain section, as last read
-	source    string             // what set the switch now: "", "config", "SIGHUP", "admin"
-	by        task.Owner         // who, for "admin"
-	adminSet  bool               // the admin endpoint set it after the file was last applied
-	hasConfig bool               // there is a -config file
+	mu   sync.Mutex
+	file mcptask.DrainState // the file's drain section, as last read
 }
 
-// drainStatus is the JSON of GET /admin/drain and of a successful PUT.
+// drainStatus is the JSON of GET /admin/drain and of a successful PUT:
+// the fleet's switch, as every instance sharing the store applies it,
+// and this instance's own.
 type drainStatus struct {
 	All      bool     `json:"all"`
 	Tools    []string `json:"tools"`
 	Fallback string   `json:"fallback"`
-	// Source is what set the switch: "config" (the file at start-up),
-	// "SIGHUP", "admin", or "" when nothing has set it.
-	Source string `json:"source"`
-	// ChangedBy is the principal (TENANT/PRINCIPAL) of the admin change.
-	ChangedBy string `json:"changedBy,omitempty"`
-	// OverridesConfig says that an admin change stands over the config
-	// file's drain section until that section changes.
-	OverridesConfig bool `json:"overridesConfig,omitempty"`
-	// Instance names the mcptaskd that answered: the switch is this
-	// instance's (instances sharing a PostgreSQL schema each have their
-	// own; set it on each, or in the file they all read).
+	// Reason, By and At say why, who and when the fleet's switch was
+	// last set.
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+	// Local is this instance's own switch: the configuration file's
+	// drain section.
+	Local localDrain `json:"local"`
+	// Instance names the mcptaskd that answered; Version is the version
+	// of the fleet's switches it applies.
 	Instance string `json:"instance"`
+	Version  int64  `json:"version"`
+}
+
+// localDrain is an instance's own drain switch, as drainStatus shows it.
+type localDrain struct {
+	All      bool     `json:"all"`
+	Tools    []string `json:"tools"`
+	Fallback string   `json:"fallback"`
 }
 
 // drainRequest is the body of PUT or POST /admin/drain.
@@ -73,6 +81,8 @@ type drainRequest struct {
 	All      bool     `json:"all"`
 	Tools    []string `json:"tools"`
 	Fallback *string  `json:"fallback"`
+	// Reason says why (recorded with the switch and audited).
+	Reason string `json:"reason"`
 }
 
 // adminTokens are the tokens of -admin-token-file, each naming its
@@ -296,43 +306,42 @@ func (a *App) setDrain(w http.ResponseWriter, r *http.Request, who task.Owner) {
 		return
 	}
 	a.drain.mu.Lock()
-	st := mcptask.DrainState{All: req.All, Tools: slices.Compact(slices.Sorted(slices.Values(req.Tools)))}
+	st := mcptask.DrainState{All: req.All, Tools: slices.Compact(slices.Sorted(slices.Values(req.Tools))), Reason: req.Reason}
 	st.Fallback = a.drain.file.Fallback // omitted: the configuration file's choice
 	if req.Fallback != nil {
 		st.Fallback = mcptask.DrainFallback(*req.Fallback)
 	}
-	if err := a.tasks.SetDrain(r.Context(), st, "admin", who); err != nil {
-		a.drain.mu.Unlock()
-		adminError(w, http.StatusBadRequest, `invalid fallback: want "refuse" or "sync"`)
+	err := a.tasks.SetDrain(r.Context(), st, "admin", who)
+	a.drain.mu.Unlock()
+	if err != nil {
+		adminError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	a.drain.source, a.drain.by, a.drain.adminSet = "admin", who, true
-	a.drain.mu.Unlock()
 	p, t, _ := who.Identity()
-	a.log.Warn("drain switch set through the admin endpoint", "all", st.All, "tools", st.Tools, "fallback", st.Fallback,
-		"principal", p, "tenant", t, "remote", r.RemoteAddr)
-	if a.drain.hasConfig {
-		a.log.Info("the admin change stands until the configuration file's drain section changes (SIGHUP with an unchanged section keeps it) or mcptaskd restarts")
-	}
+	a.log.Warn("fleet drain switch set through the admin endpoint", "all", st.All, "tools", st.Tools, "fallback", st.Fallback,
+		"reason", st.Reason, "principal", p, "tenant", t, "remote", r.RemoteAddr)
 	writeAdminJSON(w, http.StatusOK, a.drainStatus())
 }
 
-// drainStatus returns the switch now.
+// drainStatus returns the switches now.
 func (a *App) drainStatus() drainStatus {
-	a.drain.mu.Lock()
-	defer a.drain.mu.Unlock()
-	d := a.tasks.Draining()
-	s := drainStatus{All: d.All, Tools: d.Tools, Fallback: string(d.Fallback), Source: a.drain.source,
-		OverridesConfig: a.drain.adminSet && a.drain.hasConfig, Instance: a.eng.InstanceID()}
+	f := a.tasks.Fleet()
+	d := f.Drain
+	s := drainStatus{All: d.All, Tools: d.Tools, Fallback: string(d.Fallback), Reason: d.Reason, By: d.By, At: d.At,
+		Local:    localDrain{All: f.LocalDrain.All, Tools: f.LocalDrain.Tools, Fallback: string(f.LocalDrain.Fallback)},
+		Instance: a.eng.InstanceID(), Version: f.Version}
 	if s.Tools == nil {
 		s.Tools = []string{}
 	}
-	if !d.Active() {
-		s.Fallback = string(a.drain.file.Fallback) // what a drain set without one would get
+	if s.Local.Tools == nil {
+		s.Local.Tools = []string{}
 	}
-	if a.drain.source == "admin" {
-		if p, t, _ := a.drain.by.Identity(); p != "" {
-			s.ChangedBy = t + "/" + p
+	if !d.Active() {
+		a.drain.mu.Lock()
+		s.Fallback = string(a.drain.file.Fallback) // what a drain set without one would get
+		a.drain.mu.Unlock()
+		if s.Fallback == "" {
+			s.Fallback = string(mcptask.DrainRefuse)
 		}
 	}
 	return s

@@ -157,7 +157,7 @@ func TestAdminDrainAuthenticated(t *testing.T) {
 	before := startTask(t, c, "long_computation", map[string]any{"n": 100000, "steps": 500, "step_delay_ms": 50})
 	r = adminDo(t, d.Base, http.MethodPut, adminTok, map[string]any{"tools": []string{"long_computation"}}, nil)
 	wantAdmin(t, "PUT by the admin", r, http.StatusOK)
-	if r.state.All || len(r.state.Tools) != 1 || r.state.Source != "admin" || r.state.ChangedBy != "ops/root" {
+	if r.state.All || len(r.state.Tools) != 1 || r.state.By != "admin:ops/root" {
 		t.Fatalf("PUT answer: %+v", r.state)
 	}
 	if !drainRefused(t, c, "long_computation", args) {
@@ -270,7 +270,7 @@ func TestAdminDrainRemoteListener(t *testing.T) {
 	wantAdmin(t, "GET with another token", adminDo(t, base, http.MethodGet, tok+"x", nil, nil), http.StatusUnauthorized)
 	r := adminDo(t, base, http.MethodPut, tok, map[string]any{"tools": []string{"lint_report"}, "fallback": "sync"}, nil)
 	wantAdmin(t, "PUT with the token", r, http.StatusOK)
-	if r.state.Fallback != "sync" || r.state.ChangedBy != "/admin-token" {
+	if r.state.Fallback != "sync" || r.state.By != "admin:admin-token" {
 		t.Fatalf("PUT answer: %+v", r.state)
 	}
 
@@ -288,9 +288,10 @@ func TestAdminDrainRemoteListener(t *testing.T) {
 	}
 }
 
-// TestAdminDrainSIGHUP: a switch set through the admin endpoint stands
-// over a SIGHUP whose file has an unchanged drain section (the log says
-// it is kept); a changed section replaces it (the log says so too).
+// TestAdminDrainSIGHUP: the admin endpoint sets the fleet's switch, the
+// file's drain section this instance's own; a SIGHUP applies the file's
+// section and leaves the fleet's switch as it is, and a tool either
+// drains is drained.
 func TestAdminDrainSIGHUP(t *testing.T) {
 	t.Parallel()
 	config := filepath.Join(t.TempDir(), "mcptaskd.yaml")
@@ -303,17 +304,17 @@ func TestAdminDrainSIGHUP(t *testing.T) {
 	write("demo: true\n")
 	d := startDaemon(t, "admin-hup", filepath.Join(t.TempDir(), "tasks.db"), "-config", config)
 	c := d.client(true)
-	wantAdmin(t, "PUT", adminDo(t, d.Base, http.MethodPut, "", map[string]any{"all": true}, nil), http.StatusOK)
+	wantAdmin(t, "PUT", adminDo(t, d.Base, http.MethodPut, "", map[string]any{"all": true, "reason": "incident 12"}, nil), http.StatusOK)
 	if err := d.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "the SIGHUP handled", func() (bool, error) {
-		return strings.Contains(d.Logs(), "set through the admin endpoint stays"), nil
+		return strings.Contains(d.Logs(), "this instance's drain switch applied"), nil
 	})
 	if !drainRefused(t, c, "lint_report", nil) {
-		t.Fatal("a SIGHUP with an unchanged drain section undid the admin change")
+		t.Fatal("a SIGHUP undid the fleet's drain")
 	}
-	if r := adminDo(t, d.Base, http.MethodGet, "", nil, nil); !r.state.OverridesConfig || r.state.Source != "admin" {
+	if r := adminDo(t, d.Base, http.MethodGet, "", nil, nil); !r.state.All || r.state.Reason != "incident 12" || r.state.At.IsZero() || r.state.Local.All {
 		t.Fatalf("GET after the SIGHUP: %+v", r.state)
 	}
 	write("demo: true\ndrain: {tools: [long_computation]}\n")
@@ -321,13 +322,12 @@ func TestAdminDrainSIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "the changed file applied", func() (bool, error) {
-		return strings.Contains(d.Logs(), "replaces the drain switch set through the admin endpoint"), nil
+		r := adminDo(t, d.Base, http.MethodGet, "", nil, nil)
+		return len(r.state.Local.Tools) == 1, nil
 	})
+	wantAdmin(t, "PUT lifting the fleet's drain", adminDo(t, d.Base, http.MethodPut, "", map[string]any{"all": false}, nil), http.StatusOK)
 	if drainRefused(t, c, "lint_report", nil) || !drainRefused(t, c, "long_computation", map[string]any{"n": 100}) {
-		t.Fatal("after the changed file: want long_computation drained only")
-	}
-	if r := adminDo(t, d.Base, http.MethodGet, "", nil, nil); r.state.Source != "SIGHUP" || r.state.OverridesConfig {
-		t.Fatalf("GET after the changed file: %+v", r.state)
+		t.Fatal("after lifting the fleet's drain: want long_computation drained by the file only")
 	}
 }
 
@@ -381,7 +381,7 @@ func TestDrainFallbackSync(t *testing.T) {
 	})
 	t.Run("admin sets refuse", func(t *testing.T) {
 		r := adminDo(t, d.Base, http.MethodGet, "", nil, nil)
-		if r.state.Fallback != "sync" || !r.state.All || r.state.Source != "config" {
+		if r.state.All || !r.state.Local.All || r.state.Local.Fallback != "sync" {
 			t.Fatalf("GET: %+v", r.state)
 		}
 		r = adminDo(t, d.Base, http.MethodPut, "", map[string]any{"all": true, "fallback": "refuse"}, nil)

@@ -46,6 +46,11 @@ import (
 //	    idempotentStart: true
 //	    pollInterval: 5s
 //	    timeout: 2h
+//
+// With observe: true (shadow mode, for a rollout) the tool starts
+// nothing: a call names an existing job by its argument jobId and the
+// task follows it; start may be left out, and neither start nor cancel is
+// ever sent (see httpjob.Tool.Observe).
 type HTTPJobConfig struct {
 	Description string         `yaml:"description"`
 	InputSchema map[string]any `yaml:"inputSchema"`
@@ -87,12 +92,16 @@ type HTTPJobConfig struct {
 	Links map[string]string `yaml:"links"`
 	// IdempotentStart declares that the job API honours Idempotency-Key:
 	// a start interrupted by a crash is sent again with the same key.
-	IdempotentStart bool     `yaml:"idempotentStart"`
-	PollInterval    Duration `yaml:"pollInterval"`
-	Timeout         Duration `yaml:"timeout"`
-	Task            string   `yaml:"task"`
-	MaxConcurrent   int      `yaml:"maxConcurrent"`
-	MaxTTL          Duration `yaml:"maxTtl"`
+	IdempotentStart bool `yaml:"idempotentStart"`
+	// Observe puts the tool in observe (shadow) mode: it watches the job
+	// whose ID is its argument jobId, never sending a start or a cancel
+	// request (start is then optional).
+	Observe       bool     `yaml:"observe"`
+	PollInterval  Duration `yaml:"pollInterval"`
+	Timeout       Duration `yaml:"timeout"`
+	Task          string   `yaml:"task"`
+	MaxConcurrent int      `yaml:"maxConcurrent"`
+	MaxTTL        Duration `yaml:"maxTtl"`
 
 	secrets  []string       // the values of its ${...} references
 	progress *regexp.Regexp // log.progress, compiled by validateHTTPJobs
@@ -126,6 +135,7 @@ func (hc *HTTPJobConfig) tool(name string) httpjob.Tool {
 		PollInterval:    time.Duration(hc.PollInterval),
 		Timeout:         time.Duration(hc.Timeout),
 		IdempotentStart: hc.IdempotentStart,
+		Observe:         hc.Observe,
 		Support:         mcptask.TaskSupport(hc.Task),
 		MaxConcurrent:   hc.MaxConcurrent,
 		MaxTTL:          time.Duration(hc.MaxTTL),

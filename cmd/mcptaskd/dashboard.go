@@ -116,7 +116,7 @@ func (d appDrain) SetToolDrain(ctx context.Context, tool string, drained bool, b
 	a.drain.mu.Lock()
 	defer a.drain.mu.Unlock()
 	cur := a.tasks.Draining()
-	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback}
+	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback, Reason: "from the dashboard"}
 	if !cur.Active() {
 		st.Fallback = a.drain.file.Fallback
 	}
@@ -132,7 +132,6 @@ func (d appDrain) SetToolDrain(ctx context.Context, tool string, drained bool, b
 	if err := a.tasks.SetDrain(ctx, st, "admin", by); err != nil {
 		return err
 	}
-	a.drain.source, a.drain.by, a.drain.adminSet = "admin", by, true
 	p, t, _ := by.Identity()
 	a.log.Warn("drain switch set from the dashboard", "tool", tool, "drained", drained, "principal", p, "tenant", t)
 	return nil

@@ -135,7 +135,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal("the tool drained from the dashboard still takes tasks")
 	}
 	r := adminDo(t, hs.URL, http.MethodGet, adminTok, nil, nil)
-	if len(r.state.Tools) != 1 || r.state.Tools[0] != "long_computation" || r.state.Source != "admin" || r.state.ChangedBy != "ops/root" {
+	if len(r.state.Tools) != 1 || r.state.Tools[0] != "long_computation" || r.state.By != "admin:ops/root" {
 		t.Errorf("/admin/drain after the dashboard's drain: %+v", r.state)
 	}
 	_, list = d.do(http.MethodGet, "/dashboard/", nil)

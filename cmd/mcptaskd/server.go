@@ -230,19 +230,18 @@ func (a *App) engineOptions(m *metrics.Metrics, auditLog *audit.Logger, exclusiv
 	return o
 }
 
-// applyDrainFile applies the drain switch of the configuration file fc.
+// applyDrainFile applies the drain section of the configuration file
+// fc: this instance's own drain switch.
 func (a *App) applyDrainFile(fc *FileConfig) error {
 	a.drain.file = fc.drainState()
-	a.drain.hasConfig = fc != nil
 	d := a.drain.file
 	if !d.Active() {
 		return nil
 	}
-	if err := a.tasks.SetDrain(context.Background(), d, "config", ""); err != nil {
+	if err := a.tasks.SetLocalDrain(context.Background(), d, "config"); err != nil {
 		return err
 	}
-	a.drain.source = "config"
-	a.log.Warn("draining: new tasks are refused", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
+	a.log.Warn("draining (this instance, from the configuration file): new tasks are not served", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
 	return nil
 }
 
@@ -346,24 +345,11 @@ func (a *App) Reload(ctx context.Context) error {
 	st := fc.drainState()
 	a.drain.mu.Lock()
 	defer a.drain.mu.Unlock()
-	prev := a.drain.file
 	a.drain.file = st
-	if a.drain.adminSet {
-		cur := a.tasks.Draining()
-		if st.Equal(prev) {
-			a.log.Warn("configuration re-read: the drain switch set through the admin endpoint stays, the file's drain section being unchanged "+
-				"(change that section, or use the admin endpoint, to replace it)", "all", cur.All, "tools", cur.Tools, "fallback", cur.Fallback)
-			return nil
-		}
-		a.log.Warn("configuration re-read: the file's changed drain section replaces the drain switch set through the admin endpoint",
-			"adminAll", cur.All, "adminTools", cur.Tools, "adminFallback", cur.Fallback)
-		a.drain.adminSet = false
-	}
-	if err := a.tasks.SetDrain(ctx, st, "SIGHUP", ""); err != nil {
+	if err := a.tasks.SetLocalDrain(ctx, st, "SIGHUP"); err != nil {
 		return err
 	}
-	a.drain.source, a.drain.by = "SIGHUP", ""
-	a.log.Info("configuration re-read: drain switch applied (changes to the served tools take a restart)", "all", st.All, "tools", st.Tools, "fallback", st.Fallback)
+	a.log.Info("configuration re-read: this instance's drain switch applied (the fleet's, set through the admin endpoint, stays; changes to the served tools take a restart)", "all", st.All, "tools", st.Tools, "fallback", st.Fallback)
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/rollout"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire/ext2026"
@@ -149,7 +150,24 @@ type ToolPolicy struct {
 	Queue string
 	// MaxTTL, if positive, caps the retention of the tool's tasks.
 	MaxTTL time.Duration
+	// Fallback is what the tool's task-augmented calls get when the
+	// fleet's switches do not serve them as tasks ("": the switch's).
+	Fallback rollout.Fallback
+	// Approval, if set, holds each new task of the tool for an approval
+	// (engine gate GateApproval): it returns the status message of a
+	// task created at now while it waits.
+	Approval func(now time.Time) string
 }
+
+// The gates of held tasks (see engine.StartSpec.Gate).
+const (
+	// GateApproval holds a task until an approver approves it (its work
+	// then starts) or denies it, or it expires.
+	GateApproval = engine.GatePrefix + "approval"
+	// GateHandoff holds a task until an operator records its outcome by
+	// hand.
+	GateHandoff = engine.GatePrefix + "handoff"
+)
 
 // Config configures a [Core].
 type Config struct {
@@ -203,7 +221,7 @@ type Core struct {
 	// task ID, for RunAttached.
 	runSpans sync.Map
 
-	drain atomic.Pointer[Drain] // refuses new tasks; nil: none refused
+	rollout atomic.Pointer[rollout.State] // the fleet's switches; nil: none
 
 	corrKeys []string // Config.CorrelationKeys
 
@@ -212,45 +230,31 @@ type Core struct {
 	defaultOwner bool
 }
 
-// Drain is the drain switch: new tasks of every tool (All) or of the
-// tools listed are refused; existing tasks stay readable, answerable and
-// cancellable.
-type Drain struct {
-	// All drains every tool.
-	All bool
-	// Tools are the tools drained when All is false.
-	Tools []string
-	// Sync answers a drained tool's task-augmented calls synchronously
-	// (the tool runs as a plain call) when its task support is Optional,
-	// instead of refusing them; a Required tool is refused all the same.
-	Sync bool
-}
-
-// Refuses reports whether a new task of tool is refused.
-func (d *Drain) Refuses(tool string) bool {
-	return d != nil && (d.All || slices.Contains(d.Tools, tool))
-}
-
 // SyncFallback reports whether a task-augmented call of the tool name,
 // whose policy is p, is answered synchronously instead of as a task: the
-// drain switch refuses new tasks of the tool, the operator chose the
-// synchronous fallback, and the tool may run without a task (Optional).
+// fleet's switches (see package rollout) do not serve it as a task now,
+// its fallback is sync, and the tool may run without a task (Optional).
 // Both wires ask it at the one point where they would create a task.
-func (c *Core) SyncFallback(name string, p ToolPolicy) bool {
-	d := c.Draining()
-	if d == nil || !d.Sync || p.Support != Optional || !d.Refuses(name) {
+func (c *Core) SyncFallback(ctx context.Context, req mcp.Request, name string, p ToolPolicy) bool {
+	st := c.rollout.Load()
+	if st == nil || p.Support != Optional {
 		return false
 	}
-	c.log.Debug("drained tool called as a task: answered synchronously (drain fallback sync)", "tool", name)
+	d := st.Decide(name, c.Requester(ctx, req), p.Fallback)
+	if d.Task() || d.Fallback != rollout.Sync {
+		return false
+	}
+	c.eng.Observer().CallRouted(name, "sync")
+	c.log.Debug("tool called as a task answered synchronously (fallback sync)", "tool", name, "why", d.Why)
 	return true
 }
 
-// SetDrain sets the drain switch (nil or an empty Drain: no new task is
-// refused).
-func (c *Core) SetDrain(d *Drain) { c.drain.Store(d) }
+// SetRollout sets the fleet's switches as this instance applies them
+// (nil: every call is served as a task).
+func (c *Core) SetRollout(st *rollout.State) { c.rollout.Store(st) }
 
-// Draining returns the drain switch now.
-func (c *Core) Draining() *Drain { return c.drain.Load() }
+// Rollout returns the fleet's switches as this instance applies them.
+func (c *Core) Rollout() *rollout.State { return c.rollout.Load() }
 
 // NewCore returns the core of cfg.
 func NewCore(cfg Config) *Core {

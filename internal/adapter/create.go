@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/rollout"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -37,7 +40,7 @@ func (c *Core) StartTask(ctx context.Context, r *Request, tool ToolPolicy, versi
 	}
 	owner := c.Requester(ctx, r.Req)
 	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
-	t, err := c.create(ctx, owner, params.Name, tool, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
+	t, err := c.create(ctx, viaCall, owner, params.Name, tool, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
 	endCreate(span, t, err)
 	return t, err
 }
@@ -46,15 +49,8 @@ func (c *Core) StartTask(ctx context.Context, r *Request, tool ToolPolicy, versi
 // under the drain switch, the creation rate, the cap on unfinished tasks
 // and the idempotency key, with the host correlation keys corr of the
 // call: every task is created here, whatever asked for it.
-func (c *Core) create(ctx context.Context, owner task.Owner, tool string, p ToolPolicy, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
-	if c.Draining().Refuses(tool) {
-		c.eng.Observer().TaskRefused(tool, "draining")
-		return nil, Draining(tool)
-	}
-	if err := c.allowCreate(ctx, owner, tool); err != nil {
-		return nil, err
-	}
-	t, err := c.eng.Start(ctx, engine.StartSpec{
+func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool string, p ToolPolicy, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
+	spec := engine.StartSpec{
 		Owner:          owner,
 		Tool:           tool,
 		Wire:           version,
@@ -68,7 +64,24 @@ func (c *Core) create(ctx context.Context, owner task.Owner, tool string, p Tool
 		// before the requester is told the task exists.
 		AwaitExternalRef: p.AwaitExternalRef,
 		Correlation:      corr,
-	}, work)
+	}
+	mode := "task"
+	switch d := c.rollout.Load().Decide(tool, owner, p.Fallback); {
+	case d.Task() || (via == viaJobs && d.Why != rollout.Draining && d.Fallback == rollout.Jobs):
+		if p.Approval != nil {
+			spec.Gate, spec.GateMessage, mode = GateApproval, p.Approval(c.eng.Now()), "approval"
+		}
+	case d.Fallback == rollout.Handoff:
+		spec.Gate, spec.GateMessage, mode = GateHandoff, HandoffMessage(d.Why), "handoff"
+	default:
+		c.eng.Observer().TaskRefused(tool, string(d.Why))
+		c.eng.Observer().CallRouted(tool, "refused")
+		return nil, NotServed(tool, d)
+	}
+	if err := c.allowCreate(ctx, owner, tool); err != nil {
+		return nil, err
+	}
+	t, err := c.eng.Start(ctx, spec, work)
 	if errors.Is(err, engine.ErrIdempotencyConflict) {
 		return nil, InvalidParams(fmt.Sprintf("the idempotency key %q was already used for another call (another tool or other arguments): a retry must repeat the call exactly; a new call needs a new key", key))
 	}
@@ -83,7 +96,24 @@ func (c *Core) create(ctx context.Context, owner task.Owner, tool string, p Tool
 		c.log.Error("creating task", "tool", tool, "err", err)
 		return nil, InternalError("the server could not create the task: " + err.Error())
 	}
+	c.eng.Observer().CallRouted(tool, mode)
+	if spec.Gate != "" && t.Queue == spec.Gate && t.Attempts == 0 {
+		c.eng.Audit().Gate(ctx, "", audit.TaskOf(t), strings.TrimPrefix(spec.Gate, engine.GatePrefix)+"_requested", spec.GateMessage)
+	}
 	return t, nil
+}
+
+// The ways a task is created (see Core.create): a task-augmented call,
+// or the job tools, which stay open for tools whose fallback is jobs.
+const (
+	viaCall = iota
+	viaJobs
+)
+
+// HandoffMessage is the status message of a task handed off to an
+// operator because of why.
+func HandoffMessage(why rollout.Why) string {
+	return fmt.Sprintf("waiting for an operator to record the outcome by hand (handoff: %s)", why)
 }
 
 // RejectedArguments returns the answer to a call whose arguments the

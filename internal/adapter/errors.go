@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/rollout"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -92,11 +93,25 @@ func TaskError(t *task.Task) *jsonrpc.Error {
 	return &jsonrpc.Error{Code: e.Code, Message: e.Message, Data: e.Data}
 }
 
-// Draining is the error of a task-augmented call refused by the drain
-// switch (see wire.ReasonDraining).
-func Draining(tool string) error {
-	data, _ := json.Marshal(map[string]any{"reason": wire.ReasonDraining, "tool": tool})
-	return &jsonrpc.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("the server accepts no new tasks of %s now (it is draining); existing tasks are not affected: try again later or elsewhere", tool), Data: data}
+// NotServed is the error of a task-augmented call of tool that the
+// fleet's switches do not serve as a task (decision d): data names the
+// reason (wire.ReasonDraining, "canary", "rollback") and the fallback
+// (for jobs, the job tools to use instead).
+func NotServed(tool string, d rollout.Decision) error {
+	data := map[string]any{"reason": string(d.Why), "tool": tool, "fallback": string(d.Fallback)}
+	why := "it is draining"
+	switch d.Why {
+	case rollout.NotCanary:
+		why = "it is in a canary that does not include you"
+	case rollout.RolledBack:
+		why = "it was rolled back"
+	}
+	hint := "try again later or elsewhere"
+	if d.Fallback == rollout.Jobs {
+		hint = "start it with the job tools instead (the tool named like job_start, with {\"tool\": \"" + tool + "\"})"
+	}
+	b, _ := json.Marshal(data)
+	return &jsonrpc.Error{Code: wire.CodeUnavailable, Message: fmt.Sprintf("the server accepts no new tasks of %s now (%s); existing tasks are not affected: %s", tool, why, hint), Data: b}
 }
 
 // DeleteTask deletes owner's finished task id (the tasks/delete of either

@@ -283,10 +283,11 @@ func (r *run) stopLog(format string, args ...any) {
 // failureDetail is why a failed or cancelled job ended so: from the
 // Failure request's answer (or the status answer doc), at
 // Failure.Pointer, else Failure.Message filled, else at Status.Error in
-// the status answer; "" when nothing says.
-func (r *run) failureDetail(ctx context.Context, doc any) string {
+// the status answer; "" when nothing says. Without ask the Failure
+// request is not sent (its pointer then names nothing in doc).
+func (r *run) failureDetail(ctx context.Context, doc any, ask bool) string {
 	f := r.Failure
-	if f.URL != "" && r.v.has(f.Request) {
+	if f.URL != "" && ask && r.v.has(f.Request) {
 		code, answer, err := r.send(ctx, "reading why the job failed", f.Request, http.MethodGet, "")
 		switch {
 		case err != nil:
@@ -302,7 +303,7 @@ func (r *run) failureDetail(ctx context.Context, doc any) string {
 				}
 			}
 		}
-	} else if f.Pointer != "" {
+	} else if f.Pointer != "" && (ask || f.URL == "") {
 		if v, err := lookup(doc, f.Pointer); err == nil && textOf(v) != "" {
 			return r.bounded(textOf(v))
 		}

@@ -43,6 +43,18 @@
 // of an argument given neither by the call nor by a default is left out;
 // other strings get the values interpolated as text, as in a text body.
 //
+// A tool in observe (shadow) mode (Tool.Observe), used to roll a tool
+// out alongside the system that starts its jobs today, starts nothing:
+// its call names an existing job by its ID (the required string argument
+// jobId), which is recorded as the task's external reference at once,
+// and the task follows that job as a re-attached task does (status polls,
+// lookups, log, links, result, failure). It never sends the start
+// request, nor the cancel request: a cancel of the task (or its timeout)
+// stops the watching and leaves the job as it is; and it records no
+// operation on the ledger. [Tools.Observe] reads a job's state once, as a
+// task would show it, e.g. for a report comparing the tasks' outcomes
+// with the job API's.
+//
 // After a crash, a restart, a graceful hand-back or a takeover by another
 // instance, the task's work runs again (ToolOptions.Reattach) and
 // re-attaches: it watches the recorded job instead of starting another.
@@ -115,7 +127,8 @@ type Tool struct {
 	PollInterval time.Duration
 	// Timeout, if positive, bounds the task from its first start (a
 	// re-attached task keeps the time it had): the job is then cancelled
-	// (with a cancel request) and the task fails saying so.
+	// (with a cancel request; in observe mode it is left running) and the
+	// task fails saying so.
 	Timeout time.Duration
 	// IdempotentStart declares that the job API honours Idempotency-Key
 	// (a start with a key it has seen answers with that key's job): a
@@ -123,6 +136,18 @@ type Tool struct {
 	// ID sends it again with the same key instead of failing "outcome
 	// unknown".
 	IdempotentStart bool
+	// Observe puts the tool in observe (shadow) mode: a call watches an
+	// existing job, whose ID is its argument jobId (a string the input
+	// schema then requires, added to InputSchema's properties), and
+	// never changes it. The job's ID is recorded as the task's external
+	// reference at once, and the task follows the job as a re-attached
+	// task does: status polls, lookups, log, links, result, failure. The
+	// start request is never sent (Start may be left out, or kept for the
+	// day the tool leaves observe mode: it is checked, not sent); nor is
+	// the cancel request: a cancel of the task, or its Timeout, stops the
+	// watching and leaves the job running. The tool records no operation
+	// on the ledger (it starts nothing), so it has no Reconcile.
+	Observe bool
 
 	// Support is the tool's task support (empty means mcptask.Optional);
 	// MaxConcurrent, Queue and MaxTTL are as in mcptask.ToolOptions.
@@ -237,7 +262,8 @@ type Result struct {
 }
 
 // Cancel is the request that cancels a job, sent when the task is
-// cancelled or times out. A task is marked cancelled only once the job
+// cancelled or times out (never by a tool in observe mode: see
+// Tool.Observe). A task is marked cancelled only once the job
 // API accepted it: a 2xx answer (with a value at OK, if set) and, when
 // Status lists Cancelled states, a status that says so within
 // CancelConfirmWait. A refused or failed cancel (or a tool with no cancel
@@ -421,8 +447,18 @@ func (t Tool) Check() []Problem {
 		}
 	}
 
-	checkRequest("start", t.Start.Request, false, true)
-	checkPtr("start.jobId", t.Start.JobID, true)
+	// An observe tool sends no start: one configured is checked (for the
+	// day the tool leaves observe mode) but not required.
+	checkRequest("start", t.Start.Request, false, !t.Observe)
+	checkPtr("start.jobId", t.Start.JobID, !t.Observe)
+	if t.Observe {
+		if props, ok := t.InputSchema["properties"].(map[string]any); ok && props[jobIDName] != nil {
+			p, _ := props[jobIDName].(map[string]any)
+			if ty, ok := p["type"]; p == nil || (ok && ty != "string") {
+				bad("inputSchema.properties.jobId", "an observe tool's jobId argument is the job's ID: a string schema such as {type: string}, or leave it out")
+			}
+		}
+	}
 
 	checkRequest("status", t.Status.Request, true, true)
 	if t.Status.URL != "" && !slices.Contains(names(t.Status.URL), jobIDName) && !slices.Contains(bodyNames(t.Status.Body), jobIDName) &&
@@ -595,13 +631,12 @@ func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
 	for _, t := range tools {
 		jt := newJobTool(t, client, log.With("tool", t.Name), ts.TracerProvider())
 		tl.tools = append(tl.tools, jt)
-		schema := t.InputSchema
-		if schema == nil {
-			schema = map[string]any{"type": "object"}
-		}
+		schema := t.schema()
 		desc := t.Description
-		if desc == "" {
-			desc = "Runs a job of " + hostOf(t.Start.URL) + " and follows it to its end."
+		if desc == "" && t.Observe {
+			desc = "Watches an existing job of " + t.api() + " by its ID (jobId) and follows it to its end, without starting or cancelling it."
+		} else if desc == "" {
+			desc = "Runs a job of " + t.api() + " and follows it to its end."
 		}
 		opts := mcptask.ToolOptions{
 			Support: t.Support,
@@ -618,6 +653,12 @@ func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
 			Reconcile:        jt.reconcile,
 			Cancel:           jt.cancelTask,
 		}
+		if t.Observe {
+			// Observing changes nothing: no operation to reconcile (none
+			// is recorded), and a cancel only ends the watching (the
+			// handler's context), never reaching the job API.
+			opts.Reconcile, opts.Cancel = nil, nil
+		}
 		if len(t.Links) > 0 {
 			opts.Links = jt.links
 		}
@@ -628,10 +669,56 @@ func (tl *Tools) Register(_ context.Context, ts *mcptask.Server) error {
 			opts.AwaitExternalRef = min(t.Timeout, AwaitJobID)
 		}
 		ts.AddRawTool(&mcp.Tool{Name: t.Name, Description: desc, InputSchema: schema}, jt.handle, opts)
-		log.Info("HTTP job tool added", "tool", t.Name, "api", hostOf(t.Start.URL), "task", opts.Support,
-			"idempotentStart", t.IdempotentStart, "maxConcurrent", t.MaxConcurrent)
+		log.Info("HTTP job tool added", "tool", t.Name, "api", t.api(), "task", opts.Support,
+			"idempotentStart", t.IdempotentStart, "observe", t.Observe, "maxConcurrent", t.MaxConcurrent)
 	}
 	return nil
+}
+
+// api is the scheme and host of the tool's job API, for logs and
+// descriptions: its start's, or its status request's when it has no
+// start (an observe tool).
+func (t Tool) api() string {
+	if t.Start.URL == "" || t.Observe {
+		return hostOf(t.Status.URL)
+	}
+	return hostOf(t.Start.URL)
+}
+
+// schema is the input schema the tool is registered with: InputSchema
+// (an object with no properties when nil) and, for an observe tool, the
+// required string argument jobId. InputSchema itself is not changed.
+func (t Tool) schema() map[string]any {
+	schema := map[string]any{"type": "object"}
+	if t.InputSchema != nil {
+		schema = maps.Clone(t.InputSchema)
+	}
+	if !t.Observe {
+		return schema
+	}
+	props := map[string]any{}
+	if p, ok := schema["properties"].(map[string]any); ok {
+		props = maps.Clone(p)
+	}
+	if _, ok := props[jobIDName]; !ok {
+		props[jobIDName] = map[string]any{"type": "string", "minLength": 1,
+			"description": "The ID of the job of " + t.api() + " to watch (it is neither started nor cancelled)."}
+	}
+	schema["properties"] = props
+	var required []any
+	switch r := schema["required"].(type) {
+	case []any:
+		required = slices.Clone(r)
+	case []string:
+		for _, n := range r {
+			required = append(required, n)
+		}
+	}
+	if !slices.Contains(required, any(jobIDName)) {
+		required = append(required, jobIDName)
+	}
+	schema["required"] = required
+	return schema
 }
 
 // origin is the scheme://host[:port] part of a URL template.

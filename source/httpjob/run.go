@@ -200,9 +200,10 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		defer cancel()
 	}
 
-	if r.tk != nil {
+	if r.tk != nil && !jt.Observe {
 		// On the ledger before any start is sent; a re-run finds the
-		// operation its first run recorded.
+		// operation its first run recorded. An observe tool starts
+		// nothing, and records nothing there.
 		op, err := r.tk.RecordOperation(ctx, mcptask.Operation{Object: jt.Name, Effect: "run a job of " + hostOf(jt.Start.URL)})
 		if err != nil {
 			return nil, err
@@ -217,6 +218,15 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		r.note("re-attached to job %s", r.ref.JobID)
 		r.setMessage(ctx, fmt.Sprintf("re-attached to job %s", r.ref.JobID))
 		return r.watch(ctx, "re-attached to job "+r.ref.JobID+": ")
+	case r.ref.Key != "" && jt.Observe:
+		// Recorded by a run of the tool before it was put in observe
+		// mode: a start may have been sent, and is not sent again.
+		jt.log.Error("a previous run stopped between sending the start and recording the job's ID; the tool now observes, and sends no start",
+			"task", r.tk.ID(), "idempotencyKey", r.ref.Key)
+		return nil, r.fail("the outcome of %s is unknown: mcptask stopped after sending the start request and before recording the job's ID; "+
+			"the tool is now in observe mode and sends no start: look the idempotency key %s up in the job system", jt.Name, r.ref.Key)
+	case jt.Observe:
+		return r.observe(ctx)
 	case r.ref.Key != "" && !jt.IdempotentStart:
 		jt.log.Error("a previous run stopped between sending the start and recording the job's ID; not sent again (idempotentStart is off)",
 			"task", r.tk.ID(), "idempotencyKey", r.ref.Key)
@@ -257,6 +267,50 @@ func (jt *jobTool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	r.note("job %s started (idempotency key %s)", r.ref.JobID, r.ref.Key)
 	r.setMessage(ctx, "job "+r.ref.JobID+" started")
 	return r.watch(ctx, "")
+}
+
+// observe is the first run of a call of an observe tool: it takes the
+// job's ID from the call's jobId argument (refusing, with nothing sent,
+// one that is not a non-blank string or cannot fill the status URL),
+// records it as the task's external reference, the shape a re-attachment
+// reads, and watches the job. No start is sent.
+func (r *run) observe(ctx context.Context) (*mcp.CallToolResult, error) {
+	id, err := r.observedJob()
+	if err != nil {
+		return nil, err
+	}
+	r.ref.JobID = id
+	if r.tk != nil {
+		// The key is never sent: it only gives the reference the shape
+		// every run of the tool reads.
+		r.ref.Key = KeyPrefix + r.tk.ID()
+		if err := r.record(ctx, true); err != nil {
+			return nil, fmt.Errorf("recording job %s: %w", id, err)
+		}
+		r.log.Info("observing a job", "task", r.tk.ID(), "job", id)
+	}
+	r.note("observing job %s (observe mode: no start or cancel request is sent)", id)
+	r.setMessage(ctx, "observing job "+id)
+	return r.watch(ctx, "")
+}
+
+// observedJob is the job's ID an observe call gives (its argument jobId):
+// a non-blank string, which fills the status request's URL (a path
+// segment it fills whole may not be "", "." or ".."). Anything else is
+// the call's invalid params, and nothing is sent.
+func (r *run) observedJob() (string, error) {
+	var id string
+	raw, given := r.v.args[jobIDName]
+	if !given || json.Unmarshal(raw, &id) != nil || strings.TrimSpace(id) == "" {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"%s watches an existing job: give the job's ID as the argument jobId, a non-empty string (e.g. {\"jobId\": \"1234\"}); nothing was sent", r.Name)}
+	}
+	v := r.v
+	v.jobID = id
+	if _, err := v.fillURL(r.Status.URL); err != nil {
+		return "", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: r.scrub(fmt.Sprintf("%s: jobId %q: %v", r.Name, id, err))}
+	}
+	return id, nil
 }
 
 // record writes the task's external reference: provisional (the key) or
@@ -316,6 +370,9 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 		switch {
 		case code == http.StatusNotFound || code == http.StatusGone:
 			r.log.Error("the job API no longer knows the job", "task", r.taskID(), "job", r.ref.JobID, "status", code)
+			if r.Observe {
+				return nil, r.fail("the job API does not know job %s (HTTP %d: %s): %s observes jobs it is given and starts none", r.ref.JobID, code, r.apiError(answer), r.Name)
+			}
 			return nil, r.fail("the job API no longer knows job %s (HTTP %d: %s): the outcome of %s is unknown", r.ref.JobID, code, r.apiError(answer), r.Name)
 		case code >= 300:
 			r.log.Error("the job API refused the status request", "task", r.taskID(), "job", r.ref.JobID, "status", code, "answer", r.excerpt(answer))
@@ -362,7 +419,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 			r.setMessage(ctx, "job "+r.ref.JobID+" completed")
 			return r.result(ctx, doc, answer)
 		case slices.Contains(r.Status.Failed, state):
-			msg := r.failureDetail(ctx, doc)
+			msg := r.failureDetail(ctx, doc, true)
 			if msg == "" {
 				msg = "(the job API gives no reason)"
 			}
@@ -377,7 +434,7 @@ func (r *run) watch(ctx context.Context, prefix string) (*mcp.CallToolResult, er
 			r.log.Info("job cancelled in the job system", "task", r.taskID(), "job", r.ref.JobID, "state", state)
 			r.settle(ctx, task.OpRejected, "job "+r.ref.JobID+" was cancelled in the job system")
 			why := fmt.Sprintf("job %s was cancelled (state %q)", r.ref.JobID, state)
-			if d := r.failureDetail(ctx, doc); d != "" {
+			if d := r.failureDetail(ctx, doc, true); d != "" {
 				why += ": " + d
 			}
 			r.note("%s", why)
@@ -423,8 +480,9 @@ func (r *run) result(ctx context.Context, doc any, answer []byte) (*mcp.CallTool
 }
 
 // ended is the error of a run whose request or wait ended with err: a
-// cancel of the task (or its timeout) cancels the job; a shutdown or a
-// takeover leaves it running for the next run to re-attach to.
+// cancel of the task (or its timeout) cancels the job, unless the tool
+// only observes it; a shutdown or a takeover leaves it running for the
+// next run to re-attach to.
 func (r *run) ended(ctx context.Context, what string, err error) error {
 	if ctx.Err() == nil {
 		return err
@@ -432,6 +490,10 @@ func (r *run) ended(ctx context.Context, what string, err error) error {
 	timedOut := errors.Is(context.Cause(ctx), errTimeout)
 	cancelled := r.tk == nil || r.tk.Cancelled()
 	switch {
+	case r.Observe && r.ref.JobID != "" && (timedOut || cancelled):
+		// Observing never changes the job: no cancel request.
+		r.log.Info("stopped observing the job; it was not cancelled (observe mode)", "task", r.taskID(), "job", r.ref.JobID, "timedOut", timedOut)
+		r.note("stopped observing job %s; the job was left as it is (observe mode sends no cancel request)", r.ref.JobID)
 	case r.ref.JobID != "" && cancelled && !timedOut && r.tk != nil && r.Cancel.URL != "":
 		// The cancel was carried out before the task was marked
 		// cancelled (cancelTask): the job API accepted it.
@@ -453,6 +515,8 @@ func (r *run) ended(ctx context.Context, what string, err error) error {
 		switch {
 		case r.outage != "":
 			msg += " (" + r.outage + ")"
+		case r.Observe && r.ref.JobID != "":
+			msg += " was not cancelled (observe mode: the tool only watches it)"
 		case r.ref.JobID != "" && r.Cancel.URL != "":
 			msg += " was sent a cancel request"
 		case r.ref.JobID != "":
@@ -468,6 +532,9 @@ func (r *run) ended(ctx context.Context, what string, err error) error {
 // (see Cancel), else why not. A task whose job's ID is not recorded yet
 // (its start is in flight) is let go: its run's start request is cut.
 func (jt *jobTool) cancelTask(ctx context.Context, t *task.Task) error {
+	if jt.Observe {
+		return nil // not registered for an observe tool; were it, nothing to stop
+	}
 	var rf ref
 	if t.ExternalRef == "" || json.Unmarshal([]byte(t.ExternalRef), &rf) != nil || rf.JobID == "" {
 		return nil
@@ -536,6 +603,9 @@ func (r *run) confirmCancel(ctx context.Context) error {
 
 // cancelJob sends the cancel request, bounded, with retries.
 func (r *run) cancelJob() {
+	if r.Observe {
+		return // observing never changes the job
+	}
 	if r.Cancel.URL == "" {
 		r.log.Info("the task ended; no cancel request is configured, the job may still run", "task", r.taskID(), "job", r.ref.JobID)
 		return

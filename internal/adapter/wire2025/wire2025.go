@@ -92,7 +92,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, adapter.InvalidParams(err.Error())
 	}
-	if w.c.SyncFallback(params.Name, tool) {
+	if w.c.SyncFallback(ctx, r.Req, params.Name, tool) {
 		// Drained, with the synchronous fallback: a plain call, as for a
 		// receiver that ignores params.task.
 		return r.Next(ctx, r.Method, r.Req)

@@ -85,7 +85,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 			return r.Next(ctx, r.Method, r.Req)
 		}
 	}
-	if w.c.SyncFallback(params.Name, tool) {
+	if w.c.SyncFallback(ctx, r.Req, params.Name, tool) {
 		// Drained, with the synchronous fallback: a plain call.
 		return r.Next(ctx, r.Method, r.Req)
 	}

@@ -1,0 +1,303 @@
+package mcptask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/audit"
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/adapter"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Approval holds every new task of a tool until an approver approves it
+// (SEP-2848's asynchronous approval, on both wires): the call is answered
+// at once with a task that stays working, its status message naming the
+// approvers, and its work starts only once the approval is durable,
+// exactly once however many approve it at once, on any server sharing the
+// store. A denial or the expiry ends it failed, naming who and why.
+// Pending approvals survive restarts and takeovers: no server holds them.
+type Approval struct {
+	// Approvers may approve or deny: operator or principal names; "*"
+	// is any operator.
+	Approvers []string
+	// Expires is how long an approval may wait; zero means
+	// DefaultApprovalExpiry.
+	Expires time.Duration
+	// Reason says why the tool needs one (shown to the requester).
+	Reason string
+	// SelfApproval lets an approver approve its own call.
+	SelfApproval bool
+}
+
+// DefaultApprovalExpiry is how long an approval waits when
+// Approval.Expires is zero.
+const DefaultApprovalExpiry = time.Hour
+
+func (a *Approval) expires() time.Duration {
+	if a.Expires <= 0 {
+		return DefaultApprovalExpiry
+	}
+	return a.Expires
+}
+
+// message is the status message of a task waiting for its approval.
+func (a *Approval) message(now time.Time) string {
+	msg := "waiting for approval by " + strings.Join(a.Approvers, " or ")
+	if a.Reason != "" {
+		msg += " (" + a.Reason + ")"
+	}
+	return msg + "; expires " + now.Add(a.expires()).UTC().Format(time.RFC3339)
+}
+
+// mayApprove reports whether by may decide t's approval.
+func (a *Approval) mayApprove(by string, t *task.Task) error {
+	if !slices.Contains(a.Approvers, by) && !slices.Contains(a.Approvers, "*") {
+		return fmt.Errorf("%s is not an approver of %s (approvers: %s)", by, t.Tool, strings.Join(a.Approvers, ", "))
+	}
+	if p, _, _ := t.Owner.Identity(); p == by && !a.SelfApproval {
+		return fmt.Errorf("%s made this call and may not approve it", by)
+	}
+	return nil
+}
+
+// Held is a task held for an approval or a handoff, as
+// [Server.HeldTasks] lists it.
+type Held struct {
+	// Kind is "approval" or "handoff".
+	Kind string `json:"kind"`
+	// TaskID, Tool, Owner and StatusMessage are the task's.
+	TaskID        string `json:"taskId"`
+	Tool          string `json:"tool"`
+	Owner         string `json:"owner"`
+	StatusMessage string `json:"statusMessage"`
+	// CreatedAt is when the call came; ExpiresAt when an approval
+	// expires (zero for a handoff).
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Approvers may decide an approval.
+	Approvers []string `json:"approvers,omitempty"`
+	// Arguments are the call's arguments, for the approver to judge.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// HeldTasks returns the tasks held for an approval ("approval"), for an
+// operator's outcome ("handoff"), or both (""), oldest first, up to 500
+// of each: an operator's view across owners.
+func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
+	var out []Held
+	for _, gate := range []string{adapter.GateApproval, adapter.GateHandoff} {
+		k := strings.TrimPrefix(gate, engine.GatePrefix)
+		if kind != "" && kind != k {
+			continue
+		}
+		ts, err := s.eng.HeldTasks(ctx, gate, store.MaxBrowseLimit)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range slices.Backward(ts) {
+			h := Held{Kind: k, TaskID: string(t.ID), Tool: t.Tool, Owner: string(t.Owner), StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt}
+			if a := s.approval(t.Tool); a != nil && k == "approval" {
+				h.ExpiresAt, h.Approvers = t.CreatedAt.Add(a.expires()), a.Approvers
+			}
+			var call mcp.CallToolParamsRaw
+			if json.Unmarshal(t.Request, &call) == nil {
+				h.Arguments = call.Arguments
+			}
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) approval(tool string) *Approval {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.tools[tool].Approval
+}
+
+// GateError is why [Server.Decide] or [Server.RecordHandoff] changed
+// nothing: the task is not held (any more), the decider may not decide,
+// or the task is unknown. Decided is set when an earlier decision of the
+// same kind ended it (a repeated deny is not an error: see Decide).
+type GateError struct {
+	Reason string
+	// Task is the task as it is now, when it exists.
+	Task *task.Task
+}
+
+func (e *GateError) Error() string { return "mcptask: " + e.Reason }
+
+// Decide approves (approve true) or denies the approval of the task id,
+// as the approver by, saying why. An approval starts the task's work,
+// exactly once across every server sharing the store (into its
+// concurrency queue, if it has one); a denial ends it failed, naming by
+// and reason. Deciding a task already decided the same way returns it
+// as it is (idempotent); anything else that is not a pending approval
+// is a *GateError. Every decision is audited.
+func (s *Server) Decide(ctx context.Context, id task.ID, approve bool, by, reason string) (*task.Task, error) {
+	t, err := s.eng.Store().Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &GateError{Reason: "no task " + string(id)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := s.approval(t.Tool)
+	if a == nil {
+		return nil, &GateError{Reason: "the tool " + t.Tool + " takes no approval", Task: t}
+	}
+	if err := a.mayApprove(by, t); err != nil {
+		s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "decision_refused", err.Error())
+		return nil, &GateError{Reason: err.Error(), Task: t}
+	}
+	step := "approved"
+	if approve {
+		msg := "approved by " + by
+		if reason != "" {
+			msg += ": " + reason
+		}
+		q := s.toolPolicy(t.Tool).Queue
+		t, err = s.eng.Release(ctx, id, adapter.GateApproval, q, msg)
+	} else {
+		step = "denied"
+		t, err = s.eng.Resolve(ctx, id, adapter.GateApproval, func(t *task.Task, now time.Time) error {
+			msg := "denied by " + by
+			if reason != "" {
+				msg += ": " + reason
+			}
+			return t.Fail(&task.Error{Code: wire.CodeNotApproved, Message: "the call was not approved: " + msg,
+				Data: gateData("denied", by, reason)}, msg, now)
+		})
+	}
+	var nh *engine.NotHeldError
+	if errors.As(err, &nh) {
+		if sameDecision(nh.Task, approve) {
+			return nh.Task, nil
+		}
+		return nil, &GateError{Reason: "the task is no longer waiting for an approval (" + string(nh.Task.Status) + ": " + nh.Task.StatusMessage + ")", Task: nh.Task}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), step, reason)
+	return t, nil
+}
+
+// sameDecision reports whether t ended, or went on, as the decision
+// approve would have made it: a repeated decision is answered with it.
+func sameDecision(t *task.Task, approve bool) bool {
+	if approve {
+		return t.Attempts > 0 || strings.HasPrefix(t.StatusMessage, "approved by ") || (t.Queued && !strings.HasPrefix(t.Queue, engine.GatePrefix))
+	}
+	return t.Status == task.Failed && strings.HasPrefix(t.StatusMessage, "denied by ")
+}
+
+func gateData(step, by, reason string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"reason": step, "by": by, "detail": reason})
+	return b
+}
+
+// operatorOwner is the audit trail's name of an operator.
+func operatorOwner(by string) task.Owner { return task.Owner(by) }
+
+// ApprovalSweepInterval is how often a server looks for expired
+// approvals.
+const ApprovalSweepInterval = 5 * time.Second
+
+// expireApprovals fails the approvals that waited past their expiry, at
+// most every ApprovalSweepInterval. Servers sharing a store race for
+// them harmlessly: one resolves each.
+func (s *Server) expireApprovals(ctx context.Context) {
+	now := s.eng.Now()
+	if now.Sub(s.lastSweep) < ApprovalSweepInterval {
+		return
+	}
+	s.lastSweep = now
+	ts, err := s.eng.HeldTasks(ctx, adapter.GateApproval, store.MaxBrowseLimit)
+	if err != nil {
+		return
+	}
+	for _, t := range ts {
+		a := s.approval(t.Tool)
+		if a == nil || now.Before(t.CreatedAt.Add(a.expires())) {
+			continue
+		}
+		got, err := s.eng.Resolve(ctx, t.ID, adapter.GateApproval, func(t *task.Task, now time.Time) error {
+			msg := fmt.Sprintf("the approval expired after %v: nobody of %s decided", a.expires(), strings.Join(a.Approvers, ", "))
+			return t.Fail(&task.Error{Code: wire.CodeNotApproved, Message: "the call was not approved: " + msg,
+				Data: gateData("expired", "", "")}, msg, now)
+		})
+		if err == nil {
+			s.eng.Audit().Gate(ctx, "", audit.TaskOf(got), "expired", "")
+		}
+	}
+}
+
+// HandoffOutcome is the outcome an operator records for a task handed
+// off to them ([Server.RecordHandoff]).
+type HandoffOutcome struct {
+	// Failed records a failure; otherwise the task completes.
+	Failed bool
+	// Text is the result's text (or the failure's message).
+	Text string
+	// Structured, if set, is the result's structured content (JSON).
+	Structured json.RawMessage
+}
+
+// RecordHandoff records by hand the outcome of the task id that a
+// handoff fallback holds: it becomes the task's result (or failure), and
+// the confirmation of the operation, recorded on the ledger as confirmed
+// (or rejected) by by. Recording twice is a *GateError naming the
+// outcome already recorded. Audited.
+func (s *Server) RecordHandoff(ctx context.Context, id task.ID, by string, o HandoffOutcome) (*task.Task, error) {
+	if o.Structured != nil && !json.Valid(o.Structured) {
+		return nil, &GateError{Reason: "the structured content is not JSON"}
+	}
+	t, err := s.eng.Resolve(ctx, id, adapter.GateHandoff, func(t *task.Task, now time.Time) error {
+		msg := "outcome recorded by hand by " + by
+		if o.Failed {
+			return t.Fail(&task.Error{Code: task.CodeInternalError, Message: o.Text, Data: gateData("handoff", by, "")}, msg, now)
+		}
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: o.Text}}}
+		if o.Structured != nil {
+			res.StructuredContent = o.Structured
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		if err := t.Complete(b, now); err != nil {
+			return err
+		}
+		t.StatusMessage = msg
+		return nil
+	})
+	var nh *engine.NotHeldError
+	if errors.As(err, &nh) {
+		return nil, &GateError{Reason: "the task is not waiting for a handoff (" + string(nh.Task.Status) + ": " + nh.Task.StatusMessage + ")", Task: nh.Task}
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &GateError{Reason: "no task " + string(id)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	state := task.OpConfirmed
+	if o.Failed {
+		state = task.OpRejected
+	}
+	if err := s.eng.RecordHandoffOperation(ctx, t, by, state, o.Text); err != nil {
+		s.core.Log().Error("recording a handoff's confirmation on the ledger", "task", t.ID, "err", err)
+	}
+	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "handoff_recorded", o.Text)
+	return t, nil
+}

@@ -1,0 +1,127 @@
+package mcptask
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcptask/mcptask/engine"
+	"github.com/mcptask/mcptask/internal/rollout"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
+)
+
+// RollbackReport is what a rollback of a tool found and did (see
+// [Server.Rollback]), stored with the rollback.
+type RollbackReport struct {
+	// Tool, Fallback (what its new calls get), Reason, By and At.
+	Tool     string        `json:"tool"`
+	Fallback DrainFallback `json:"fallback"`
+	Reason   string        `json:"reason,omitempty"`
+	By       string        `json:"by,omitempty"`
+	At       time.Time     `json:"at,omitzero"`
+	// Running are the tool's tasks still unfinished (they go on, and stay
+	// readable, answerable and cancellable); Held those of them held for
+	// an approval or a handoff.
+	Running []string `json:"running"`
+	Held    []string `json:"held"`
+	// Confirmed, Rejected and Unknown are the keys of the operations of
+	// the unfinished tasks as reconciliation left them: applied, not
+	// applied, and not known (for an operator).
+	Confirmed []string `json:"confirmed"`
+	Rejected  []string `json:"rejected"`
+	Unknown   []string `json:"unknown"`
+	// Undone is set by an undo.
+	Undone bool `json:"undone,omitempty"`
+}
+
+// Rollback rolls tool back, fleet-wide: new task-augmented calls get the
+// tool's declared fallback at once on every server sharing the store
+// (DrainRefuse if it declares none), the tasks already created go on
+// and stay observable and answerable, and every unsettled operation of
+// its unfinished tasks is reconciled with the system of record
+// ([ToolOptions.Reconcile]). The report is stored with the rollback and
+// returned. Rolling back again reconciles again and reports the state
+// then (idempotent: the same state gives the same report). Audited.
+func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.Owner, reason string) (*RollbackReport, error) {
+	s.mu.RLock()
+	o, ok := s.tools[tool]
+	s.mu.RUnlock()
+	if !ok || o.Support == Forbidden || o.Support == "" {
+		return nil, fmt.Errorf("mcptask: %q is not a task tool of this server", tool)
+	}
+	fb := o.Fallback.orRefuse()
+	rb := rollout.Rollback{Fallback: rollout.Fallback(fb)}
+	value, _ := json.Marshal(rb)
+	// Stop new starts first, then look at what is in flight.
+	if err := s.setControl(ctx, controlRollback+tool, value, by, requester, reason); err != nil {
+		return nil, err
+	}
+	rep, err := s.reconcileTool(ctx, tool)
+	if err != nil {
+		return nil, err
+	}
+	rep.Fallback = fb
+	rb.Report, _ = json.Marshal(rep)
+	value, _ = json.Marshal(rb)
+	if err := s.setControl(ctx, controlRollback+tool, value, by, requester, reason); err != nil {
+		return nil, err
+	}
+	f := s.Fleet()
+	out := f.Rollbacks[tool]
+	return &out, nil
+}
+
+// UndoRollback lifts the rollback of tool: its new calls are served as
+// tasks again (under the other switches). Audited. A tool not rolled
+// back is left as it is.
+func (s *Server) UndoRollback(ctx context.Context, tool, by string, requester task.Owner, reason string) error {
+	if _, ok := s.Fleet().Rollbacks[tool]; !ok {
+		return nil
+	}
+	return s.setControl(ctx, controlRollback+tool, nil, by, requester, reason)
+}
+
+// reconcileTool reconciles the unsettled operations of tool's
+// unfinished tasks and reports them.
+func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport, error) {
+	rep := RollbackReport{Tool: tool, Running: []string{}, Held: []string{}, Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}}
+	q := store.BrowseQuery{Tool: tool, Statuses: []task.Status{task.Working, task.InputRequired}, Limit: store.MaxBrowseLimit}
+	for {
+		ts, next, err := s.eng.Store().Browse(ctx, q)
+		if err != nil {
+			return rep, err
+		}
+		for _, t := range ts {
+			rep.Running = append(rep.Running, string(t.ID))
+			if t.Queued && strings.HasPrefix(t.Queue, engine.GatePrefix) {
+				rep.Held = append(rep.Held, string(t.ID))
+			}
+			c, r, u, err := s.eng.ReconcileOperations(ctx, t)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return rep, err
+			}
+			for _, op := range c {
+				rep.Confirmed = append(rep.Confirmed, op.Key)
+			}
+			for _, op := range r {
+				rep.Rejected = append(rep.Rejected, op.Key)
+			}
+			for _, op := range u {
+				rep.Unknown = append(rep.Unknown, op.Key)
+			}
+		}
+		if next == "" {
+			break
+		}
+		q.Cursor = next
+	}
+	for _, l := range [][]string{rep.Running, rep.Held, rep.Confirmed, rep.Rejected, rep.Unknown} {
+		slices.Sort(l)
+	}
+	return rep, nil
+}
