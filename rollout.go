@@ -394,3 +394,28 @@ func (s *Server) queueHeld(q string) bool {
 	}
 	return held
 }
+
+// SetToolRollout sets the fallback and the approval of the tool name,
+// registered already (e.g. by a tool source, from a configuration), as
+// [ToolOptions.Fallback] and [ToolOptions.Approval] would. It must be
+// called before [Server.Start].
+func (s *Server) SetToolRollout(name string, fallback DrainFallback, approval *Approval) error {
+	if err := rollout.Fallback(fallback).Check(); err != nil {
+		return fmt.Errorf("mcptask: tool %s: %w", name, err)
+	}
+	if approval != nil && len(approval.Approvers) == 0 {
+		return fmt.Errorf("mcptask: tool %s: an approval needs approvers", name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		panic(afterStart("SetToolRollout", name))
+	}
+	o, ok := s.tools[name]
+	if !ok {
+		return fmt.Errorf("mcptask: no tool %s", name)
+	}
+	o.Fallback, o.Approval = fallback, approval
+	s.tools[name] = o
+	return nil
+}

@@ -190,8 +190,8 @@ func (ts adminTokens) owner(operator string) task.Owner {
 // adminHandler returns the handler of /admin/drain: DNS-rebinding
 // protection on a loopback listener (as /mcp), cross-origin browser
 // requests refused, then authorization.
-func (a *App) adminHandler() http.Handler {
-	var h http.Handler = http.HandlerFunc(a.serveAdminDrain)
+func (a *App) adminHandler(serve http.HandlerFunc) http.Handler {
+	var h http.Handler = serve
 	if isLoopbackAddr(a.cfg.Addr) {
 		h = httpguard.LoopbackOnly(h)
 	}

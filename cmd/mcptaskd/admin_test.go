@@ -400,7 +400,7 @@ func TestDrainAndJobConfigErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("a bad drain.fallback and jobTools.prefix were accepted")
 	}
-	for _, want := range []string{`4: drain.fallback: "later": want refuse or sync`, `7: jobTools.prefix: "job start "`} {
+	for _, want := range []string{`4: drain.fallback: "later": want refuse, sync, handoff or jobs`, `7: jobTools.prefix: "job start "`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the errors lack %q:\n%v", want, err)
 		}

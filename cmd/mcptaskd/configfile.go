@@ -84,12 +84,14 @@ type FileConfig struct {
 	// (config_httpjobs.go).
 	HTTPJobs map[string]HTTPJobConfig `yaml:"httpJobs"`
 	// Events configures the MCP Events of the daemon (docs/events.md).
-	Events    EventsConfig              `yaml:"events"`
-	dir       string                    // the file's directory: relative paths in it are resolved against it
-	root      *yaml.Node                // the parsed document, for line numbers (see line)
-	nodes     map[string]*yaml.Node     // where each server's block is, for errors
-	lines     map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
-	toolNodes map[string]map[string]int // line of each toolOptions entry
+	Events EventsConfig `yaml:"events"`
+	// Rollout sets tools' fallbacks and approvals (docs/rollout.md).
+	Rollout   map[string]RolloutToolConfig `yaml:"rollout"`
+	dir       string                       // the file's directory: relative paths in it are resolved against it
+	root      *yaml.Node                   // the parsed document, for line numbers (see line)
+	nodes     map[string]*yaml.Node        // where each server's block is, for errors
+	lines     map[string]int               // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
+	toolNodes map[string]map[string]int    // line of each toolOptions entry
 }
 
 // EventsConfig is the events section of the configuration file.
@@ -586,10 +588,11 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 	errs = append(errs, fc.validateCommands(getenv)...)
 	errs = append(errs, fc.validateHTTPJobs(getenv)...)
 	errs = append(errs, fc.validateNames()...)
+	errs = append(errs, fc.validateRollout()...)
 	switch fc.Drain.Fallback {
-	case "", "refuse", "sync":
+	case "", "refuse", "sync", "handoff", "jobs":
 	default:
-		errs = append(errs, fmt.Errorf("%d: drain.fallback: %q: want refuse or sync", fc.lines["drain.fallback"], fc.Drain.Fallback))
+		errs = append(errs, fmt.Errorf("%d: drain.fallback: %q: want refuse, sync, handoff or jobs", fc.lines["drain.fallback"], fc.Drain.Fallback))
 	}
 	if fc.CorrelationKeys != nil {
 		if err := adapter.CheckCorrelationKeys(*fc.CorrelationKeys); err != nil {

@@ -123,6 +123,9 @@ func NewApp(cfg Config, logger, sdkLogger *slog.Logger) (_ *App, err error) {
 	if err = a.sources.register(a.tasks, m); err != nil {
 		return nil, err
 	}
+	if err = applyRollout(fc, a.tasks); err != nil {
+		return nil, err
+	}
 	if err = a.applyDrainFile(fc); err != nil {
 		return nil, err
 	}
@@ -278,7 +281,8 @@ func (a *App) routes(sdkLogger *slog.Logger) (http.Handler, error) {
 	// browser send no Origin or Sec-Fetch-Site headers.
 	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(mcpHandler))
 	mux.HandleFunc("GET /healthz", a.healthz) // unauthenticated
-	mux.Handle(adminDrainPath, a.adminHandler())
+	mux.Handle(adminDrainPath, a.adminHandler(a.serveAdminDrain))
+	a.rolloutRoutes(mux)
 	if a.cfg.Metrics && a.cfg.MetricsAddr == "" {
 		mux.Handle("GET "+metricsPath, a.adminMetricsHandler())
 	}
