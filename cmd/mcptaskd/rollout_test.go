@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+)
+
+// adminCall sends one request to an admin endpoint (no token: the
+// loopback admin) and returns the status and the body.
+func adminCall(t *testing.T, base, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// notServed reports whether a task-augmented call of tool is refused
+// with reason why (-32010, data.reason), and fails on any other error.
+func notServed(t *testing.T, c *wiretest.Client, tool string, args map[string]any, why string) bool {
+	t.Helper()
+	r, err := c.Call(context.Background(), "tools/call", map[string]any{"name": tool, "arguments": args, "_meta": c.Meta()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error == nil {
+		return false
+	}
+	if r.Error.Code != -32010 || !strings.Contains(string(r.Error.Data), `"reason":"`+why+`"`) {
+		t.Fatalf("tools/call %s: want a task or -32010 %s, got %+v", tool, why, r.Error)
+	}
+	return true
+}
+
+// TestFleetDrain (issue 31): three mcptaskd on one PostgreSQL schema; a
+// drain set through A's admin endpoint is applied by B and C within 2 s,
+// GET /admin/drain on C shows who set it, when and why, and the drain is
+// still applied after all three restart; lifting it on B opens A again.
+func TestFleetDrain(t *testing.T) {
+	t.Parallel()
+	dsn := pgDSN(t)
+	schema := pgSchema(t, dsn)
+	args := pgFlags(t, dsn, schema, 5*time.Second)
+	ds := startTogether(t, []string{"fleet-a", "fleet-b", "fleet-c"}, args...)
+	small := map[string]any{"n": 100, "steps": 1, "step_delay_ms": 0}
+	for _, d := range ds {
+		if notServed(t, d.client(true), "long_computation", small, "draining") {
+			t.Fatalf("%s refuses before any drain", d.name)
+		}
+	}
+	code, body := adminCall(t, ds[0].Base, http.MethodPut, "/admin/drain", map[string]any{"tools": []string{"long_computation"}, "reason": "incident 31"})
+	if code != http.StatusOK {
+		t.Fatalf("PUT /admin/drain on A: %d %s", code, body)
+	}
+	set := time.Now()
+	for _, d := range ds[1:] {
+		waitUntil(t, 2*time.Second, d.name+" applying the fleet's drain", func() (bool, error) {
+			return notServed(t, d.client(true), "long_computation", small, "draining"), nil
+		})
+	}
+	t.Logf("the drain set on A was applied by B and C after %v", time.Since(set).Round(time.Millisecond))
+	if notServed(t, ds[2].client(true), "lint_report", nil, "draining") {
+		t.Fatal("a tool not drained is refused")
+	}
+	_, body = adminCall(t, ds[2].Base, http.MethodGet, "/admin/drain", nil)
+	var st drainStatus
+	if err := json.Unmarshal(body, &st); err != nil || len(st.Tools) != 1 || st.Reason != "incident 31" || st.By != "admin:anonymous" || st.At.IsZero() {
+		t.Fatalf("GET /admin/drain on C: %s (%v)", body, err)
+	}
+	// All three restart: the drain is in the store.
+	for _, d := range ds {
+		if err := d.signal(syscall.SIGTERM, 30*time.Second); err != nil {
+			t.Fatalf("%s: %v", d.name, err)
+		}
+	}
+	ds = startTogether(t, []string{"fleet-a2", "fleet-b2", "fleet-c2"}, args...)
+	for _, d := range ds {
+		if !notServed(t, d.client(true), "long_computation", small, "draining") {
+			t.Fatalf("%s serves the drained tool after a restart", d.name)
+		}
+	}
+	if code, body := adminCall(t, ds[1].Base, http.MethodPut, "/admin/drain", map[string]any{"all": false, "reason": "over"}); code != http.StatusOK {
+		t.Fatalf("lifting on B: %d %s", code, body)
+	}
+	waitUntil(t, 2*time.Second, "A applying the lift", func() (bool, error) {
+		return !notServed(t, ds[0].client(true), "long_computation", small, "draining"), nil
+	})
+}
+
+// rolloutConfig writes a configuration file with the demo tools and the
+// rollout section given, and returns its path.
+func rolloutConfig(t *testing.T, rollout string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mcptaskd.yaml")
+	if err := os.WriteFile(path, []byte("demo: true\nrollout:\n"+rollout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestApprovalRace (issue 31): an approval-gated tool on two mcptaskd
+// sharing PostgreSQL. The call is answered with a task that waits for
+// the approval, listed on both instances; ten approvals racing on both
+// start the work exactly once (one run: Attempts 1); a pending approval
+// survives a restart of both; a denial ends the task failed naming who
+// and why, and denying again is idempotent.
+func TestApprovalRace(t *testing.T) {
+	t.Parallel()
+	dsn := pgDSN(t)
+	schema := pgSchema(t, dsn)
+	config := rolloutConfig(t, "  long_computation:\n    approval: {approvers: [\"*\"], expires: 1h, reason: \"it spends the budget\", selfApproval: true}\n")
+	args := append(pgFlags(t, dsn, schema, 5*time.Second), "-config", config)
+	ds := startTogether(t, []string{"appr-a", "appr-b"}, args...)
+	c := ds[0].client(true)
+	small := map[string]any{"n": 1000, "steps": 2, "step_delay_ms": 0}
+	id := startTask(t, c, "long_computation", small)
+	tk, err := c.Get(context.Background(), id)
+	if err != nil || tk.Status != "working" || !strings.Contains(tk.StatusMessage, "waiting for approval by *") {
+		t.Fatalf("the gated task: %+v %v", tk, err)
+	}
+	for _, d := range ds {
+		_, body := adminCall(t, d.Base, http.MethodGet, "/admin/approvals", nil)
+		if !strings.Contains(string(body), id) || !strings.Contains(string(body), `"kind":"approval"`) {
+			t.Fatalf("%s's approvals lack the task: %s", d.name, body)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for i := range 10 {
+		wg.Go(func() {
+			code, _ := adminCall(t, ds[i%2].Base, http.MethodPost, "/admin/decide", map[string]any{"taskId": id, "approve": true, "reason": fmt.Sprint("approver ", i)})
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[http.StatusOK] != 10 {
+		t.Fatalf("approvals answered %v; want 10 × 200 (the first starts the work, the others find it approved)", codes)
+	}
+	done := waitTask(t, c, id, 60*time.Second, "the approved task to end", terminal)
+	if done.Status != "completed" {
+		t.Fatalf("the approved task ended %+v", done)
+	}
+	if n := startsOf(t, dsn, schema, id); n != 1 {
+		t.Fatalf("the work of the approved task started %d times; want exactly 1", n)
+	}
+
+	// A pending approval survives a restart of the whole fleet.
+	id2 := startTask(t, c, "long_computation", small)
+	for _, d := range ds {
+		if err := d.signal(syscall.SIGTERM, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds = startTogether(t, []string{"appr-a2", "appr-b2"}, args...)
+	c = ds[1].client(true)
+	if tk, err := c.Get(context.Background(), id2); err != nil || tk.Status != "working" || !strings.Contains(tk.StatusMessage, "waiting for approval") {
+		t.Fatalf("the pending approval after the restart: %+v %v", tk, err)
+	}
+	code, body := adminCall(t, ds[1].Base, http.MethodPost, "/admin/decide", map[string]any{"taskId": id2, "approve": false, "reason": "not this week"})
+	if code != http.StatusOK {
+		t.Fatalf("deny: %d %s", code, body)
+	}
+	tk = waitTask(t, c, id2, 30*time.Second, "the denied task to end", terminal)
+	if tk.Status != "failed" || !strings.Contains(tk.StatusMessage, "denied by anonymous: not this week") {
+		t.Fatalf("the denied task: %+v", tk)
+	}
+	if code, body := adminCall(t, ds[0].Base, http.MethodPost, "/admin/decide", map[string]any{"taskId": id2, "approve": false}); code != http.StatusOK {
+		t.Fatalf("denying again: %d %s; want 200 (idempotent)", code, body)
+	}
+	if code, body := adminCall(t, ds[0].Base, http.MethodPost, "/admin/decide", map[string]any{"taskId": id2, "approve": true}); code != http.StatusConflict {
+		t.Fatalf("approving a denied task: %d %s; want 409", code, body)
+	}
+}
+
+// startsOf counts the starts of the task id's work in its history.
+func startsOf(t *testing.T, dsn, schema, id string) int {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s.task_events WHERE task_id = $1 AND kind = 'started'`, pgx.Identifier{schema}.Sanitize()), id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
