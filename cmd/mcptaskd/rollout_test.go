@@ -221,3 +221,106 @@ func startsOf(t *testing.T, dsn, schema, id string) int {
 	}
 	return n
 }
+
+// TestRolloutSequence (issue 31) walks docs/rollout.md on a fleet of two
+// mcptaskd sharing PostgreSQL: a canary of 0% that admits one principal
+// (the anonymous requester here), then none; promotion (the canary
+// lifted); a rollback whose fallback is a handoff: new calls become
+// tasks waiting for an operator, the task in flight goes on and the
+// report names it; the operator records the handed-off outcome; the
+// rollback is undone.
+func TestRolloutSequence(t *testing.T) {
+	t.Parallel()
+	dsn := pgDSN(t)
+	schema := pgSchema(t, dsn)
+	config := rolloutConfig(t, "  long_computation:\n    fallback: handoff\n")
+	args := append(pgFlags(t, dsn, schema, 5*time.Second), "-config", config)
+	ds := startTogether(t, []string{"seq-a", "seq-b"}, args...)
+	a, b := ds[0], ds[1]
+	small := map[string]any{"n": 1000, "steps": 2, "step_delay_ms": 0}
+
+	// Canary: only the principals listed (anonymous here) get tasks.
+	if code, body := adminCall(t, a.Base, http.MethodPut, "/admin/canary", map[string]any{"tool": "lint_report", "percent": 0, "principals": []string{"anonymous"}, "reason": "canary 1"}); code != http.StatusOK {
+		t.Fatalf("canary: %d %s", code, body)
+	}
+	waitUntil(t, 2*time.Second, "B applying the canary", func() (bool, error) {
+		_, body := adminCall(t, b.Base, http.MethodGet, "/admin/fleet", nil)
+		return strings.Contains(string(body), `"lint_report":{"principals":["anonymous"]`), nil
+	})
+	if notServed(t, b.client(true), "lint_report", nil, "canary") {
+		t.Fatal("a principal the canary lists was refused")
+	}
+	if code, body := adminCall(t, a.Base, http.MethodPut, "/admin/canary", map[string]any{"tool": "lint_report", "percent": 0, "reason": "canary closed"}); code != http.StatusOK {
+		t.Fatalf("canary: %d %s", code, body)
+	}
+	waitUntil(t, 2*time.Second, "B refusing outside the canary", func() (bool, error) {
+		return notServed(t, b.client(true), "lint_report", nil, "canary"), nil
+	})
+	// Promote: the canary lifted.
+	if code, body := adminCall(t, b.Base, http.MethodPut, "/admin/canary", map[string]any{"tool": "lint_report", "off": true, "reason": "promoted"}); code != http.StatusOK {
+		t.Fatalf("promote: %d %s", code, body)
+	}
+	waitUntil(t, 2*time.Second, "A serving after the promotion", func() (bool, error) {
+		return !notServed(t, a.client(true), "lint_report", nil, "canary"), nil
+	})
+
+	// Rollback: a task in flight goes on; new calls are handed off.
+	inflight := startTask(t, a.client(true), "long_computation", map[string]any{"n": 100000, "steps": 400, "step_delay_ms": 50})
+	code, body := adminCall(t, b.Base, http.MethodPost, "/admin/rollback", map[string]any{"tool": "long_computation", "reason": "bad release"})
+	var rep struct {
+		Fallback string   `json:"fallback"`
+		Running  []string `json:"running"`
+		Unknown  []string `json:"unknown"`
+		Reason   string   `json:"reason"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &rep) != nil || rep.Fallback != "handoff" || len(rep.Running) != 1 || rep.Running[0] != inflight || rep.Reason != "bad release" {
+		t.Fatalf("rollback: %d %s", code, body)
+	}
+	// Idempotent: the same state, the same report.
+	if _, again := adminCall(t, a.Base, http.MethodPost, "/admin/rollback", map[string]any{"tool": "long_computation", "reason": "bad release"}); !strings.Contains(string(again), `"running":["`+inflight+`"]`) {
+		t.Fatalf("rollback again: %s", again)
+	}
+	c := a.client(true)
+	var handed string
+	waitUntil(t, 2*time.Second, "A handing off new calls", func() (bool, error) {
+		id := startTask(t, c, "long_computation", small)
+		tk, err := c.Get(context.Background(), id)
+		if err != nil {
+			return false, err
+		}
+		if strings.Contains(tk.StatusMessage, "waiting for an operator") {
+			handed = id
+			return true, nil
+		}
+		return false, nil
+	})
+	if tk, _ := c.Get(context.Background(), inflight); tk == nil || tk.Status != "working" {
+		t.Fatalf("the task in flight after the rollback: %+v", tk)
+	}
+	_, body = adminCall(t, b.Base, http.MethodGet, "/admin/approvals?kind=handoff", nil)
+	if !strings.Contains(string(body), handed) {
+		t.Fatalf("the handoffs lack %s: %s", handed, body)
+	}
+	if code, body := adminCall(t, b.Base, http.MethodPost, "/admin/handoff", map[string]any{"taskId": handed, "text": "ran by hand: 168 primes"}); code != http.StatusOK {
+		t.Fatalf("handoff: %d %s", code, body)
+	}
+	tk := waitTask(t, c, handed, 30*time.Second, "the handed-off task to end", terminal)
+	if tk.Status != "completed" {
+		t.Fatalf("the handed-off task: %+v", tk)
+	}
+	if code, _ := adminCall(t, a.Base, http.MethodPost, "/admin/handoff", map[string]any{"taskId": handed, "text": "twice"}); code != http.StatusConflict {
+		t.Fatalf("a second handoff outcome: %d; want 409", code)
+	}
+	// Undo: tasks again.
+	if code, body := adminCall(t, a.Base, http.MethodPost, "/admin/rollback", map[string]any{"tool": "long_computation", "undo": true}); code != http.StatusOK {
+		t.Fatalf("undo: %d %s", code, body)
+	}
+	waitUntil(t, 2*time.Second, "B serving tasks after the undo", func() (bool, error) {
+		id := startTask(t, b.client(true), "long_computation", small)
+		tk, err := b.client(true).Get(context.Background(), id)
+		return err == nil && !strings.Contains(tk.StatusMessage, "waiting for an operator"), err
+	})
+	if _, err := c.Call(context.Background(), "tasks/cancel", map[string]any{"taskId": inflight, "_meta": c.Meta()}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
