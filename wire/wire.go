@@ -387,3 +387,10 @@ const CodeNotApproved = -32016
 // MetaApproval is the _meta key (io.mcptask/approval) of the tools a
 // manifest lists as approval-gated.
 const MetaApproval = "io.mcptask/approval"
+
+// MetaMode is the _meta key (io.mcptask/mode) by which tools/list tells
+// the requester how its task-augmented calls of each task tool are served
+// now under the fleet's switches (docs/rollout.md): {"mode": "task",
+// "approval", "sync", "refuse", "handoff" or "jobs", "reason": "draining",
+// "canary" or "rollback" when not as a task}.
+const MetaMode = "io.mcptask/mode"

@@ -256,6 +256,11 @@ func TestRolloutSequence(t *testing.T) {
 	waitUntil(t, 2*time.Second, "B refusing outside the canary", func() (bool, error) {
 		return notServed(t, b.client(true), "lint_report", nil, "canary"), nil
 	})
+	// The manifest (tools/list) tells the requester the mode it gets.
+	r, err := b.client(true).Call(context.Background(), "tools/list", map[string]any{"_meta": b.client(true).Meta()}, nil)
+	if err != nil || r.Error != nil || !strings.Contains(string(r.Result), `"io.mcptask/mode":{"mode":"refuse","reason":"canary"}`) {
+		t.Fatalf("tools/list outside the canary: %+v %v", r, err)
+	}
 	// Promote: the canary lifted.
 	if code, body := adminCall(t, b.Base, http.MethodPut, "/admin/canary", map[string]any{"tool": "lint_report", "off": true, "reason": "promoted"}); code != http.StatusOK {
 		t.Fatalf("promote: %d %s", code, body)

@@ -381,3 +381,21 @@ func (m *methodNotFound) As(target any) bool {
 func InternalError(msg string) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
 }
+
+// Mode is how the fleet's switches serve req's requester's task-augmented
+// calls of the tool name (policy p) now, as tools/list tells it (the
+// _meta key wire.MetaMode): {"mode": "task" | "approval" | a fallback,
+// "reason": why not a task, when not}.
+func (c *Core) Mode(ctx context.Context, req mcp.Request, name string, p ToolPolicy) map[string]string {
+	d := c.rollout.Load().Decide(name, c.Requester(ctx, req), p.Fallback)
+	switch {
+	case !d.Task():
+		if d.Fallback == rollout.Sync && p.Support != Optional {
+			d.Fallback = rollout.Refuse
+		}
+		return map[string]string{"mode": string(d.Fallback), "reason": string(d.Why)}
+	case p.Approval != nil:
+		return map[string]string{"mode": "approval"}
+	}
+	return map[string]string{"mode": "task"}
+}

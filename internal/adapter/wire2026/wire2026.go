@@ -150,7 +150,11 @@ func (w *Wire) listTools(ctx context.Context, r *adapter.Request) (mcp.Result, e
 		if ct.Meta == nil {
 			ct.Meta = mcp.Meta{}
 		}
-		ct.Meta[wire.MetaTaskSupport] = string(w.c.Tool(t.Name).Support)
+		p := w.c.Tool(t.Name)
+		ct.Meta[wire.MetaTaskSupport] = string(p.Support)
+		if p.Support != adapter.Forbidden {
+			ct.Meta[wire.MetaMode] = w.c.Mode(ctx, r.Req, t.Name, p)
+		}
 		out.Tools[i] = &ct
 	}
 	return &out, nil
