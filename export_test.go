@@ -1,7 +1,9 @@
 package mcptask
 
 import (
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/mcptask/mcptask/internal/httpedge"
 
@@ -24,4 +26,10 @@ func mustID(v int64) jsonrpc.ID {
 		panic(err)
 	}
 	return id
+}
+
+// ExpireApprovals runs the sweep of expired approvals of s now.
+func ExpireApprovals(s *Server) {
+	s.lastSweep = time.Time{}
+	s.expireApprovals(context.Background())
 }

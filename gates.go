@@ -124,6 +124,26 @@ func (s *Server) approval(tool string) *Approval {
 	return s.tools[tool].Approval
 }
 
+// gateMeta is the adapter's Config.Gate: the _meta of a held task,
+// naming its approval (wire.MetaApproval: state, approvers, expiry,
+// reason) or its handoff (wire.MetaHandoff).
+func (s *Server) gateMeta(t *task.Task) map[string]any {
+	switch t.Queue {
+	case adapter.GateApproval:
+		m := map[string]any{"state": "pending"}
+		if a := s.approval(t.Tool); a != nil {
+			m["approvers"], m["expiresAt"] = a.Approvers, t.CreatedAt.Add(a.expires()).UTC().Format(time.RFC3339)
+			if a.Reason != "" {
+				m["reason"] = a.Reason
+			}
+		}
+		return map[string]any{wire.MetaApproval: m}
+	case adapter.GateHandoff:
+		return map[string]any{wire.MetaHandoff: map[string]any{"state": "pending"}}
+	}
+	return nil
+}
+
 // GateError is why [Server.Decide] or [Server.RecordHandoff] changed
 // nothing: the task is not held (any more), the decider may not decide,
 // or the task is unknown. Decided is set when an earlier decision of the

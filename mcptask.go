@@ -245,6 +245,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Owner:  o.Owner,
 		Tool:   s.toolPolicy,
 		Links:  s.toolLinks,
+		Gate:   s.gateMeta,
 		Limits: adapter.Limits(o.Limits),
 
 		ResultLinkBytes: o.ResultLinkBytes,

@@ -384,9 +384,14 @@ type ResultLink struct {
 // "expired", "by": the approver, "detail": why}.
 const CodeNotApproved = -32016
 
-// MetaApproval is the _meta key (io.mcptask/approval) of the tools a
-// manifest lists as approval-gated.
+// MetaApproval is the _meta key (io.mcptask/approval) of a task waiting
+// for an approval, on its creation and in tasks/get: {"state":
+// "pending", "approvers": [...], "expiresAt": RFC 3339, "reason": ...}.
 const MetaApproval = "io.mcptask/approval"
+
+// MetaHandoff is the _meta key (io.mcptask/handoff) of a task waiting
+// for an operator to record its outcome by hand: {"state": "pending"}.
+const MetaHandoff = "io.mcptask/handoff"
 
 // MetaMode is the _meta key (io.mcptask/mode) by which tools/list tells
 // the requester how its task-augmented calls of each task tool are served

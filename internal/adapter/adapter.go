@@ -15,8 +15,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,6 +187,10 @@ type Config struct {
 	// it (see wire.MetaLinks), nil for none: asked in every tasks/get,
 	// so it must be quick.
 	Links func(*task.Task) map[string]string
+	// Gate, if set, returns the _meta entries that describe a task held
+	// in a gate (GateApproval, GateHandoff): who may release it and
+	// until when. Asked for held tasks only.
+	Gate func(*task.Task) map[string]any
 	// Limits bounds each requester.
 	Limits Limits
 	// ResultLinkBytes, if positive, is the size above which a completed
@@ -210,6 +216,7 @@ type Core struct {
 	owner  func(ctx context.Context, req mcp.Request) task.Owner
 	tool   func(name string) ToolPolicy
 	links  func(*task.Task) map[string]string // Config.Links
+	gate   func(*task.Task) map[string]any    // Config.Gate
 	limits limiters
 	nonce  string // authenticates in-process re-runs
 	// resultLink is Config.ResultLinkBytes.
@@ -265,6 +272,7 @@ func NewCore(cfg Config) *Core {
 		owner:  cfg.Owner,
 		tool:   cfg.Tool,
 		links:  cfg.Links,
+		gate:   cfg.Gate,
 		limits: newLimiters(cfg.Limits),
 		nonce:  string(task.NewID()),
 
@@ -398,4 +406,21 @@ func (c *Core) Mode(ctx context.Context, req mcp.Request, name string, p ToolPol
 		return map[string]string{"mode": "approval"}
 	}
 	return map[string]string{"mode": "task"}
+}
+
+// WithGate returns meta with what describes t when a gate holds it (see
+// Config.Gate): meta itself otherwise.
+func (c *Core) WithGate(t *task.Task, meta mcp.Meta) mcp.Meta {
+	if c.gate == nil || t == nil || !t.Queued || !strings.HasPrefix(t.Queue, engine.GatePrefix) {
+		return meta
+	}
+	add := c.gate(t)
+	if len(add) == 0 {
+		return meta
+	}
+	if meta == nil {
+		meta = mcp.Meta{}
+	}
+	maps.Copy(meta, add)
+	return meta
 }

@@ -69,7 +69,7 @@ func WithLogOf(id task.ID, p *store.LogPage, meta mcp.Meta) mcp.Meta {
 // correlation keys of its call (see [WithCorrelationOf]), and how it
 // ended once it has (wire.MetaOutcome).
 func (c *Core) WithView(v *store.View, meta mcp.Meta) mcp.Meta {
-	meta = c.withLinks(v.Task, WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta))))
+	meta = c.WithGate(v.Task, c.withLinks(v.Task, WithCorrelationOf(v.Task, WithLogOf(v.Task.ID, v.Log, WithOperationOf(v.Operation, meta)))))
 	if o := v.Task.Outcome(); o != "" {
 		if meta == nil {
 			meta = mcp.Meta{}

@@ -104,6 +104,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	}
 	w.follow(r.Req, t.Owner, t, t)
 	res := &v1.CreateTaskResult{Task: v1.FromTask(t)}
+	res.Meta = w.c.WithGate(t, res.Meta)
 	if source != nil {
 		res.EventSource = source(t)
 	}

@@ -101,6 +101,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		return nil, err
 	}
 	res := ext2026.Handle(t)
+	res.Meta = w.c.WithGate(t, res.Meta)
 	if source != nil {
 		res.EventSource = source(t)
 	}
