@@ -32,7 +32,10 @@ func gateEngines(t *testing.T, n int, runs *atomic.Int64) []*engine.Engine {
 		t.Cleanup(func() { st.Close() })
 		e, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1}, engine.Hooks{
 			WorkOf: func(context.Context, *task.Task) engine.Work {
-				return func(context.Context) (json.RawMessage, error) { runs.Add(1); return json.RawMessage(`{"ok":true}`), nil }
+				return func(context.Context) (json.RawMessage, error) {
+					runs.Add(1)
+					return json.RawMessage(`{"ok":true}`), nil
+				}
 			}})
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +59,10 @@ func TestGateReleaseOnce(t *testing.T) {
 	es := gateEngines(t, 2, &runs)
 	ctx := context.Background()
 	tk, err := es[0].Start(ctx, engine.StartSpec{Owner: "alice", Tool: "deploy", Request: json.RawMessage(`{}`), Gate: engine.GatePrefix + "approval", GateMessage: "waiting for approval by bob"},
-		func(context.Context) (json.RawMessage, error) { t.Error("the work given to Start ran"); return nil, nil })
+		func(context.Context) (json.RawMessage, error) {
+			t.Error("the work given to Start ran")
+			return nil, nil
+		})
 	if err != nil {
 		t.Fatal(err)
 	}
