@@ -34,11 +34,11 @@ func TestAdminDrain(t *testing.T) {
 	expect(t, noToken.run("admin", "drain"), exitConnection, nil, []string{"HTTP 401", "--token-file"})
 
 	expect(t, c.run("admin", "drain", "--tool", "long_computation", "--tool", "lint_report"), exitOK,
-		[]string{"draining lint_report, long_computation", "set by admin (ops/root)"}, nil)
+		[]string{"fleet: draining lint_report, long_computation", "set by admin:ops/root at ", "local: not draining", "instance "}, nil)
 	expect(t, user.run(call...), exitFailed, nil, []string{"draining"})
 
-	r := c.run("--json", "admin", "drain", "--all", "--fallback", "sync")
-	expect(t, r, exitOK, []string{`"all":true`, `"fallback":"sync"`}, nil)
+	r := c.run("--json", "admin", "drain", "--all", "--fallback", "sync", "--reason", "incident 7")
+	expect(t, r, exitOK, []string{`"all":true`, `"fallback":"sync"`, `"reason":"incident 7"`, `"by":"admin:ops/root"`, `"local":{`, `"instance":`}, nil)
 	// Sync fallback: long_computation (optional) answers synchronously.
 	expect(t, user.run(call...), exitOK, []string{"There are 168 primes up to 1000"}, nil)
 
@@ -51,7 +51,7 @@ func TestAdminDrain(t *testing.T) {
 	expect(t, other.run("admin", "drain", "--admin-url", base+"/admin/drain", "--status"), exitOK, []string{"not draining"}, nil)
 
 	expect(t, c.run("admin", "drain", "--all", "--off"), exitUsage, nil, []string{"one of"})
-	expect(t, c.run("admin", "drain", "--all", "--fallback", "later"), exitUsage, nil, []string{"refuse or sync"})
+	expect(t, c.run("admin", "drain", "--all", "--fallback", "later"), exitUsage, nil, []string{"refuse, sync, handoff or jobs"})
 	expect(t, c.run("admin", "nothing"), exitUsage, nil, []string{"mcptask admin drain"})
 	if strings.Contains(d.Logs(), adminTok) || strings.Contains(d.Logs(), userTok) {
 		t.Fatal("a token reached the daemon's log")

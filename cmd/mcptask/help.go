@@ -35,9 +35,7 @@ const helpExamples = `Examples:
 func (a *app) printHelp(w io.Writer) {
 	fmt.Fprint(w, helpIntro)
 	fmt.Fprintln(w, "\nCommands:")
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
+	printCommandList(w, commands)
 	fmt.Fprintln(w, "\nRun 'mcptask help COMMAND' (or 'mcptask COMMAND --help') for a command's flags.")
 	fmt.Fprintln(w, "\nGlobal flags (before or after the command):")
 	a.printGlobalFlags(w)
@@ -47,6 +45,17 @@ func (a *app) printHelp(w io.Writer) {
 	fmt.Fprint(w, exitCodesText())
 	fmt.Fprintln(w)
 	fmt.Fprint(w, helpExamples)
+}
+
+// printCommandList lists cmds with their summaries, the names aligned.
+func printCommandList(w io.Writer, cmds []*command) {
+	width := 8
+	for _, c := range cmds {
+		width = max(width, len(c.name))
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(w, "  %-*s %s\n", width, c.name, c.summary)
+	}
 }
 
 func displayJournal() string {
@@ -80,6 +89,12 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 }
 
 func (a *app) printCommandHelp(w io.Writer, cmd *command) {
+	if len(cmd.subs) > 0 {
+		fmt.Fprintf(w, "Usage: mcptask %s %s\n\n%s\n\nCommands:\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
+		printCommandList(w, cmd.subs)
+		fmt.Fprintf(w, "\nRun 'mcptask help %s COMMAND' (or 'mcptask %s COMMAND --help') for a command's flags.\n", cmd.name, cmd.name)
+		return
+	}
 	fmt.Fprintf(w, "Usage: mcptask %s [flags] %s\n\n%s\n", cmd.name, cmd.synopsis, strings.TrimSpace(cmd.help))
 	if cmd.flags != nil {
 		fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -118,22 +133,30 @@ func (a *app) printCommandHelp(w io.Writer, cmd *command) {
 
 var cmdHelp = &command{
 	name:     "help",
-	synopsis: "[COMMAND]",
+	synopsis: "[COMMAND [SUBCOMMAND]]",
 	summary:  "show this help, or a command's",
-	help:     "Shows the help of mcptask, or of one command.",
+	help:     "Shows the help of mcptask, or of one command (e.g. 'mcptask help admin drain').",
 	run: func(a *app, _ context.Context, args []string) int {
-		switch len(args) {
-		case 0:
+		if len(args) == 0 {
 			a.printHelp(a.stdout)
 			return exitOK
-		case 1:
-			if c := lookupCommand(args[0]); c != nil {
-				a.printCommandHelp(a.stdout, c)
-				return exitOK
-			}
+		}
+		c := lookupCommand(args[0])
+		if c == nil {
 			return a.usage(usagef("unknown command %q", args[0]))
 		}
-		return a.usage(usagef("help takes at most one command"))
+		switch {
+		case len(args) == 2 && len(c.subs) > 0:
+			sub := c.lookupSub(args[1])
+			if sub == nil {
+				return a.usage(usagef("unknown command %q: give one of mcptask %s %s", c.name+" "+args[1], c.name, c.subNames()))
+			}
+			c = sub
+		case len(args) > 1:
+			return a.usage(usagef("help takes at most one command (and its subcommand)"))
+		}
+		a.printCommandHelp(a.stdout, c)
+		return exitOK
 	},
 }
 

@@ -253,13 +253,56 @@ type command struct {
 	exitsText string
 	flags     func(a *app, fs *flag.FlagSet)
 	run       func(a *app, ctx context.Context, args []string) int
+	// subs are the command's subcommands ('mcptask admin drain'), each
+	// named "PARENT SUB". A command with subcommands has no flags nor run
+	// of its own: its first argument (after global flags) names the
+	// subcommand, which parses the rest.
+	subs []*command
+}
+
+// subName returns the name of the subcommand c without its parent's.
+func (c *command) subName() string {
+	_, name, _ := strings.Cut(c.name, " ")
+	return name
+}
+
+// lookupSub returns the subcommand of c named name (without the
+// parent's name), or nil.
+func (c *command) lookupSub(name string) *command {
+	for _, s := range c.subs {
+		if s.subName() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// subNames lists c's subcommands as "a|b|c".
+func (c *command) subNames() string {
+	var names []string
+	for _, s := range c.subs {
+		names = append(names, s.subName())
+	}
+	return strings.Join(names, "|")
 }
 
 // commands lists the subcommands in the order the help shows them.
 var commands []*command
 
 func init() {
-	commands = []*command{cmdTools, cmdManifest, cmdCall, cmdStatus, cmdWait, cmdCancel, cmdDelete, cmdLogs, cmdEvents, cmdList, cmdOps, cmdResume, cmdAdmin, cmdVersion, cmdHelp}
+	commands = []*command{cmdTools, cmdManifest, cmdCall, cmdStatus, cmdWait, cmdCancel, cmdDelete, cmdLogs, cmdEvents, cmdList, cmdOps, cmdResume,
+		cmdAdmin, cmdApprovals, cmdApprove, cmdDeny, cmdVersion, cmdHelp}
+	cmdAdmin.subs = []*command{cmdAdminDrain, cmdAdminFleet, cmdAdminCanary, cmdAdminRollback, cmdAdminShadowReport, cmdAdminHandoff}
+}
+
+// allCommands returns the commands and their subcommands.
+func allCommands() []*command {
+	var all []*command
+	for _, c := range commands {
+		all = append(all, c)
+		all = append(all, c.subs...)
+	}
+	return all
 }
 
 func lookupCommand(name string) *command {
@@ -298,12 +341,45 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if cmd == nil {
 		return a.usageFail(nil, usagef("unknown command %q", rest[0]))
 	}
+	args = rest[1:]
+	if len(cmd.subs) > 0 {
+		sub, subArgs, code, ok := a.pickSubcommand(cmd, args)
+		if !ok {
+			return code
+		}
+		cmd, args = sub, subArgs
+	}
 	a.current = cmd
-	pos, code, ok := a.parseCommand(cmd, rest[1:])
+	pos, code, ok := a.parseCommand(cmd, args)
 	if !ok {
 		return code
 	}
 	return cmd.run(a, ctx, pos)
+}
+
+// pickSubcommand returns the subcommand of parent that its first
+// argument names (global flags may come before it) and the arguments
+// after that name. When ok is false, mcptask exits with code.
+func (a *app) pickSubcommand(parent *command, args []string) (sub *command, rest []string, code int, ok bool) {
+	a.current = parent
+	fs := a.commandFlags(parent) // the global flags: the parent has none
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		a.printCommandHelp(a.stdout, parent)
+		return nil, nil, exitOK, false
+	}
+	if err != nil {
+		return nil, nil, a.usageFail(parent, a.misplacedFlag(parent, err)), false
+	}
+	a.g.noteExplicit(fs)
+	rest = fs.Args()
+	if len(rest) == 0 {
+		return nil, nil, a.usageFail(parent, usagef("give the %s command: mcptask %s %s [flags] [arguments]", parent.name, parent.name, parent.subNames())), false
+	}
+	if sub = parent.lookupSub(rest[0]); sub == nil {
+		return nil, nil, a.usageFail(parent, usagef("unknown %s command %q: give one of mcptask %s %s", parent.name, rest[0], parent.name, parent.subNames())), false
+	}
+	return sub, rest[1:], exitOK, true
 }
 
 // parseCommand parses a command's flags (its own and the global ones,
@@ -350,7 +426,7 @@ func (a *app) misplacedFlag(cmd *command, err error) error {
 		return err
 	}
 	var owners []string
-	for _, c := range commands {
+	for _, c := range allCommands() {
 		if c == cmd || c.flags == nil {
 			continue
 		}

@@ -180,6 +180,9 @@ type ToolConfig struct {
 	// of all its tools together (one queue); in toolOptions, of that tool
 	// alone (a queue of its own).
 	MaxConcurrent int `yaml:"maxConcurrent"`
+	// Observe exports the tool in shadow mode (gateway.ToolPolicy.Observe):
+	// in toolOptions only.
+	Observe bool `yaml:"observe"`
 }
 
 // Duration is a time.Duration written as "30s", "10m".
@@ -642,6 +645,9 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 		if s.MaxConcurrent < 0 {
 			bad(".maxConcurrent", "must not be negative")
 		}
+		if s.Observe {
+			bad(".observe", "observe is set per tool, in toolOptions (shadow mode of one tool)")
+		}
 		for tool, tc := range s.ToolOptions {
 			l := fc.toolNodes[name][tool]
 			if err := checkTask(tc.Task); err != nil {
@@ -817,5 +823,6 @@ func (tc ToolConfig) policy(def gateway.ToolPolicy) gateway.ToolPolicy {
 		p.MaxTTL = time.Duration(tc.MaxTTL)
 	}
 	p.MaxConcurrent = tc.MaxConcurrent // never inherited: a tool's own cap
+	p.Observe = tc.Observe             // never inherited: one tool's mode
 	return p
 }

@@ -150,6 +150,24 @@ type ToolPolicy struct {
 	MaxConcurrent int
 	// MaxTTL, if positive, caps the retention of the tool's tasks.
 	MaxTTL time.Duration
+	// Observe exports the tool in shadow mode: a call watches a task the
+	// upstream already runs, named by its argument "taskId", and
+	// projects it as a task here (status, messages, log, outcome),
+	// without ever calling the upstream tool or cancelling its task (a
+	// cancel here stops the watch). Only for a tool the upstream runs as
+	// a task over HTTP; the exported tool takes taskId alone and runs
+	// only as a task.
+	Observe bool
+}
+
+// observeSchema is the input schema of a tool exported in shadow mode.
+var observeSchema = map[string]any{
+	"type": "object",
+	"properties": map[string]any{
+		"taskId": map[string]any{"type": "string", "minLength": 1, "description": "the ID of the upstream task to watch"},
+	},
+	"required":             []any{"taskId"},
+	"additionalProperties": false,
 }
 
 // Gateway holds the upstream connections of a server: a tool source
@@ -552,6 +570,13 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 		// better seen by a plain call. Its tools run as plain calls,
 		// but those it only runs as tasks.
 		stdio := u.cfg.URL == ""
+		if p.Observe && (!speaksTasks || stdio || s == "" || s == "forbidden") {
+			return fmt.Errorf("gateway: upstream %q: tool %q: observe needs a tool the upstream runs as a task over HTTP", u.cfg.Name, t.Name)
+		}
+		if p.Observe {
+			exported.InputSchema = observeSchema
+			exported.Description = "Shadow of " + t.Name + ": watches a task the upstream already runs, by its taskId; starts nothing."
+		}
 		if speaksTasks && (s == "required" || s == "optional" && !stdio) {
 			// The upstream task's ID is durable before our client is
 			// told of the task, and a crash re-attaches to it.
@@ -559,6 +584,9 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 			h = u.taskHandler(t.Name, p, h)
 			opts.Cancel = u.cancelTask
 			opts.Reattach = !stdio
+			if p.Observe {
+				opts.Cancel, opts.Support = nil, mcptask.Required
+			}
 			opts.AwaitExternalRef = DefaultAwaitExternalRef
 			if p.Timeout > 0 {
 				opts.AwaitExternalRef = min(p.Timeout, DefaultAwaitExternalRef)

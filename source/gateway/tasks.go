@@ -237,6 +237,9 @@ func (u *upstream) taskHandler(name string, p ToolPolicy, plain mcp.ToolHandler)
 			ctx, cancel = context.WithTimeoutCause(ctx, p.Timeout, errTimeout)
 			defer cancel()
 		}
+		if p.Observe {
+			return u.observeUpstreamTask(ctx, tk, name, req)
+		}
 		res, err := u.runUpstreamTask(ctx, tk, name, req)
 		if errors.Is(err, errUpstreamLostTask) && p.Rerunnable {
 			// The upstream restarted and forgot the task this one
@@ -280,9 +283,43 @@ func (u *upstream) runUpstreamTask(ctx context.Context, tk *mcptask.Task, name s
 	if err != nil {
 		return nil, err
 	}
-	res, err := u.followUpstreamTask(ctx, uctx, c, tk, op, raw, name, req)
+	res, err := u.followUpstreamTask(ctx, uctx, c, tk, op, raw, name, req, false)
 	u.settleOp(ctx, tk, op, res, err)
 	return res, err
+}
+
+// observeUpstreamTask is the work of a tool in shadow mode (see
+// ToolPolicy.Observe): it records the upstream task named by the call's
+// taskId as the task's external reference (unless a run before this one
+// did) and watches it to its end, never calling the upstream tool and
+// never cancelling its task; it records no operation (it starts none).
+func (u *upstream) observeUpstreamTask(ctx context.Context, tk *mcptask.Task, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tc := u.tasks
+	uctx, cancel := detach(ctx)
+	defer cancel()
+	raw, err := tk.ExternalRef(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if raw == "" {
+		var args struct {
+			TaskID string `json:"taskId"`
+		}
+		if req.Params == nil || json.Unmarshal(req.Params.Arguments, &args) != nil || strings.TrimSpace(args.TaskID) == "" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "observe: the argument taskId (the upstream task to watch) is required; nothing was sent upstream"}
+		}
+		b, _ := json.Marshal(externalRef{Upstream: u.cfg.Name, TaskID: args.TaskID})
+		if err := tk.SetExternalRef(ctx, string(b)); err != nil {
+			return nil, err
+		}
+		raw = string(b)
+	}
+	c, err := tc.get(uctx)
+	if err != nil {
+		return nil, u.callError(ctx, name, err)
+	}
+	res, err := u.followUpstreamTask(ctx, uctx, c, tk, nil, raw, name, req, true)
+	return relayed(res), err
 }
 
 // settleOp records on the upstream call's operation what the upstream
@@ -312,7 +349,8 @@ func (u *upstream) settleOp(ctx context.Context, tk *mcptask.Task, op *mcptask.O
 
 // followUpstreamTask creates the upstream task (or re-attaches to the one
 // an earlier run recorded in raw) and follows it to its end.
-func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Client, tk *mcptask.Task, op *mcptask.Op, raw, name string, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// With observe (shadow mode), it never cancels the upstream task.
+func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Client, tk *mcptask.Task, op *mcptask.Op, raw, name string, req *mcp.CallToolRequest, observe bool) (*mcp.CallToolResult, error) {
 	tc := u.tasks
 	var id string
 	// created is the upstream session the task was created in.
@@ -328,8 +366,11 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the task's recorded upstream task %q is not one of upstream %s; its outcome is unknown", raw, u.cfg.Name)}
 		}
 		id, created = ref.TaskID, ref.Session
-		u.log.Info("re-attaching to an upstream task", "task", tk.ID(), "upstreamTask", id)
+		u.log.Info("re-attaching to an upstream task", "task", tk.ID(), "upstreamTask", id, "observe", observe)
 		note := fmt.Sprintf("re-attached to the task %s of upstream %s", id, u.cfg.Name)
+		if observe {
+			note = fmt.Sprintf("watching the task %s of upstream %s (shadow: nothing is started or cancelled)", id, u.cfg.Name)
+		}
 		_ = tk.SetStatusMessage(ctx, note)
 		relayPrefix = note + ": "
 	} else {
@@ -423,6 +464,8 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 		// upstream task was created after that, and its refusal, mostly
 		// "already cancelled", only noted.)
 		switch {
+		case observe:
+			// Shadow mode: the watch stops, the upstream task goes on.
 		case errors.Is(context.Cause(ctx), errTimeout):
 			u.cancelUpstream(c, id, slog.LevelWarn)
 		case tk.Cancelled():
