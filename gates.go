@@ -145,13 +145,16 @@ func (s *Server) gateMeta(t *task.Task) map[string]any {
 }
 
 // GateError is why [Server.Decide] or [Server.RecordHandoff] changed
-// nothing: the task is not held (any more), the decider may not decide,
-// or the task is unknown. Decided is set when an earlier decision of the
-// same kind ended it (a repeated deny is not an error: see Decide).
+// nothing: the task is unknown (Task nil), the decider may not decide
+// (Forbidden), or the task is not held (any more). A repeated decision
+// of the same kind is not an error (see Decide).
 type GateError struct {
 	Reason string
 	// Task is the task as it is now, when it exists.
 	Task *task.Task
+	// Forbidden is set when the decider may not decide it (not an
+	// approver, or the requester of the call).
+	Forbidden bool
 }
 
 func (e *GateError) Error() string { return "mcptask: " + e.Reason }
@@ -177,7 +180,7 @@ func (s *Server) Decide(ctx context.Context, id task.ID, approve bool, by, reaso
 	}
 	if err := a.mayApprove(by, t); err != nil {
 		s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "decision_refused", err.Error())
-		return nil, &GateError{Reason: err.Error(), Task: t}
+		return nil, &GateError{Reason: err.Error(), Task: t, Forbidden: true}
 	}
 	step := "approved"
 	if approve {

@@ -101,14 +101,15 @@ type Canary struct {
 type Fleet struct {
 	// Drain is the fleet's drain switch; LocalDrain this server's own
 	// (mcptaskd's configuration): a tool either drains is drained.
-	Drain, LocalDrain DrainState
+	Drain      DrainState `json:"drain"`
+	LocalDrain DrainState `json:"localDrain"`
 	// Canaries and Rollbacks by tool.
-	Canaries  map[string]Canary
-	Rollbacks map[string]RollbackReport
+	Canaries  map[string]Canary         `json:"canaries"`
+	Rollbacks map[string]RollbackReport `json:"rollbacks"`
 	// Version is the store's version of the switches read.
-	Version int64
+	Version int64 `json:"version"`
 	// ReadAt is when they were read.
-	ReadAt time.Time
+	ReadAt time.Time `json:"readAt"`
 }
 
 // ControlsInterval is how often a server reads the version of the

@@ -271,7 +271,8 @@ httpJobs:
 	api.mu.Unlock()
 	expect(t, c.run("admin", "shadow-report", "shadow_build"), exitToolError, []string{"error: ", "1 errors"}, nil)
 
-	expect(t, c.run("admin", "shadow-report", "nonesuch"), exitConnection, nil, []string{"HTTP 400", "no HTTP job tool"})
+	expect(t, c.run("admin", "shadow-report", "nonesuch"), exitConnection, nil, []string{"HTTP 400", "no shadow tool"})
+	expect(t, c.run("admin", "shadow-report", "long_computation"), exitConnection, nil, []string{"HTTP 400", "no shadow tool"})
 }
 
 // TestAdminURLs: the admin commands find their endpoints from --url, or

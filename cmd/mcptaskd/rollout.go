@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/source/httpjob"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
@@ -150,7 +151,8 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, who task.Own
 			return
 		}
 		a.log.Warn("rollback undone through the admin endpoint", "tool", req.Tool, "operator", operatorName(who))
-		writeAdminJSON(w, http.StatusOK, mcptask.RollbackReport{Tool: req.Tool, Undone: true})
+		writeAdminJSON(w, http.StatusOK, mcptask.RollbackReport{Tool: req.Tool, Undone: true, Running: []string{}, Held: []string{},
+			Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}})
 		return
 	}
 	rep, err := a.tasks.Rollback(r.Context(), req.Tool, "admin", who, req.Reason)
@@ -241,9 +243,10 @@ func (a *App) answerGate(w http.ResponseWriter, t *task.Task, err error) {
 	switch {
 	case errors.As(err, &ge):
 		code := http.StatusConflict
-		if ge.Task == nil {
+		switch {
+		case ge.Task == nil:
 			code = http.StatusNotFound
-		} else if strings.Contains(ge.Reason, "approver") || strings.Contains(ge.Reason, "may not approve") {
+		case ge.Forbidden:
 			code = http.StatusForbidden
 		}
 		adminError(w, code, ge.Reason)
@@ -275,16 +278,18 @@ type shadowReport struct {
 }
 
 // serveShadowReport answers GET /admin/shadow-report?tool=NAME: the
-// outcome each of the observe tool's newest tasks projected, against the
-// job API's own state of its job now.
+// state each of the shadow tool's newest tasks projected, against the
+// system's own state of its job or upstream task now (an HTTP job tool
+// with observe, or a gateway tool with observe in its toolOptions).
 func (a *App) serveShadowReport(w http.ResponseWriter, r *http.Request, _ task.Owner) {
 	if !onlyGet(w, r) {
 		return
 	}
 	tool := r.URL.Query().Get("tool")
-	jobs := a.sources.httpJobs
-	if jobs == nil || !a.tasks.HasTool(tool) {
-		adminError(w, http.StatusBadRequest, fmt.Sprintf("no HTTP job tool %q", tool))
+	jobs, gw := a.sources.httpJobs, a.sources.gateway
+	isJob := jobs != nil && jobs.Observes(tool)
+	if !isJob && (gw == nil || !gw.Observes(tool)) {
+		adminError(w, http.StatusBadRequest, fmt.Sprintf("no shadow tool %q: a shadow report compares the tasks of an HTTP job tool with observe: true, or of an upstream tool with observe in its toolOptions", tool))
 		return
 	}
 	ts, _, err := a.eng.Store().Browse(r.Context(), store.BrowseQuery{Tool: tool, Limit: store.MaxBrowseLimit})
@@ -295,18 +300,29 @@ func (a *App) serveShadowReport(w http.ResponseWriter, r *http.Request, _ task.O
 	rep := shadowReport{Tool: tool, Rows: []shadowRow{}}
 	for _, t := range ts {
 		var ref struct {
-			JobID string `json:"jobId"`
+			JobID    string `json:"jobId"`
+			Upstream string `json:"upstream"`
+			TaskID   string `json:"taskId"`
 		}
-		if json.Unmarshal([]byte(t.ExternalRef), &ref) != nil || ref.JobID == "" {
+		if json.Unmarshal([]byte(t.ExternalRef), &ref) != nil || (ref.JobID == "" && ref.TaskID == "") {
 			continue
 		}
-		row := shadowRow{TaskID: string(t.ID), JobID: ref.JobID, Projected: projected(t)}
-		obs, err := jobs.Observe(r.Context(), tool, ref.JobID)
+		row := shadowRow{TaskID: string(t.ID), JobID: ref.JobID, Projected: string(t.Status)}
+		var actual string
+		if isJob {
+			row.Projected = projected(t)
+			var obs httpjob.Observation
+			obs, err = jobs.Observe(r.Context(), tool, ref.JobID)
+			actual = obs.Status
+		} else {
+			row.JobID = ref.TaskID
+			actual, _, err = gw.ObserveTask(r.Context(), ref.Upstream, ref.TaskID)
+		}
 		if err != nil {
 			row.Error = err.Error()
 			rep.Errors++
 		} else {
-			row.Actual = obs.Status
+			row.Actual = actual
 			row.Match = row.Actual == row.Projected
 			if row.Match {
 				rep.Match++
@@ -320,8 +336,8 @@ func (a *App) serveShadowReport(w http.ResponseWriter, r *http.Request, _ task.O
 	writeAdminJSON(w, http.StatusOK, rep)
 }
 
-// projected is the job state a shadow task projects: its status, a tool
-// error (the job failed) as "failed".
+// projected is the job state a task of an HTTP job tool projects: its
+// status, a tool error (the job failed) as "failed".
 func projected(t *task.Task) string {
 	if t.Outcome() == task.OutcomeToolError {
 		return "failed"

@@ -179,8 +179,17 @@ type Gateway struct {
 	ts        *mcptask.Server
 	addTool   func(*mcp.Tool, mcp.ToolHandler) // Options.AddTool
 
-	mu   sync.Mutex
-	late map[string]bool // the names of the tools added after Register
+	mu       sync.Mutex
+	late     map[string]bool // the names of the tools added after Register
+	observed map[string]bool // the names of the tools exported in shadow mode
+}
+
+// Observes reports whether the exported tool name watches upstream tasks
+// in shadow mode (ToolPolicy.Observe).
+func (g *Gateway) Observes(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.observed[name]
 }
 
 // Options are the optional settings of a [Gateway].
@@ -574,6 +583,10 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 			return fmt.Errorf("gateway: upstream %q: tool %q: observe needs a tool the upstream runs as a task over HTTP", u.cfg.Name, t.Name)
 		}
 		if p.Observe {
+			if g.observed == nil {
+				g.observed = map[string]bool{}
+			}
+			g.observed[name] = true
 			exported.InputSchema = observeSchema
 			exported.Description = "Shadow of " + t.Name + ": watches a task the upstream already runs, by its taskId; starts nothing."
 		}

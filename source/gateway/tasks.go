@@ -322,6 +322,37 @@ func (u *upstream) observeUpstreamTask(ctx context.Context, tk *mcptask.Task, na
 	return relayed(res), err
 }
 
+// ObserveTask reads the status of the task taskID of the upstream named
+// upstream (an operator's report comparing a shadow tool's projections
+// with the upstream's own state): one tasks/get, nothing else. It
+// returns the upstream task's status ("working", "input_required",
+// "completed", "failed", "cancelled") and status message; an unknown
+// upstream, one that speaks no tasks, or a task it does not know is an
+// error.
+func (g *Gateway) ObserveTask(ctx context.Context, upstream, taskID string) (status, message string, err error) {
+	for _, u := range g.upstreams {
+		if u.cfg.Name != upstream {
+			continue
+		}
+		if u.tasks == nil {
+			return "", "", fmt.Errorf("gateway: upstream %q speaks no tasks", upstream)
+		}
+		c, err := u.tasks.get(ctx)
+		if err != nil {
+			return "", "", fmt.Errorf("gateway: upstream %q: %v", upstream, redactErr(err))
+		}
+		st, err := c.Get(ctx, taskID)
+		if err != nil {
+			if !rpcAnswered(err) {
+				u.tasks.broken(c)
+			}
+			return "", "", fmt.Errorf("gateway: upstream %q: task %s: %v", upstream, taskID, redactErr(err))
+		}
+		return st.Status, st.StatusMessage, nil
+	}
+	return "", "", fmt.Errorf("gateway: no upstream %q", upstream)
+}
+
 // settleOp records on the upstream call's operation what the upstream
 // said: confirmed for a result, rejected for an error result or the
 // upstream task's failure or cancellation; an outcome nobody knows

@@ -69,6 +69,12 @@ func (tl *Tools) Observe(ctx context.Context, tool, jobID string) (Observation, 
 	return jt.observeOnce(ctx, jobID)
 }
 
+// Observes reports whether tool is one of tl's tools in observe mode
+// (Tool.Observe), registered or not.
+func (tl *Tools) Observes(tool string) bool {
+	return slices.ContainsFunc(tl.given, func(t Tool) bool { return t.Name == tool && t.Observe })
+}
+
 // observeOnce is Observe for the tool jt.
 func (jt *jobTool) observeOnce(ctx context.Context, jobID string) (Observation, error) {
 	fail := func(format string, args ...any) (Observation, error) {
