@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 )
 
@@ -327,5 +329,48 @@ func TestRolloutSequence(t *testing.T) {
 	})
 	if _, err := c.Call(context.Background(), "tasks/cancel", map[string]any{"taskId": inflight, "_meta": c.Meta()}, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShadowReportUpstream (issue 31, shadow): an upstream tool exported
+// with observe watches the upstream's own task by its taskId; the shadow
+// report compares the projection with the upstream's task, working then
+// completed, and the upstream tool ran once (its own start), never
+// through mcptaskd.
+func TestShadowReportUpstream(t *testing.T) {
+	t.Parallel()
+	up := upstreamtest.New(t)
+	d := startDaemon(t, "shadow-up", filepath.Join(t.TempDir(), "tasks.db"), "-config",
+		writeConfig(t, fmt.Sprintf("demo: false\nmcpServers:\n  up:\n    url: %q\n    toolOptions:\n      work: {observe: true}\n", up.URL+"/mcp")))
+	direct, err := client.Dial(t.Context(), up.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	theirs, err := direct.CallTool(t.Context(), "work", map[string]any{"label": "nightly"})
+	if err != nil || theirs.Task == nil {
+		t.Fatalf("the upstream's own task: %+v %v", theirs, err)
+	}
+	c := d.client(true)
+	id := startTask(t, c, "work", map[string]any{"taskId": theirs.Task.ID})
+	report := func() (rep shadowReport) {
+		t.Helper()
+		code, body := adminCall(t, d.Base, http.MethodGet, "/admin/shadow-report?tool=work", nil)
+		if code != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+			t.Fatalf("shadow report: %d %s", code, body)
+		}
+		return rep
+	}
+	if rep := report(); rep.Tasks != 1 || rep.Match != 1 || rep.Rows[0].Actual != "working" || rep.Rows[0].JobID != theirs.Task.ID || rep.Rows[0].TaskID != id {
+		t.Fatalf("the report while both work: %+v", rep)
+	}
+	up.Release()
+	waitTask(t, c, id, 30*time.Second, "the projection to end", terminal)
+	waitUntil(t, 30*time.Second, "the report to agree on completed", func() (bool, error) {
+		rep := report()
+		return rep.Match == 1 && rep.Rows[0].Actual == "completed", nil
+	})
+	if n := up.Runs.Load(); n != 1 {
+		t.Fatalf("the upstream tool ran %d times; want once (its own start)", n)
 	}
 }
