@@ -15,6 +15,8 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/mcptask/mcptask/wire/events"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -26,8 +28,10 @@ import (
 // store. A denial or the expiry ends it failed, naming who and why.
 // Pending approvals survive restarts and takeovers: no server holds them.
 type Approval struct {
-	// Approvers may approve or deny: operator or principal names; "*"
-	// is any operator.
+	// Approvers may approve or deny: operator or principal names
+	// ("PRINCIPAL", or "TENANT/PRINCIPAL"), "scope:NAME" for any requester
+	// whose token carries the scope NAME (deciding over MCP, see
+	// wire.MethodApprovalsDecide), "*" for any operator.
 	Approvers []string
 	// Expires is how long an approval may wait; zero means
 	// DefaultApprovalExpiry.
@@ -58,13 +62,52 @@ func (a *Approval) message(now time.Time) string {
 	return msg + "; expires " + now.Add(a.expires()).UTC().Format(time.RFC3339)
 }
 
-// mayApprove reports whether by may decide t's approval.
-func (a *Approval) mayApprove(by string, t *task.Task) error {
-	if !slices.Contains(a.Approvers, by) && !slices.Contains(a.Approvers, "*") {
-		return fmt.Errorf("%s is not an approver of %s (approvers: %s)", by, t.Tool, strings.Join(a.Approvers, ", "))
+// approver is who decides an approval: an operator (the admin
+// endpoint, the dashboard: "*" admits any), or a requester over MCP
+// (admitted by its principal, "TENANT/PRINCIPAL", or a "scope:NAME" its
+// token carries).
+type approver struct {
+	name     string // the operator's name, or the requester's principal
+	tenant   string // the requester's tenant ("" for none or an operator)
+	scopes   []string
+	operator bool
+	owner    task.Owner // for the audit trail
+}
+
+// String is the name decisions are recorded under.
+func (ap approver) String() string {
+	if ap.tenant != "" {
+		return ap.tenant + "/" + ap.name
 	}
-	if p, _, _ := t.Owner.Identity(); p == by && !a.SelfApproval {
-		return fmt.Errorf("%s made this call and may not approve it", by)
+	return ap.name
+}
+
+// admits reports whether ap is one of a's approvers.
+func (a *Approval) admits(ap approver) bool {
+	for _, x := range a.Approvers {
+		switch {
+		case x == "*":
+			if ap.operator {
+				return true
+			}
+		case strings.HasPrefix(x, "scope:"):
+			if slices.Contains(ap.scopes, strings.TrimPrefix(x, "scope:")) {
+				return true
+			}
+		case x == ap.name && ap.tenant == "", x == ap.String():
+			return true
+		}
+	}
+	return false
+}
+
+// mayApprove reports whether ap may decide t's approval.
+func (a *Approval) mayApprove(ap approver, t *task.Task) error {
+	if !a.admits(ap) {
+		return fmt.Errorf("%s is not an approver of %s (approvers: %s)", ap, t.Tool, strings.Join(a.Approvers, ", "))
+	}
+	if p, tenant, _ := t.Owner.Identity(); !a.SelfApproval && (p == ap.String() || (p == ap.name && tenant == ap.tenant) || (tenant != "" && tenant+"/"+p == ap.String())) {
+		return fmt.Errorf("%s made this call and may not approve it", ap)
 	}
 	return nil
 }
@@ -167,6 +210,12 @@ func (e *GateError) Error() string { return "mcptask: " + e.Reason }
 // as it is (idempotent); anything else that is not a pending approval
 // is a *GateError. Every decision is audited.
 func (s *Server) Decide(ctx context.Context, id task.ID, approve bool, by, reason string) (*task.Task, error) {
+	return s.decide(ctx, id, approve, approver{name: by, operator: true, owner: operatorOwner(by)}, reason)
+}
+
+// decide is Decide by the approver ap.
+func (s *Server) decide(ctx context.Context, id task.ID, approve bool, ap approver, reason string) (*task.Task, error) {
+	by := ap.String()
 	t, err := s.eng.Store().Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, &GateError{Reason: "no task " + string(id)}
@@ -178,8 +227,8 @@ func (s *Server) Decide(ctx context.Context, id task.ID, approve bool, by, reaso
 	if a == nil {
 		return nil, &GateError{Reason: "the tool " + t.Tool + " takes no approval", Task: t}
 	}
-	if err := a.mayApprove(by, t); err != nil {
-		s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "decision_refused", err.Error())
+	if err := a.mayApprove(ap, t); err != nil {
+		s.eng.Audit().Gate(ctx, ap.owner, audit.TaskOf(t), "decision_refused", err.Error())
 		return nil, &GateError{Reason: err.Error(), Task: t, Forbidden: true}
 	}
 	step := "approved"
@@ -211,7 +260,7 @@ func (s *Server) Decide(ctx context.Context, id task.ID, approve bool, by, reaso
 	if err != nil {
 		return nil, err
 	}
-	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), step, reason)
+	s.eng.Audit().Gate(ctx, ap.owner, audit.TaskOf(t), step, reason)
 	return t, nil
 }
 
@@ -323,4 +372,79 @@ func (s *Server) RecordHandoff(ctx context.Context, id task.ID, by string, o Han
 	}
 	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "handoff_recorded", o.Text)
 	return t, nil
+}
+
+// addApprovalMethods registers the approvers' methods
+// (wire.MethodApprovalsList, wire.MethodApprovalsDecide) on the
+// mcp.Server.
+func (s *Server) addApprovalMethods() error {
+	return errors.Join(
+		mcp.AddReceivingCustomMethod(s.mcp, wire.MethodApprovalsList, func(ctx context.Context, _ *mcp.ServerSession, _ *wire.ApprovalsListParams) (*wire.ApprovalsListResult, error) {
+			ap, err := s.mcpApprover(ctx)
+			if err != nil {
+				return nil, err
+			}
+			held, err := s.HeldTasks(ctx, "approval")
+			if err != nil {
+				return nil, adapter.InternalError("the approvals could not be read: " + err.Error())
+			}
+			res := &wire.ApprovalsListResult{Approvals: []wire.PendingApproval{}}
+			for _, h := range held {
+				a := s.approval(h.Tool)
+				if a == nil || a.mayApprove(ap, &task.Task{Owner: task.Owner(h.Owner), Tool: h.Tool}) != nil {
+					continue
+				}
+				p, t, _ := task.Owner(h.Owner).Identity()
+				if t != "" {
+					p = t + "/" + p
+				}
+				res.Approvals = append(res.Approvals, wire.PendingApproval{TaskID: h.TaskID, Tool: h.Tool, Requester: p,
+					CreatedAt: h.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: h.ExpiresAt.UTC().Format(time.RFC3339),
+					Reason: a.Reason, Arguments: h.Arguments})
+			}
+			return res, nil
+		}),
+		mcp.AddReceivingCustomMethod(s.mcp, wire.MethodApprovalsDecide, func(ctx context.Context, _ *mcp.ServerSession, p *wire.DecideParams) (*wire.DecideResult, error) {
+			ap, err := s.mcpApprover(ctx)
+			if err != nil {
+				return nil, err
+			}
+			id, err := adapter.ParseID(p.TaskID)
+			if err != nil {
+				return nil, err
+			}
+			t, err := s.decide(ctx, id, p.Approve, ap, p.Reason)
+			var ge *GateError
+			switch {
+			case errors.As(err, &ge) && (ge.Task == nil || ge.Forbidden):
+				// Not the requester's to decide: as for an unknown task,
+				// so that no task of another is revealed.
+				return nil, adapter.InvalidParams("no approval " + p.TaskID + " for you to decide")
+			case errors.As(err, &ge):
+				return nil, &jsonrpc.Error{Code: wire.CodeDecided, Message: ge.Reason}
+			case err != nil:
+				return nil, adapter.InternalError("the decision could not be recorded: " + err.Error())
+			}
+			return &wire.DecideResult{TaskID: string(t.ID), Status: string(t.Status), StatusMessage: t.StatusMessage}, nil
+		}),
+	)
+}
+
+// mcpApprover is the approver of an approvers' method: its requester,
+// who must be authenticated.
+func (s *Server) mcpApprover(ctx context.Context) (approver, error) {
+	req := eventsRequest(ctx)
+	if req == nil {
+		return approver{}, adapter.InternalError("no request")
+	}
+	owner := s.core.Requester(ctx, req)
+	if owner.Anonymous() {
+		return approver{}, &jsonrpc.Error{Code: events.CodeForbidden, Message: "deciding approvals needs an authenticated approver"}
+	}
+	p, t, _ := owner.Identity()
+	ap := approver{name: p, tenant: t, owner: owner}
+	if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+		ap.scopes = ex.TokenInfo.Scopes
+	}
+	return ap, nil
 }

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 )
 
 // approvalServer serves the test tools with "work" gated by an approval
@@ -118,5 +120,57 @@ func TestApprovalDenyAndExpiry(t *testing.T) {
 	tk, err := alice.Get(ctx, second.TaskID)
 	if err != nil || tk.Status != "failed" || !strings.Contains(tk.StatusMessage, "the approval expired") {
 		t.Fatalf("the expired approval: %+v %v", tk, err)
+	}
+}
+
+// TestApprovalsOverMCP: an approver decides over MCP
+// (io.mcptask/approvals/list and /decide): it lists only the approvals
+// it may decide; a requester who is no approver is answered as for an
+// unknown approval, and an anonymous one is refused; the approver's
+// approval starts the work; deciding the other way afterwards is
+// CodeDecided. The servers advertise the extension.
+func TestApprovalsOverMCP(t *testing.T) {
+	g := &gates{}
+	s := approvalServer(t, &mcptask.Approval{Approvers: []string{"carol", "scope:release"}}, g)
+	ctx := context.Background()
+	alice, carol, dave := userClient(s, "alice"), userClient(s, "carol"), userClient(s, "dave")
+	tk, err := alice.CallTool(ctx, "work", map[string]any{"label": "over-mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list wire.ApprovalsListResult
+	if err := carol.Result(ctx, wire.MethodApprovalsList, map[string]any{}, &list); err != nil || len(list.Approvals) != 1 ||
+		list.Approvals[0].TaskID != tk.TaskID || list.Approvals[0].Requester != "alice" || string(list.Approvals[0].Arguments) != `{"label":"over-mcp"}` {
+		t.Fatalf("carol's approvals: %+v %v", list, err)
+	}
+	if err := dave.Result(ctx, wire.MethodApprovalsList, map[string]any{}, &list); err != nil || len(list.Approvals) != 0 {
+		t.Fatalf("dave's approvals: %+v %v; want none", list, err)
+	}
+	r, err := dave.Call(ctx, wire.MethodApprovalsDecide, map[string]any{"taskId": tk.TaskID, "approve": true}, nil)
+	if err != nil || r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("dave deciding: %+v %v; want -32602", r, err)
+	}
+	anon := &wiretest.Client{URL: s.url, Tasks: true}
+	if r, err := anon.Call(ctx, wire.MethodApprovalsDecide, map[string]any{"taskId": tk.TaskID, "approve": true}, nil); err != nil || r.Error == nil || r.Error.Code != -32012 {
+		t.Fatalf("an anonymous decision: %+v %v; want -32012", r, err)
+	}
+	var res wire.DecideResult
+	if err := carol.Result(ctx, wire.MethodApprovalsDecide, map[string]any{"taskId": tk.TaskID, "approve": true, "reason": "lgtm"}, &res); err != nil || res.StatusMessage != "approved by carol: lgtm" {
+		t.Fatalf("carol approving: %+v %v", res, err)
+	}
+	waitUntil(t, func() bool {
+		got, err := alice.Get(ctx, tk.TaskID)
+		return err == nil && got.Status == "completed"
+	})
+	if r, err := carol.Call(ctx, wire.MethodApprovalsDecide, map[string]any{"taskId": tk.TaskID, "approve": false}, nil); err != nil || r.Error == nil || r.Error.Code != wire.CodeDecided {
+		t.Fatalf("denying an approved task: %+v %v; want CodeDecided", r, err)
+	}
+	var disc struct {
+		Capabilities struct {
+			Extensions map[string]any `json:"extensions"`
+		} `json:"capabilities"`
+	}
+	if err := carol.Result(ctx, "server/discover", map[string]any{}, &disc); err != nil || disc.Capabilities.Extensions[wire.ExtensionApprovals] == nil {
+		t.Fatalf("server/discover: %+v %v; want the approvals extension", disc, err)
 	}
 }

@@ -274,6 +274,9 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	}
 	s.streamsCtx, s.cancelStreams = context.WithCancel(context.Background())
 	s.setupEvents(o.Events)
+	if err := s.addApprovalMethods(); err != nil {
+		return nil, err
+	}
 	if err := s.addEventsMethods(); err != nil {
 		return nil, err
 	}

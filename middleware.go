@@ -44,9 +44,10 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				return res, err
 			}
 		}
-		if strings.HasPrefix(method, "events/") {
+		if strings.HasPrefix(method, "events/") || strings.HasPrefix(method, "io.mcptask/approvals/") {
 			// The requester's request rate applies, as to tasks/*; the
-			// events/* handlers read the request (its requester).
+			// events/* and approvers' handlers read the request (its
+			// requester).
 			if err := s.core.AllowRequest(ctx, method, req); err != nil {
 				s.eng.Observer().Request(method, "limited")
 				return nil, err

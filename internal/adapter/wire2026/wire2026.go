@@ -126,6 +126,7 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
 		caps.AddExtension(wire.ExtensionOperations, map[string]any{})
+		caps.AddExtension(wire.ExtensionApprovals, map[string]any{})
 		caps.AddExtension(events.ExtensionID, map[string]any{"listChanged": false})
 		dr.Capabilities = &caps
 		// The key older Events clients read is no field of the go-sdk's
