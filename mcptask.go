@@ -194,7 +194,7 @@ type Server struct {
 	// fleet is the fleet's switches as last read from the store, with
 	// localDrain this instance's own drain (SetLocalDrain); stopControls
 	// ends the service that reads them (set by Start).
-	fleet        fleetRead
+	fleet        *rollout.Watcher
 	localDrain   rollout.Drain
 	stopControls func()
 	lastSweep    time.Time // of expired approvals (expireApprovals)
@@ -252,6 +252,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		TracerProvider:  o.TracerProvider,
 		CorrelationKeys: o.CorrelationKeys,
 	})
+	s.fleet = rollout.NewWatcher(eng.Store(), ControlsInterval, s.core.Log(), s.applyControls)
 	// The store spans: only with a provider set here, so that a server
 	// without one calls its store directly.
 	if err := eng.SetHooks(engine.Hooks{

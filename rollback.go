@@ -58,7 +58,7 @@ func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.O
 	rb := rollout.Rollback{Fallback: rollout.Fallback(fb)}
 	value, _ := json.Marshal(rb)
 	// Stop new starts first, then look at what is in flight.
-	if err := s.setControl(ctx, controlRollback+tool, value, by, requester, reason); err != nil {
+	if err := s.setControl(ctx, rollout.ControlRollback+tool, value, by, requester, reason); err != nil {
 		return nil, err
 	}
 	rep, err := s.reconcileTool(ctx, tool)
@@ -68,7 +68,7 @@ func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.O
 	rep.Fallback = fb
 	rb.Report, _ = json.Marshal(rep)
 	value, _ = json.Marshal(rb)
-	if err := s.setControl(ctx, controlRollback+tool, value, by, requester, reason); err != nil {
+	if err := s.setControl(ctx, rollout.ControlRollback+tool, value, by, requester, reason); err != nil {
 		return nil, err
 	}
 	f := s.Fleet()
@@ -83,7 +83,7 @@ func (s *Server) UndoRollback(ctx context.Context, tool, by string, requester ta
 	if _, ok := s.Fleet().Rollbacks[tool]; !ok {
 		return nil
 	}
-	return s.setControl(ctx, controlRollback+tool, nil, by, requester, reason)
+	return s.setControl(ctx, rollout.ControlRollback+tool, nil, by, requester, reason)
 }
 
 // reconcileTool reconciles the unsettled operations of tool's

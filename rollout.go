@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcptask/mcptask/audit"
@@ -117,21 +116,6 @@ type Fleet struct {
 // it moved: a change made on any server applies everywhere within it.
 const ControlsInterval = 500 * time.Millisecond
 
-// The names of the fleet's switches in the store (store.Controls).
-const (
-	controlDrain    = "drain"
-	controlCanary   = "canary/"
-	controlRollback = "rollback/"
-)
-
-// fleetRead is what a server last read of the fleet's switches.
-type fleetRead struct {
-	mu       sync.Mutex
-	controls map[string]*store.Control
-	version  int64
-	at       time.Time
-}
-
 // Mode reports whether s serves owner's call of tool as a task
 // now, and if not why ("draining", "canary", "rollback") and what it
 // gets instead: the mode a capability manifest shows.
@@ -172,7 +156,7 @@ func (s *Server) SetDrain(ctx context.Context, st DrainState, by string, request
 	if st.Active() {
 		value, _ = json.Marshal(st.internal())
 	}
-	if err := s.setControl(ctx, controlDrain, value, by, requester, st.Reason); err != nil {
+	if err := s.setControl(ctx, rollout.ControlDrain, value, by, requester, st.Reason); err != nil {
 		return err
 	}
 	s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: st.Tools, Fallback: string(st.fallback()), By: by, Requester: requester, Reason: st.Reason})
@@ -213,14 +197,12 @@ func (s *Server) SetCanary(ctx context.Context, tool string, c *Canary, by strin
 	if tool == "" {
 		return errors.New("mcptask: SetCanary without a tool")
 	}
-	return s.setControl(ctx, controlCanary+tool, value, by, requester, reason)
+	return s.setControl(ctx, rollout.ControlCanary+tool, value, by, requester, reason)
 }
 
 // Fleet returns the fleet's switches as this server last read them.
 func (s *Server) Fleet() Fleet {
-	s.fleet.mu.Lock()
-	controls, version, at := s.fleet.controls, s.fleet.version, s.fleet.at
-	s.fleet.mu.Unlock()
+	controls, version, at := s.fleet.Last()
 	s.mu.RLock()
 	local := s.localDrain
 	s.mu.RUnlock()
@@ -233,22 +215,22 @@ func (s *Server) Fleet() Fleet {
 	for _, name := range slices.Sorted(maps.Keys(controls)) {
 		c := controls[name]
 		switch {
-		case name == controlDrain:
+		case name == rollout.ControlDrain:
 			var d rollout.Drain
 			if json.Unmarshal(c.Value, &d) == nil {
 				f.Drain = DrainState{All: d.All, Tools: append([]string{}, d.Tools...), Fallback: DrainFallback(d.Fallback).orRefuse(), Reason: c.Reason, By: c.By, At: c.At}
 			}
-		case strings.HasPrefix(name, controlCanary):
+		case strings.HasPrefix(name, rollout.ControlCanary):
 			var rc rollout.Canary
 			if json.Unmarshal(c.Value, &rc) == nil {
-				f.Canaries[strings.TrimPrefix(name, controlCanary)] = Canary{Tenants: rc.Tenants, Principals: rc.Principals, Percent: rc.Percent, Reason: c.Reason, By: c.By, At: c.At}
+				f.Canaries[strings.TrimPrefix(name, rollout.ControlCanary)] = Canary{Tenants: rc.Tenants, Principals: rc.Principals, Percent: rc.Percent, Reason: c.Reason, By: c.By, At: c.At}
 			}
-		case strings.HasPrefix(name, controlRollback):
+		case strings.HasPrefix(name, rollout.ControlRollback):
 			var rb rollout.Rollback
 			if json.Unmarshal(c.Value, &rb) == nil {
 				var rep RollbackReport
 				_ = json.Unmarshal(rb.Report, &rep)
-				rep.Tool, rep.Fallback, rep.Reason, rep.By, rep.At = strings.TrimPrefix(name, controlRollback), DrainFallback(rb.Fallback), c.Reason, c.By, c.At
+				rep.Tool, rep.Fallback, rep.Reason, rep.By, rep.At = strings.TrimPrefix(name, rollout.ControlRollback), DrainFallback(rb.Fallback), c.Reason, c.By, c.At
 				f.Rollbacks[rep.Tool] = rep
 			}
 		}
@@ -280,87 +262,36 @@ func (s *Server) setControl(ctx context.Context, name string, value json.RawMess
 	return s.readControls(ctx)
 }
 
-// readControls reads the switches from the store if their version moved,
-// and applies them.
+// readControls reads the switches from the store if their version
+// moved, and applies them.
 func (s *Server) readControls(ctx context.Context) error {
-	st := s.eng.Store()
-	v, err := st.ControlsVersion(ctx)
-	if err != nil {
-		return err
-	}
-	s.fleet.mu.Lock()
-	seen := s.fleet.version
-	s.fleet.mu.Unlock()
-	if v == seen && v != 0 {
-		s.fleet.mu.Lock()
-		s.fleet.at = s.eng.Now()
-		s.fleet.mu.Unlock()
-		return nil
-	}
-	controls, v, err := st.Controls(ctx)
-	if err != nil {
-		return err
-	}
-	s.fleet.mu.Lock()
-	changed := v != s.fleet.version
-	if v >= s.fleet.version {
-		s.fleet.controls, s.fleet.version = controls, v
-	}
-	s.fleet.at = s.eng.Now()
-	s.fleet.mu.Unlock()
-	if changed {
-		s.core.Log().Info("the fleet's switches changed", "version", v)
-	}
-	s.applyControls()
-	return nil
+	return s.fleet.Read(ctx, s.eng.Now())
 }
 
 // applyControls hands the switches last read, and the local drain, to
 // the adapter, and lets the queues a switch no longer holds start.
 func (s *Server) applyControls() {
-	f := s.Fleet()
-	st := &rollout.State{Fleet: f.Drain.internal(), Local: f.LocalDrain.internal(),
-		Canaries: map[string]rollout.Canary{}, Rollbacks: map[string]rollout.Rollback{}}
-	for tool, c := range f.Canaries {
-		st.Canaries[tool] = rollout.Canary{Tenants: c.Tenants, Principals: c.Principals, Percent: c.Percent}
-	}
-	for tool, r := range f.Rollbacks {
-		st.Rollbacks[tool] = rollout.Rollback{Fallback: rollout.Fallback(r.Fallback)}
-	}
-	s.core.SetRollout(st)
+	controls, _, _ := s.fleet.Last()
+	s.mu.RLock()
+	local := s.localDrain
+	s.mu.RUnlock()
+	s.core.SetRollout(rollout.StateOf(controls, local))
 	s.eng.KickQueues()
 }
 
 // startControls starts the service that reads the fleet's switches every
-// ControlsInterval.
+// ControlsInterval (and sweeps the expired approvals).
 func (s *Server) startControls() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, rollout.DefaultReadTimeout)
 	if err := s.readControls(rctx); err != nil {
 		s.core.Log().Warn("reading the fleet's switches", "err", err)
 	}
 	rcancel()
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(ControlsInterval)
-		defer tick.Stop()
-		failing := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-			err := s.readControls(rctx)
-			rcancel()
-			if err != nil && ctx.Err() == nil && !failing {
-				s.core.Log().Warn("reading the fleet's switches (the last read stay applied)", "err", err)
-			}
-			failing = err != nil
-			s.expireApprovals(ctx)
-		}
+		s.fleet.Run(ctx, s.eng.Now, s.expireApprovals)
 	}()
 	s.stopControls = func() {
 		cancel()
