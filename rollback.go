@@ -3,7 +3,6 @@ package mcptask
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,7 +30,8 @@ type RollbackReport struct {
 	Held    []string `json:"held"`
 	// Confirmed, Rejected and Unknown are the keys of the operations of
 	// the unfinished tasks as reconciliation left them: applied, not
-	// applied, and not known (for an operator).
+	// applied, and not known (unknown, or still intended or submitted:
+	// for an operator).
 	Confirmed []string `json:"confirmed"`
 	Rejected  []string `json:"rejected"`
 	Unknown   []string `json:"unknown"`
@@ -101,18 +101,31 @@ func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport
 			if t.Queued && strings.HasPrefix(t.Queue, engine.GatePrefix) {
 				rep.Held = append(rep.Held, string(t.ID))
 			}
-			c, r, u, err := s.eng.ReconcileOperations(ctx, t)
-			if err != nil && !errors.Is(err, context.Canceled) {
+			if _, _, _, err := s.eng.ReconcileOperations(ctx, t); err != nil {
 				return rep, err
 			}
-			for _, op := range c {
-				rep.Confirmed = append(rep.Confirmed, op.Key)
-			}
-			for _, op := range r {
-				rep.Rejected = append(rep.Rejected, op.Key)
-			}
-			for _, op := range u {
-				rep.Unknown = append(rep.Unknown, op.Key)
+			// Every operation of the task as reconciliation left it, so
+			// that a second rollback reports the same state.
+			oq := store.OperationQuery{TaskID: t.ID, Limit: store.MaxOperationLimit}
+			for {
+				ops, next, err := s.eng.Operations(ctx, t.Owner, oq)
+				if err != nil {
+					return rep, err
+				}
+				for _, op := range ops {
+					switch op.State {
+					case task.OpConfirmed:
+						rep.Confirmed = append(rep.Confirmed, op.Key)
+					case task.OpRejected:
+						rep.Rejected = append(rep.Rejected, op.Key)
+					default:
+						rep.Unknown = append(rep.Unknown, op.Key)
+					}
+				}
+				if next == "" {
+					break
+				}
+				oq.Cursor = next
 			}
 		}
 		if next == "" {

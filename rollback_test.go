@@ -1,0 +1,110 @@
+package mcptask_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestRollback (issue 31): a rollback of a tool switches its new
+// task-augmented calls to its declared fallback (sync here) at once; the
+// tasks in flight go on; every unsettled operation of theirs is
+// reconciled with the tool's Reconcile, and the report names the tasks
+// left running and the operations confirmed, rejected and unknown; a
+// second rollback reports the same state; the undo serves tasks again.
+func TestRollback(t *testing.T) {
+	g := &gates{}
+	receipts := map[string]task.OpState{"receipt-a": task.OpConfirmed, "receipt-b": task.OpRejected}
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{}, func(ts *mcptask.Server) {
+		mcptask.AddTool(ts, &mcp.Tool{Name: "deployer", Description: "deploys"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in sleepArgs) (*mcp.CallToolResult, any, error) {
+				tk := mcptask.FromContext(ctx)
+				if tk == nil {
+					return text("deployed " + in.Label + " without a task"), nil, nil
+				}
+				op, err := tk.RecordOperation(ctx, mcptask.Operation{Object: "service/" + in.Label, Effect: "deploy"})
+				if err != nil {
+					return nil, nil, err
+				}
+				if err := op.Submitted(ctx, "receipt-"+in.Label); err != nil {
+					return nil, nil, err
+				}
+				select {
+				case <-g.get(in.Label):
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+				return text("deployed " + in.Label), nil, nil
+			}, mcptask.ToolOptions{Support: mcptask.Optional, Fallback: mcptask.DrainSync,
+				Reconcile: func(_ context.Context, op task.Operation) (task.OpState, string, error) {
+					if st, ok := receipts[op.Receipt]; ok {
+						return st, "the deploy log says so", nil
+					}
+					return "", "", errors.New("the deploy log is unreachable")
+				}})
+	})
+	c, _ := clients(s)
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, label := range []string{"a", "b", "c"} {
+		tk, err := c.CallTool(ctx, "deployer", map[string]any{"label": label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[label] = tk.TaskID
+		waitUntil(t, func() bool {
+			op, err := s.eng.LatestOperation(ctx, task.ID(tk.TaskID))
+			return err == nil && op != nil && op.State == task.OpSubmitted
+		})
+	}
+	rep, err := s.ts.Rollback(ctx, "deployer", "test", "", "bad release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := []string{ids["a"], ids["b"], ids["c"]}
+	slices.Sort(running)
+	if rep.Fallback != mcptask.DrainSync || !slices.Equal(rep.Running, running) || len(rep.Confirmed) != 1 || len(rep.Rejected) != 1 || len(rep.Unknown) != 1 || rep.Reason != "bad release" || rep.By != "test" {
+		t.Fatalf("the report: %+v", rep)
+	}
+	again, err := s.ts.Rollback(ctx, "deployer", "test", "", "bad release")
+	if err != nil || !slices.Equal(again.Running, rep.Running) || !slices.Equal(again.Confirmed, rep.Confirmed) ||
+		!slices.Equal(again.Rejected, rep.Rejected) || !slices.Equal(again.Unknown, rep.Unknown) {
+		t.Fatalf("a second rollback: %+v; want the same state as %+v", again, rep)
+	}
+	if got := s.ts.Fleet().Rollbacks["deployer"]; !slices.Equal(got.Running, rep.Running) {
+		t.Fatalf("the stored report: %+v", got)
+	}
+	// New calls: the synchronous fallback.
+	close(g.get("d"))
+	r, err := c.Call(ctx, "tools/call", map[string]any{"name": "deployer", "arguments": map[string]any{"label": "d"}, "_meta": c.Meta()}, nil)
+	if err != nil || r.Error != nil || !containsText(r.Result, "deployed d without a task") {
+		t.Fatalf("a call after the rollback: %+v %v; want a synchronous result", r, err)
+	}
+	// The tasks in flight go on and end.
+	for _, label := range []string{"a", "b", "c"} {
+		if got, err := c.Get(ctx, ids[label]); err != nil || got.Status != "working" {
+			t.Fatalf("task %s after the rollback: %+v %v", label, got, err)
+		}
+		close(g.get(label))
+	}
+	waitUntil(t, func() bool {
+		got, err := c.Get(ctx, ids["a"])
+		return err == nil && got.Status == "completed"
+	})
+	if err := s.ts.UndoRollback(ctx, "deployer", "test", "", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	close(g.get("e"))
+	if tk, err := c.CallTool(ctx, "deployer", map[string]any{"label": "e"}); err != nil || tk.TaskID == "" {
+		t.Fatalf("a call after the undo: %+v %v; want a task", tk, err)
+	}
+}
+
+func containsText(raw []byte, s string) bool { return strings.Contains(string(raw), s) }
