@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -138,6 +139,15 @@ type ManifestTool struct {
 	Name        string `json:"name"`
 	TaskSupport string `json:"taskSupport"`
 	Task        bool   `json:"task"`
+	// Mode is how an mcptask server serves this client's task-augmented
+	// calls of the tool now, under its rollout switches (the tool's
+	// _meta io.mcptask/mode): "task", "approval" (a task that waits for
+	// an approver), or the fallback ("sync", "refuse", "handoff",
+	// "jobs"), with ModeReason ("draining", "canary", "rollback"). Empty
+	// when the server does not say. Task is false when Mode is a
+	// fallback.
+	Mode       string `json:"mode,omitempty"`
+	ModeReason string `json:"modeReason,omitempty"`
 }
 
 // JobAPI is a server's job API: ordinary tools that start a tool as a job
@@ -236,6 +246,13 @@ func (c *clientImpl) manifest(ctx context.Context) (*Manifest, error) {
 			mt.TaskSupport = TaskSupportUnstated
 		}
 		mt.Task = tasks && (mt.TaskSupport == "optional" || mt.TaskSupport == "required")
+		if mode, ok := t.Meta[wire.MetaMode].(map[string]any); ok {
+			mt.Mode, _ = mode["mode"].(string)
+			mt.ModeReason, _ = mode["reason"].(string)
+			if mt.Mode != "" && mt.Mode != "task" && mt.Mode != "approval" {
+				mt.Task = false
+			}
+		}
 		m.Tools = append(m.Tools, mt)
 	}
 	m.JobAPI = findJobAPI(names)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/quota"
 	"github.com/mcptask/mcptask/store"
@@ -61,6 +62,15 @@ type Options struct {
 	// Drain, if set, lets the dashboard show and change the drain switch
 	// per tool.
 	Drain DrainControl
+	// Gates, if set, lets the dashboard list the tasks held for an
+	// approval or for an operator's outcome (a handoff) and decide them,
+	// as the signed-in operator (mcptask.Server): the Approvals page. Nil
+	// hides the page.
+	Gates GateControl
+	// Fleet, if set, gives the fleet's switches (mcptask.Server.Fleet):
+	// the Tools page shows each tool's canary and rollback, and who
+	// drained the fleet, when and why. Nil hides them.
+	Fleet func() mcptask.Fleet
 
 	// Tools, if set, lists the server's tool names (for the tool filter
 	// and the drain switches).
@@ -111,6 +121,22 @@ type DrainControl interface {
 	// SetToolDrain drains tool (drained true) or lets it take new tasks
 	// again, on behalf of by, and audits the change.
 	SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error
+}
+
+// GateControl is the approvals and handoffs of the tasks held for them,
+// as the dashboard uses them ([mcptask.Server] implements it).
+type GateControl interface {
+	// HeldTasks returns the tasks held for an approval (kind
+	// "approval"), for an operator's outcome ("handoff"), or both ("").
+	HeldTasks(ctx context.Context, kind string) ([]mcptask.Held, error)
+	// Decide approves (approve true) or denies the approval of the task
+	// id as the operator by, saying why; a *mcptask.GateError says why
+	// it changed nothing (by is no approver, made the call, or the task
+	// waits no more).
+	Decide(ctx context.Context, id task.ID, approve bool, by, reason string) (*task.Task, error)
+	// RecordHandoff records the outcome o of the handed-off task id as
+	// the operator by; a *mcptask.GateError says why it changed nothing.
+	RecordHandoff(ctx context.Context, id task.ID, by string, o mcptask.HandoffOutcome) (*task.Task, error)
 }
 
 // Handler is the dashboard, an [http.Handler]. Mount it under a prefix
@@ -176,7 +202,7 @@ func New(opts Options) (*Handler, error) {
 		h.key = make([]byte, 32)
 		rand.Read(h.key)
 	}
-	t, err := parseTemplates()
+	t, err := parseTemplates(opts.Gates != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -203,6 +229,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("POST /tasks/{id}/rerun", h.authed(h.action(h.runAgain)))
 	m.HandleFunc("GET /tools", h.authed(h.serveTools))
 	m.HandleFunc("GET /webhooks", h.authed(h.serveWebhooks))
+	m.HandleFunc("GET /approvals", h.authed(h.serveApprovals))
+	m.HandleFunc("POST /approvals/{id}/decide", h.authed(h.action(h.decide)))
+	m.HandleFunc("POST /approvals/{id}/handoff", h.authed(h.action(h.recordHandoff)))
 	m.HandleFunc("GET /live", h.authed(h.serveListLive))
 	m.HandleFunc("GET /tasks/{id}/live", h.authed(h.serveTaskLive))
 	m.HandleFunc("GET /login", h.serveLogin)

@@ -57,11 +57,13 @@ const shownTime = "2006-01-02 15:04:05.000Z"
 // maxShown bounds a status message or JSON value as a page shows it.
 const maxShown = 4096
 
-// parseTemplates parses the embedded templates.
-func parseTemplates() (*template.Template, error) {
+// parseTemplates parses the embedded templates; gates says whether the
+// navigation links to the Approvals page.
+func parseTemplates(gates bool) (*template.Template, error) {
 	return template.New("").Funcs(template.FuncMap{
 		"statusClass": func(s string) string { return "st-" + strings.ReplaceAll(s, "_", "-") },
 		"kindLabel":   kindLabel,
+		"hasGates":    func() bool { return gates },
 	}).ParseFS(assets, "assets/templates/*.html")
 }
 

@@ -11,9 +11,11 @@ import (
 )
 
 // ForServer returns the dashboard of srv, whose tasks are in st (srv's
-// engine's store): opts's Engine, Store, Tools and Drain are filled in
-// from srv when unset, so that the dashboard shows srv's tools and sets
-// its drain switch (audited as set by "dashboard"). Mount it under a
+// engine's store): opts's Engine, Store, Tools, Drain, Links, Queue,
+// RunAgain, Gates and Fleet are filled in from srv when unset, so that
+// the dashboard shows srv's tools and its fleet's switches, sets its
+// drain switch (audited as set by "dashboard") and decides its approvals
+// and handoffs. Mount it under a
 // prefix with http.StripPrefix, behind opts.Authenticate or on a
 // loopback listener.
 func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, error) {
@@ -37,6 +39,12 @@ func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, err
 	}
 	if opts.RunAgain == nil {
 		opts.RunAgain = srv.RunAgain
+	}
+	if opts.Gates == nil {
+		opts.Gates = srv
+	}
+	if opts.Fleet == nil {
+		opts.Fleet = srv.Fleet
 	}
 	return New(opts)
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 )
@@ -99,6 +100,16 @@ type toolsPage struct {
 	AllDrained, HasDrain bool
 	Tools                []*toolRow
 	Queues               []*queueRow
+	// HasFleet says the page shows the fleet's switches: DrainWhy says
+	// who drained the fleet, when and why (when it drains anything),
+	// Canaries and Rollbacks the tools' canaries and rollbacks.
+	HasFleet bool
+	DrainWhy string
+	// FleetReadAgo says when this instance last read the switches (""
+	// when it has not).
+	FleetReadAgo string
+	Canaries     []*canaryView
+	Rollbacks    []*rollbackView
 	// Scanned is how many ended tasks the figures read; Partial says the
 	// window held more (the figures are of the newest MaxToolsScan).
 	Scanned  int
@@ -108,11 +119,19 @@ type toolsPage struct {
 
 // toolRow is one tool on the Tools page.
 type toolRow struct {
-	Name                     string
-	Queue                    string
-	Cap                      int
-	Running, Input, Waiting  int
-	Drained                  bool
+	Name                    string
+	Queue                   string
+	Cap                     int
+	Running, Input, Waiting int
+	Drained                 bool
+	// DrainWhy says who drained the tool fleet-wide, when and why;
+	// LocalDrained that this instance's own switch (its configuration)
+	// drains it.
+	DrainWhy     string
+	LocalDrained bool
+	// Canary and Rollback are the tool's, if any.
+	Canary                   *canaryView
+	Rollback                 *rollbackView
 	Finished, Failed, ToolEr int
 	// ErrorRate is the share of the finished tasks that failed or ended
 	// with a tool error ("" when none finished); Bad flags one over 20%.
@@ -121,6 +140,25 @@ type toolRow struct {
 	// P50 and P95 are the finished tasks' durations (creation to end).
 	P50, P95 string
 	durs     []time.Duration
+}
+
+// canaryView is a tool's canary on the Tools page: the requesters served
+// as tasks, and who set it, when and why.
+type canaryView struct {
+	Tool                string
+	Percent             int
+	Tenants, Principals string
+	By, At, Ago, Reason string
+}
+
+// rollbackView is a tool's rollback on the Tools page: what its new
+// calls get, who rolled it back, when and why, and what the rollback's
+// reconciliation found (counts; the keys in the cells' titles).
+type rollbackView struct {
+	Tool, Fallback                                       string
+	By, At, Ago, Reason                                  string
+	Running, Held, Confirmed, Rejected, Unknown          int
+	RunningIDs, ConfirmedKeys, RejectedKeys, UnknownKeys string
 }
 
 // queueRow is one concurrency queue on the Tools page.
@@ -197,10 +235,21 @@ func (h *Handler) loadTools(r *http.Request, p *toolsPage) error {
 		tr := row(name)
 		tr.Finished, tr.Failed, tr.ToolEr, tr.durs = ws.Finished, ws.Failed, ws.ToolEr, ws.durs
 	}
+	var fleet mcptask.Fleet
+	if h.opts.Fleet != nil {
+		fleet = h.opts.Fleet()
+		h.loadFleet(fleet, p, rows)
+	}
 	queues := map[string]*queueRow{}
 	for _, name := range slices.Sorted(maps.Keys(rows)) {
 		tr := rows[name]
 		tr.Drained = p.AllDrained || slices.Contains(drained, name)
+		if h.opts.Fleet != nil {
+			if tr.Drained && (fleet.Drain.All || slices.Contains(fleet.Drain.Tools, name)) {
+				tr.DrainWhy = p.DrainWhy
+			}
+			tr.LocalDrained = fleet.LocalDrain.All || slices.Contains(fleet.LocalDrain.Tools, name)
+		}
 		if tr.Finished > 0 {
 			bad := tr.Failed + tr.ToolEr
 			tr.ErrorRate = strconv.Itoa(bad*100/tr.Finished) + "%"
@@ -225,6 +274,68 @@ func (h *Handler) loadTools(r *http.Request, p *toolsPage) error {
 	}
 	slices.SortFunc(p.Queues, func(a, b *queueRow) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// loadFleet fills p with the fleet's switches f, and the rows of the
+// tools they name.
+func (h *Handler) loadFleet(f mcptask.Fleet, p *toolsPage, rows map[string]*toolRow) {
+	now := h.now()
+	p.HasFleet = true
+	if !f.ReadAt.IsZero() {
+		p.FleetReadAgo = ago(f.ReadAt, now)
+	}
+	if f.Drain.Active() {
+		p.DrainWhy = switchFacts(f.Drain.By, f.Drain.At, f.Drain.Reason, now)
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Canaries)) {
+		c := f.Canaries[name]
+		cv := &canaryView{Tool: name, Percent: c.Percent, Tenants: strings.Join(c.Tenants, ", "),
+			Principals: strings.Join(c.Principals, ", "), By: c.By, Reason: c.Reason}
+		if !c.At.IsZero() {
+			cv.At, cv.Ago = c.At.UTC().Format(time.DateTime), ago(c.At, now)
+		}
+		p.Canaries = append(p.Canaries, cv)
+		if tr := rows[name]; tr != nil {
+			tr.Canary = cv
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Rollbacks)) {
+		rb := f.Rollbacks[name]
+		rv := &rollbackView{Tool: name, Fallback: string(rb.Fallback), By: rb.By, Reason: rb.Reason,
+			Running: len(rb.Running), Held: len(rb.Held), Confirmed: len(rb.Confirmed), Rejected: len(rb.Rejected), Unknown: len(rb.Unknown),
+			RunningIDs: clip(strings.Join(rb.Running, ", "), maxShown), ConfirmedKeys: clip(strings.Join(rb.Confirmed, ", "), maxShown),
+			RejectedKeys: clip(strings.Join(rb.Rejected, ", "), maxShown), UnknownKeys: clip(strings.Join(rb.Unknown, ", "), maxShown)}
+		if rv.Fallback == "" {
+			rv.Fallback = string(mcptask.DrainRefuse)
+		}
+		if !rb.At.IsZero() {
+			rv.At, rv.Ago = rb.At.UTC().Format(time.DateTime), ago(rb.At, now)
+		}
+		p.Rollbacks = append(p.Rollbacks, rv)
+		if tr := rows[name]; tr != nil {
+			tr.Rollback = rv
+		}
+	}
+}
+
+// switchFacts says who set a switch, when and why, for people: "by
+// admin:alice, 5 min ago: incident 7" (the parts not known left out).
+func switchFacts(by string, at time.Time, reason string, now time.Time) string {
+	var parts []string
+	if by != "" {
+		parts = append(parts, "by "+by)
+	}
+	if !at.IsZero() {
+		parts = append(parts, ago(at, now))
+	}
+	s := strings.Join(parts, ", ")
+	if reason != "" {
+		if s != "" {
+			s += ": "
+		}
+		s += reason
+	}
+	return s
 }
 
 // quantile returns the q-quantile of sorted ds (nearest rank).

@@ -51,8 +51,11 @@ func TestRolloutCanary(t *testing.T) {
 		[]string{"long_computation: canary: tasks for 0% of requesters; tenants acme; principals someone-else", "set by admin:anonymous", "reason: canary 1"}, nil)
 	expect(t, c.run("admin", "fleet"), exitOK,
 		[]string{"canaries:\n  long_computation: tasks for 0% of requesters; tenants acme; principals someone-else", "set by admin:anonymous at ", "reason: canary 1", "rollbacks: none"}, nil)
-	// The anonymous requester is outside the canary: refused.
+	// The anonymous requester is outside the canary: refused, and its
+	// manifest says so before any call.
 	expect(t, c.run(smallCall...), exitFailed, nil, []string{"canary", `"reason":"canary"`})
+	expect(t, c.run("manifest"), exitOK, []string{"long_computation", "no (canary: refuse)"}, nil)
+	expect(t, c.run("manifest", "--require", "long_computation:task"), exitUnmet, []string{"requirements: NOT met"}, nil)
 	// Another tool is not in any canary.
 	expect(t, c.run("call", "lint_report", "source=ok"), exitOK, nil, nil)
 
@@ -66,6 +69,7 @@ func TestRolloutCanary(t *testing.T) {
 
 	// Admitting the anonymous principal serves it again.
 	expect(t, c.run("admin", "canary", "long_computation", "--percent", "0", "--principal", "anonymous"), exitOK, []string{"principals anonymous"}, nil)
+	expect(t, c.run("manifest", "--require", "long_computation:task"), exitOK, []string{"requirements: met"}, nil)
 	expect(t, c.run(smallCall...), exitOK, []string{"There are 168 primes up to 1000"}, nil)
 
 	// Promotion: the canary lifted.

@@ -212,6 +212,12 @@ func printManifest(a *app, m *client.Manifest, req *jsonRequire) {
 		if t.Task {
 			runs = "yes"
 		}
+		switch {
+		case t.Mode == "approval":
+			runs += " (after an approval)"
+		case t.Mode != "" && t.Mode != "task":
+			runs += " (" + t.ModeReason + ": " + t.Mode + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.TaskSupport, runs)
 	}
 	tw.Flush()

@@ -33,6 +33,11 @@ func (a *App) newDashboard() (*dashboard.Handler, http.Handler, error) {
 		Links:    a.tasks.Links,
 		Queue:    a.tasks.ToolQueue,
 		RunAgain: a.tasks.RunAgain,
+		// The approvals and handoffs (decided as the signed-in
+		// operator, as through /admin/decide and /admin/handoff), and
+		// the fleet's switches on the Tools page.
+		Gates: a.tasks,
+		Fleet: a.tasks.Fleet,
 	}
 	if a.verifier != nil || a.adminTokens != nil {
 		opts.Authenticate = a.adminTokenOwner

@@ -195,7 +195,19 @@ func (w *Wire) listTools(ctx context.Context, r *adapter.Request) (mcp.Result, e
 	for _, t := range tools {
 		var name string
 		_ = json.Unmarshal(t["name"], &name)
-		t["execution"], _ = json.Marshal(map[string]string{"taskSupport": string(w.c.Tool(name).Support)})
+		p := w.c.Tool(name)
+		t["execution"], _ = json.Marshal(map[string]string{"taskSupport": string(p.Support)})
+		if p.Support == adapter.Forbidden {
+			continue
+		}
+		// The requester's mode under the rollout switches, as on 2026.
+		var meta map[string]any
+		_ = json.Unmarshal(t["_meta"], &meta)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[wire.MetaMode] = w.c.Mode(ctx, r.Req, name, p)
+		t["_meta"], _ = json.Marshal(meta)
 	}
 	m["tools"], _ = json.Marshal(tools)
 	out, err := json.Marshal(m)
