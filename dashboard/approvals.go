@@ -210,8 +210,11 @@ func (h *Handler) gateFailed(w http.ResponseWriter, r *http.Request, v *visitor,
 	var ge *mcptask.GateError
 	if errors.As(err, &ge) {
 		code := http.StatusConflict
-		if ge.Task == nil {
+		switch {
+		case ge.Task == nil:
 			code = http.StatusNotFound
+		case ge.Forbidden:
+			code = http.StatusForbidden
 		}
 		h.opts.Logger.Info("dashboard: an operator's "+what+" was refused", "task", id, "operator", operatorName(v.who), "why", ge.Reason)
 		h.renderApprovals(w, r, v, code, "", "Task "+string(id)+": nothing changed: "+ge.Reason+".")

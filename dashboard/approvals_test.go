@@ -272,7 +272,7 @@ func TestNotAnApprover(t *testing.T) {
 		t.Errorf("the page does not name mallory:\n%s", page)
 	}
 	resp, body := g.post(c, "/approvals/"+string(id)+"/decide", url.Values{"csrf": {csrf(t, page)}, "approve": {"1"}}, nil)
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, `id="error"`) ||
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `id="error"`) ||
 		!strings.Contains(body, "mallory is not an approver of deploy (approvers: ops, bob)") {
 		t.Fatalf("mallory's approval: %s\n%s", resp.Status, body)
 	}
@@ -285,7 +285,7 @@ func TestNotAnApprover(t *testing.T) {
 	own := g.call("ops", "deploy", "mine")
 	c, page = g.signedIn(adminToken)
 	resp, body = g.post(c, "/approvals/"+string(own)+"/decide", url.Values{"csrf": {csrf(t, page)}, "approve": {"1"}}, nil)
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "ops made this call and may not approve it") {
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "ops made this call and may not approve it") {
 		t.Fatalf("a self-approval: %s\n%s", resp.Status, body)
 	}
 	for _, tid := range []task.ID{id, own} {
