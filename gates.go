@@ -286,31 +286,57 @@ func operatorOwner(by string) task.Owner { return task.Owner(by) }
 const ApprovalSweepInterval = 5 * time.Second
 
 // expireApprovals fails the approvals that waited past their expiry, at
-// most every ApprovalSweepInterval. Servers sharing a store race for
-// them harmlessly: one resolves each.
+// most every ApprovalSweepInterval: it reads only the held tasks old
+// enough to have expired under the shortest expiry of the tools, oldest
+// pages first. Servers sharing a store race for them harmlessly: one
+// resolves each.
 func (s *Server) expireApprovals(ctx context.Context) {
 	now := s.eng.Now()
 	if now.Sub(s.lastSweep) < ApprovalSweepInterval {
 		return
 	}
 	s.lastSweep = now
-	ts, err := s.eng.HeldTasks(ctx, adapter.GateApproval, store.MaxBrowseLimit)
-	if err != nil {
+	shortest := time.Duration(0)
+	s.mu.RLock()
+	for _, o := range s.tools {
+		if o.Approval != nil && (shortest == 0 || o.Approval.expires() < shortest) {
+			shortest = o.Approval.expires()
+		}
+	}
+	s.mu.RUnlock()
+	if shortest == 0 {
 		return
 	}
-	for _, t := range ts {
-		a := s.approval(t.Tool)
-		if a == nil || now.Before(t.CreatedAt.Add(a.expires())) {
-			continue
+	q := store.BrowseQuery{Waiting: adapter.GateApproval, CreatedBefore: now.Add(-shortest), Limit: store.MaxBrowseLimit}
+	for ctx.Err() == nil {
+		ts, next, err := s.eng.Store().Browse(ctx, q)
+		if err != nil {
+			s.core.Log().Warn("looking for expired approvals", "err", err)
+			return
 		}
-		got, err := s.eng.Resolve(ctx, t.ID, adapter.GateApproval, func(t *task.Task, now time.Time) error {
-			msg := fmt.Sprintf("the approval expired after %v: nobody of %s decided", a.expires(), strings.Join(a.Approvers, ", "))
-			return t.Fail(&task.Error{Code: wire.CodeNotApproved, Message: "the call was not approved: " + msg,
-				Data: gateData("expired", "", "")}, msg, now)
-		})
-		if err == nil {
-			s.eng.Audit().Gate(ctx, "", audit.TaskOf(got), "expired", "")
+		for _, t := range ts {
+			s.expire(ctx, t, now)
 		}
+		if next == "" {
+			return
+		}
+		q.Cursor = next
+	}
+}
+
+// expire fails t's approval if it waited past its tool's expiry.
+func (s *Server) expire(ctx context.Context, t *task.Task, now time.Time) {
+	a := s.approval(t.Tool)
+	if a == nil || now.Before(t.CreatedAt.Add(a.expires())) {
+		return
+	}
+	got, err := s.eng.Resolve(ctx, t.ID, adapter.GateApproval, func(t *task.Task, now time.Time) error {
+		msg := fmt.Sprintf("the approval expired after %v: nobody of %s decided", a.expires(), strings.Join(a.Approvers, ", "))
+		return t.Fail(&task.Error{Code: wire.CodeNotApproved, Message: "the call was not approved: " + msg,
+			Data: gateData("expired", "", "")}, msg, now)
+	})
+	if err == nil {
+		s.eng.Audit().Gate(ctx, "", audit.TaskOf(got), "expired", "")
 	}
 }
 
@@ -398,6 +424,7 @@ func (s *Server) addApprovalMethods() error {
 				if t != "" {
 					p = t + "/" + p
 				}
+				s.eng.Audit().ArgumentsRetrieved(ctx, ap.owner, audit.Task{ID: h.TaskID, Tool: h.Tool, Owner: task.Owner(h.Owner)}, wire.MethodApprovalsList)
 				res.Approvals = append(res.Approvals, wire.PendingApproval{TaskID: h.TaskID, Tool: h.Tool, Requester: p,
 					CreatedAt: h.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: h.ExpiresAt.UTC().Format(time.RFC3339),
 					Reason: a.Reason, Arguments: h.Arguments})

@@ -116,21 +116,6 @@ type Fleet struct {
 // it moved: a change made on any server applies everywhere within it.
 const ControlsInterval = 500 * time.Millisecond
 
-// Mode reports whether s serves owner's call of tool as a task
-// now, and if not why ("draining", "canary", "rollback") and what it
-// gets instead: the mode a capability manifest shows.
-func (s *Server) Mode(owner task.Owner, tool string) (mode string, why string, fallback DrainFallback) {
-	p := s.toolPolicy(tool)
-	d := s.core.Rollout().Decide(tool, owner, p.Fallback)
-	if d.Task() {
-		if p.Approval != nil {
-			return "approval", "", ""
-		}
-		return "task", "", ""
-	}
-	return string(d.Fallback), string(d.Why), DrainFallback(d.Fallback)
-}
-
 // Drain sets the fleet's drain switch (see [Server.SetDrain]) with the
 // fallback DrainRefuse; errors are logged.
 func (s *Server) Drain(ctx context.Context, all bool, tools []string, by string) {

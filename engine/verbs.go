@@ -107,6 +107,11 @@ func (e *Engine) askCancel(ctx context.Context, owner task.Owner, id task.ID, op
 	if t.Status.Terminal() {
 		return t, &TerminalError{Status: t.Status}
 	}
+	if t.Queued && t.Attempts == 0 {
+		// Its work never started (a queue or a gate holds it): nothing
+		// elsewhere to stop.
+		return nil, nil
+	}
 	hctx, cancel := context.WithTimeout(ctx, CancelTimeout)
 	herr := e.hooks.Cancel(hctx, t)
 	cancel()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/audit"
 	"github.com/mcptask/mcptask/source/httpjob"
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
@@ -166,7 +167,10 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, who task.Own
 }
 
 // serveApprovals answers GET /admin/approvals: the held tasks.
-func (a *App) serveApprovals(w http.ResponseWriter, r *http.Request, _ task.Owner) {
+// The arguments of each call are shown to the operator, and audited so
+// (task.arguments_retrieved, method admin/approvals), as the dashboard's
+// reveal is.
+func (a *App) serveApprovals(w http.ResponseWriter, r *http.Request, who task.Owner) {
 	if !onlyGet(w, r) {
 		return
 	}
@@ -182,6 +186,11 @@ func (a *App) serveApprovals(w http.ResponseWriter, r *http.Request, _ task.Owne
 	}
 	if held == nil {
 		held = []mcptask.Held{}
+	}
+	for _, h := range held {
+		if len(h.Arguments) > 0 {
+			a.eng.Audit().ArgumentsRetrieved(r.Context(), who, audit.Task{ID: h.TaskID, Tool: h.Tool, Owner: task.Owner(h.Owner)}, "admin/approvals")
+		}
 	}
 	writeAdminJSON(w, http.StatusOK, held)
 }
