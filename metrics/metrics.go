@@ -107,7 +107,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Time from an event (a status change, an output) to its webhook delivery's acceptance by the endpoint.", Buckets: StoreBuckets}),
 		takeovers: counter("takeovers_total", "Tasks taken over from a stopped process or an expired lease, by tool and outcome (rerun, failed_unknown, failed_attempts, reconciled, not_rerun).", "tool", "outcome"),
 	}
-	reg.MustRegister(m.created, m.finished, m.refused, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
+	reg.MustRegister(m.created, m.finished, m.refused, m.routed, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
 		m.storeCalls, m.storeErrors, m.feed, m.takeovers, m.webhooks, m.hookLatency)
 	return m
 }

@@ -163,6 +163,10 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	for _, name := range slices.Sorted(maps.Keys(fc.HTTPJobs)) {
 		j := fc.HTTPJobs[name]
+		if j.Observe {
+			fmt.Fprintf(stdout, "  %s (http job, observe: %s %s, never started)\n", name, cmp.Or(j.Status.Method, "GET"), publicURL(j.Status.URL))
+			continue
+		}
 		fmt.Fprintf(stdout, "  %s (http job: %s %s)\n", name, cmp.Or(j.Start.Method, "POST"), publicURL(j.Start.URL))
 	}
 	if d := fc.Drain; d.All || len(d.Tools) > 0 {
@@ -178,6 +182,14 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	if fc.JobTools.Enabled {
 		fmt.Fprintf(stdout, "  job tools: on (prefix %q)\n", fc.JobTools.prefix())
+	}
+	for _, name := range slices.Sorted(maps.Keys(fc.Rollout)) {
+		rc := fc.Rollout[name]
+		line := "  rollout " + name + ": fallback " + cmp.Or(rc.Fallback, "refuse")
+		if a := rc.Approval; a != nil {
+			line += ", approval by " + strings.Join(a.Approvers, " or ") + " (expires " + cmp.Or(a.Expires, "1h") + ")"
+		}
+		fmt.Fprintln(stdout, line)
 	}
 	return 0
 }

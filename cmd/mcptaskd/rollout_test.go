@@ -225,21 +225,57 @@ func startsOf(t *testing.T, dsn, schema, id string) int {
 }
 
 // TestRolloutSequence (issue 31) walks docs/rollout.md on a fleet of two
-// mcptaskd sharing PostgreSQL: a canary of 0% that admits one principal
-// (the anonymous requester here), then none; promotion (the canary
-// lifted); a rollback whose fallback is a handoff: new calls become
-// tasks waiting for an operator, the task in flight goes on and the
-// report names it; the operator records the handed-off outcome; the
+// mcptaskd sharing PostgreSQL, pinned by one configuration file: the
+// manifest (tools/list) says every tool runs as a task; a shadow tool
+// projects the upstream's own task without starting anything, and the
+// shadow report agrees with the upstream; a canary of 0% that admits one
+// principal (the anonymous requester here), then none; promotion (the
+// canary lifted); a rollback whose fallback is a handoff: new calls
+// become tasks waiting for an operator, the task in flight goes on and
+// the report names it; the operator records the handed-off outcome; the
 // rollback is undone.
 func TestRolloutSequence(t *testing.T) {
 	t.Parallel()
 	dsn := pgDSN(t)
 	schema := pgSchema(t, dsn)
-	config := rolloutConfig(t, "  long_computation:\n    fallback: handoff\n")
+	up := upstreamtest.New(t)
+	config := writeConfig(t, fmt.Sprintf("demo: true\nmcpServers:\n  up:\n    url: %q\n    prefix: up_\n    toolOptions:\n      work: {observe: true}\n"+
+		"rollout:\n  long_computation:\n    fallback: handoff\n", up.URL+"/mcp"))
 	args := append(pgFlags(t, dsn, schema, 5*time.Second), "-config", config)
 	ds := startTogether(t, []string{"seq-a", "seq-b"}, args...)
 	a, b := ds[0], ds[1]
 	small := map[string]any{"n": 1000, "steps": 2, "step_delay_ms": 0}
+
+	// Pinned: every task tool runs as a task for this requester.
+	r0, err := a.client(true).Call(context.Background(), "tools/list", map[string]any{"_meta": a.client(true).Meta()}, nil)
+	if err != nil || r0.Error != nil || !strings.Contains(string(r0.Result), `"io.mcptask/mode":{"mode":"task"}`) {
+		t.Fatalf("tools/list before the rollout: %+v %v", r0, err)
+	}
+
+	// Shadow: the upstream's own task, projected by A, compared on B.
+	direct, err := client.Dial(t.Context(), up.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	theirs, err := direct.CallTool(t.Context(), "work", map[string]any{"label": "nightly"})
+	if err != nil || theirs.Task == nil {
+		t.Fatalf("the upstream's own task: %+v %v", theirs, err)
+	}
+	shadow := startTask(t, a.client(true), "up_work", map[string]any{"taskId": theirs.Task.ID})
+	up.Release()
+	waitTask(t, b.client(true), shadow, 30*time.Second, "the shadow to end", terminal)
+	waitUntil(t, 30*time.Second, "the shadow report to agree", func() (bool, error) {
+		code, body := adminCall(t, b.Base, http.MethodGet, "/admin/shadow-report?tool=up_work", nil)
+		var rep shadowReport
+		if code != http.StatusOK || json.Unmarshal(body, &rep) != nil {
+			return false, fmt.Errorf("shadow report: %d %s", code, body)
+		}
+		return rep.Tasks == 1 && rep.Match == 1 && rep.Rows[0].Actual == "completed", nil
+	})
+	if n := up.Runs.Load(); n != 1 {
+		t.Fatalf("the upstream tool ran %d times; want once (its own start)", n)
+	}
 
 	// Canary: only the principals listed (anonymous here) get tasks.
 	if code, body := adminCall(t, a.Base, http.MethodPut, "/admin/canary", map[string]any{"tool": "lint_report", "percent": 0, "principals": []string{"anonymous"}, "reason": "canary 1"}); code != http.StatusOK {
@@ -372,5 +408,30 @@ func TestShadowReportUpstream(t *testing.T) {
 	})
 	if n := up.Runs.Load(); n != 1 {
 		t.Fatalf("the upstream tool ran %d times; want once (its own start)", n)
+	}
+}
+
+// TestRolloutConfigErrors: the rollout section's mistakes are errors
+// naming the field; a tool the servers do not serve stops the start.
+func TestRolloutConfigErrors(t *testing.T) {
+	t.Parallel()
+	_, err := parseFileConfig([]byte("demo: true\nrollout:\n  a: {fallback: later}\n  b: {approval: {expires: 1h}}\n  c: {approval: {approvers: [x], expires: soon}}\n"), func(string) string { return "" })
+	if err == nil {
+		t.Fatal("a bad rollout section parsed")
+	}
+	for _, want := range []string{`rollout.a.fallback: "later": want refuse, sync, handoff or jobs`, "rollout.b.approval.approvers: name at least one approver", `rollout.c.approval.expires: "soon"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the errors lack %q:\n%v", want, err)
+		}
+	}
+	cfg, err := parseConfig([]string{"-db", filepath.Join(t.TempDir(), "x.db")}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "demo: true\nrollout:\n  nonesuch: {fallback: sync}\n")
+	cfg.ConfigFile = path
+	logger, sdk := newLogger(io.Discard, "json", 0)
+	if _, err := NewApp(cfg, logger, sdk); err == nil || !strings.Contains(err.Error(), "rollout.nonesuch: no task tool of that name") {
+		t.Fatalf("NewApp with a rollout of an unknown tool: %v", err)
 	}
 }
