@@ -125,14 +125,7 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	}
 	if err := e.timed.Create(store.WithInstance(parent, e.id), t, opts); err != nil {
 		e.wg.Done()
-		var dup *store.DuplicateError
-		if errors.As(err, &dup) {
-			return e.existing(dup.Task, spec)
-		}
-		if errors.Is(err, store.ErrTooManyActive) {
-			return nil, ErrTooManyActive
-		}
-		return nil, fmt.Errorf("engine: creating task: %w", err)
+		return e.notCreated(err, spec)
 	}
 	e.created(parent, t)
 	if t.Queued {
@@ -153,6 +146,19 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 		e.awaitRef(parent, r, spec.AwaitExternalRef)
 	}
 	return e.answerWithin(parent, r, t), nil
+}
+
+// notCreated answers a Start whose Create failed with err: the task an
+// idempotent retry refers to, ErrTooManyActive, or the store's error.
+func (e *Engine) notCreated(err error, spec StartSpec) (*task.Task, error) {
+	var dup *store.DuplicateError
+	if errors.As(err, &dup) {
+		return e.existing(dup.Task, spec)
+	}
+	if errors.Is(err, store.ErrTooManyActive) {
+		return nil, ErrTooManyActive
+	}
+	return nil, fmt.Errorf("engine: creating task: %w", err)
 }
 
 // awaitRef waits until r's work recorded its external reference or

@@ -39,14 +39,7 @@ func (e *Engine) startHeld(parent context.Context, t *task.Task, spec StartSpec)
 	t.Runner, t.LeaseExpiresAt, t.Attempts, t.StartedAt = "", time.Time{}, 0, time.Time{}
 	t.StatusMessage = task.CapStatusMessage(spec.GateMessage)
 	if err := e.timed.Create(store.WithInstance(parent, e.id), t, store.CreateOptions{MaxActive: spec.MaxActive}); err != nil {
-		var dup *store.DuplicateError
-		if errors.As(err, &dup) {
-			return e.existing(dup.Task, spec)
-		}
-		if errors.Is(err, store.ErrTooManyActive) {
-			return nil, ErrTooManyActive
-		}
-		return nil, fmt.Errorf("engine: creating task: %w", err)
+		return e.notCreated(err, spec)
 	}
 	e.created(parent, t)
 	e.log.Info("task held", "task", t.ID, "tool", t.Tool, "gate", spec.Gate, "status", t.StatusMessage)

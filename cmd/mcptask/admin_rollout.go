@@ -17,9 +17,9 @@ import (
 )
 
 // adminFleet is the answer of GET /admin/fleet (and of a canary's PUT):
-// the fleet's switches as the answering instance last read them.
-// (mcptaskd writes its keys capitalized, "Drain", "LocalDrain"...; JSON
-// decoding matches them either way.)
+// the fleet's switches as the answering instance last read them
+// (mcptask.Fleet, mirrored here: the CLI reads the admin endpoints' JSON
+// and does not link the server library).
 type adminFleet struct {
 	Drain      adminSwitch              `json:"drain"`
 	LocalDrain adminSwitch              `json:"localDrain"`

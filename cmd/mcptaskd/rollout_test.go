@@ -253,16 +253,8 @@ func TestRolloutSequence(t *testing.T) {
 	}
 
 	// Shadow: the upstream's own task, projected by A, compared on B.
-	direct, err := client.Dial(t.Context(), up.URL+"/mcp", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	theirs, err := direct.CallTool(t.Context(), "work", map[string]any{"label": "nightly"})
-	if err != nil || theirs.Task == nil {
-		t.Fatalf("the upstream's own task: %+v %v", theirs, err)
-	}
-	shadow := startTask(t, a.client(true), "up_work", map[string]any{"taskId": theirs.Task.ID})
+	theirs := upstreamOwnTask(t, up, "nightly")
+	shadow := startTask(t, a.client(true), "up_work", map[string]any{"taskId": theirs})
 	up.Release()
 	waitTask(t, b.client(true), shadow, 30*time.Second, "the shadow to end", terminal)
 	waitUntil(t, 30*time.Second, "the shadow report to agree", func() (bool, error) {
@@ -378,17 +370,9 @@ func TestShadowReportUpstream(t *testing.T) {
 	up := upstreamtest.New(t)
 	d := startDaemon(t, "shadow-up", filepath.Join(t.TempDir(), "tasks.db"), "-config",
 		writeConfig(t, fmt.Sprintf("demo: false\nmcpServers:\n  up:\n    url: %q\n    toolOptions:\n      work: {observe: true}\n", up.URL+"/mcp")))
-	direct, err := client.Dial(t.Context(), up.URL+"/mcp", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	theirs, err := direct.CallTool(t.Context(), "work", map[string]any{"label": "nightly"})
-	if err != nil || theirs.Task == nil {
-		t.Fatalf("the upstream's own task: %+v %v", theirs, err)
-	}
+	theirs := upstreamOwnTask(t, up, "nightly")
 	c := d.client(true)
-	id := startTask(t, c, "work", map[string]any{"taskId": theirs.Task.ID})
+	id := startTask(t, c, "work", map[string]any{"taskId": theirs})
 	report := func() (rep shadowReport) {
 		t.Helper()
 		code, body := adminCall(t, d.Base, http.MethodGet, "/admin/shadow-report?tool=work", nil)
@@ -397,7 +381,7 @@ func TestShadowReportUpstream(t *testing.T) {
 		}
 		return rep
 	}
-	if rep := report(); rep.Tasks != 1 || rep.Match != 1 || rep.Rows[0].Actual != "working" || rep.Rows[0].JobID != theirs.Task.ID || rep.Rows[0].TaskID != id {
+	if rep := report(); rep.Tasks != 1 || rep.Match != 1 || rep.Rows[0].Actual != "working" || rep.Rows[0].JobID != theirs || rep.Rows[0].TaskID != id {
 		t.Fatalf("the report while both work: %+v", rep)
 	}
 	up.Release()
@@ -434,4 +418,21 @@ func TestRolloutConfigErrors(t *testing.T) {
 	if _, err := NewApp(cfg, logger, sdk); err == nil || !strings.Contains(err.Error(), "rollout.nonesuch: no task tool of that name") {
 		t.Fatalf("NewApp with a rollout of an unknown tool: %v", err)
 	}
+}
+
+// upstreamOwnTask starts, directly on the upstream (as the existing
+// system does, not through mcptaskd), a task of its "work" tool with
+// label, and returns the upstream task's ID.
+func upstreamOwnTask(t *testing.T, up *upstreamtest.TaskServer, label string) string {
+	t.Helper()
+	direct, err := client.Dial(t.Context(), up.URL+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	call, err := direct.CallTool(t.Context(), "work", map[string]any{"label": label})
+	if err != nil || call.Task == nil {
+		t.Fatalf("the upstream's own task: %+v %v", call, err)
+	}
+	return call.Task.ID
 }

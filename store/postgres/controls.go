@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,23 +19,12 @@ func (s *Store) SetControl(ctx context.Context, c store.Control, ifVersion int64
 	if s.closed() {
 		return nil, ErrClosed
 	}
-	if c.Name == "" {
-		return nil, errors.New("postgres store: SetControl without a name")
+	value, atMS, err := rowcodec.ControlArgs(c, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	at := c.At
-	if at.IsZero() {
-		at = time.Now()
-	}
-	var value *string
-	if len(c.Value) > 0 && string(c.Value) != "null" {
-		if !json.Valid(c.Value) {
-			return nil, errors.New("postgres store: SetControl: the value is not JSON")
-		}
-		v := string(c.Value)
-		value = &v
-	}
-	out := c
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var version int64
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.opSQL(`LOCK TABLE %[1]s.controls IN SHARE ROW EXCLUSIVE MODE`)); err != nil {
 			return err
 		}
@@ -52,7 +40,7 @@ func (s *Store) SetControl(ctx context.Context, c store.Control, ifVersion int64
 			VALUES ($1, $2, $3, $4, $5, (SELECT coalesce(max(version), 0) + 1 FROM %[1]s.controls))
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value, set_by = excluded.set_by, reason = excluded.reason,
 				at_ms = excluded.at_ms, version = excluded.version
-			RETURNING version`), c.Name, value, c.By, c.Reason, at.UnixMilli()).Scan(&out.Version)
+			RETURNING version`), c.Name, value, c.By, c.Reason, atMS).Scan(&version)
 	})
 	if errors.Is(err, store.ErrControlConflict) {
 		return nil, err
@@ -60,11 +48,7 @@ func (s *Store) SetControl(ctx context.Context, c store.Control, ifVersion int64
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: set control %q: %w", c.Name, err)
 	}
-	out.At = rowcodec.MSTime(at.UnixMilli())
-	if value == nil {
-		out.Value = nil
-	}
-	return &out, nil
+	return rowcodec.ControlWritten(c, value, atMS, version), nil
 }
 
 // Controls returns the fleet's switches; see [store.Controls].
@@ -78,25 +62,23 @@ func (s *Store) Controls(ctx context.Context) (map[string]*store.Control, int64,
 	}
 	defer rows.Close()
 	out := map[string]*store.Control{}
-	var version int64
+	var top int64
 	for rows.Next() {
-		var c store.Control
+		var name, by, reason string
 		var value *string
-		var atMS int64
-		if err := rows.Scan(&c.Name, &value, &c.By, &c.Reason, &atMS, &c.Version); err != nil {
+		var atMS, version int64
+		if err := rows.Scan(&name, &value, &by, &reason, &atMS, &version); err != nil {
 			return nil, 0, fmt.Errorf("postgres store: read controls: %w", err)
 		}
-		version = max(version, c.Version)
-		if value == nil {
-			continue
+		top = max(top, version)
+		if c := rowcodec.Control(name, value, by, reason, atMS, version); c != nil {
+			out[name] = c
 		}
-		c.Value, c.At = json.RawMessage(*value), rowcodec.MSTime(atMS)
-		out[c.Name] = &c
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("postgres store: read controls: %w", err)
 	}
-	return out, version, nil
+	return out, top, nil
 }
 
 // ControlsVersion returns the fleet's version; see [store.Controls].

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -17,22 +16,12 @@ func (s *Store) SetControl(ctx context.Context, c store.Control, ifVersion int64
 	if s.closed() {
 		return nil, ErrClosed
 	}
-	if c.Name == "" {
-		return nil, errors.New("sqlite store: SetControl without a name")
+	value, atMS, err := rowcodec.ControlArgs(c, storeNow())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
-	at := c.At
-	if at.IsZero() {
-		at = storeNow()
-	}
-	var value any
-	if len(c.Value) > 0 && string(c.Value) != "null" {
-		if !json.Valid(c.Value) {
-			return nil, errors.New("sqlite store: SetControl: the value is not JSON")
-		}
-		value = string(c.Value)
-	}
-	out := c
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	var version int64
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		var cur int64
 		err := tx.QueryRow(`SELECT version FROM controls WHERE name = ?`, c.Name).Scan(&cur)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -41,27 +30,21 @@ func (s *Store) SetControl(ctx context.Context, c store.Control, ifVersion int64
 		if ifVersion >= 0 && cur != ifVersion {
 			return store.ErrControlConflict
 		}
-		var v int64
-		if err := tx.QueryRow(`SELECT coalesce(max(version), 0) + 1 FROM controls`).Scan(&v); err != nil {
+		if err := tx.QueryRow(`SELECT coalesce(max(version), 0) + 1 FROM controls`).Scan(&version); err != nil {
 			return fmt.Errorf("sqlite store: set control %q: %w", c.Name, err)
 		}
 		if _, err := tx.Exec(`INSERT INTO controls (name, value, set_by, reason, at_ms, version) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value, set_by = excluded.set_by, reason = excluded.reason,
 				at_ms = excluded.at_ms, version = excluded.version`,
-			c.Name, value, c.By, c.Reason, at.UnixMilli(), v); err != nil {
+			c.Name, value, c.By, c.Reason, atMS, version); err != nil {
 			return fmt.Errorf("sqlite store: set control %q: %w", c.Name, err)
 		}
-		out.Version = v
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	out.At = rowcodec.MSTime(at.UnixMilli())
-	if value == nil {
-		out.Value = nil
-	}
-	return &out, nil
+	return rowcodec.ControlWritten(c, value, atMS, version), nil
 }
 
 // Controls returns the fleet's switches; see [store.Controls].
@@ -75,25 +58,23 @@ func (s *Store) Controls(ctx context.Context) (map[string]*store.Control, int64,
 	}
 	defer rows.Close()
 	out := map[string]*store.Control{}
-	var version int64
+	var top int64
 	for rows.Next() {
-		var c store.Control
-		var value sql.NullString
-		var atMS int64
-		if err := rows.Scan(&c.Name, &value, &c.By, &c.Reason, &atMS, &c.Version); err != nil {
+		var name, by, reason string
+		var value *string
+		var atMS, version int64
+		if err := rows.Scan(&name, &value, &by, &reason, &atMS, &version); err != nil {
 			return nil, 0, fmt.Errorf("sqlite store: read controls: %w", err)
 		}
-		version = max(version, c.Version)
-		if !value.Valid {
-			continue
+		top = max(top, version)
+		if c := rowcodec.Control(name, value, by, reason, atMS, version); c != nil {
+			out[name] = c
 		}
-		c.Value, c.At = json.RawMessage(value.String), rowcodec.MSTime(atMS)
-		out[c.Name] = &c
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("sqlite store: read controls: %w", err)
 	}
-	return out, version, nil
+	return out, top, nil
 }
 
 // ControlsVersion returns the fleet's version; see [store.Controls].

@@ -1,0 +1,47 @@
+package rowcodec
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/mcptask/mcptask/store"
+)
+
+// ControlArgs checks the fleet's switch c before a write and returns its
+// stored value (nil: cleared, NULL) and time (c.At, else now) in Unix
+// milliseconds.
+func ControlArgs(c store.Control, now time.Time) (value *string, atMS int64, err error) {
+	if c.Name == "" {
+		return nil, 0, errors.New("SetControl without a name")
+	}
+	if len(c.Value) > 0 && string(c.Value) != "null" {
+		if !json.Valid(c.Value) {
+			return nil, 0, errors.New("SetControl: the value is not JSON")
+		}
+		v := string(c.Value)
+		value = &v
+	}
+	at := c.At
+	if at.IsZero() {
+		at = now
+	}
+	return value, at.UnixMilli(), nil
+}
+
+// Control is the switch of a controls row (its value NULL: cleared, nil).
+func Control(name string, value *string, by, reason string, atMS, version int64) *store.Control {
+	if value == nil {
+		return nil
+	}
+	return &store.Control{Name: name, Value: json.RawMessage(*value), By: by, Reason: reason, At: MSTime(atMS), Version: version}
+}
+
+// ControlWritten is the switch c as SetControl stored it (value and
+// atMS as ControlArgs gave them, version the new version).
+func ControlWritten(c store.Control, value *string, atMS, version int64) *store.Control {
+	if got := Control(c.Name, value, c.By, c.Reason, atMS, version); got != nil {
+		return got
+	}
+	return &store.Control{Name: c.Name, By: c.By, Reason: c.Reason, At: MSTime(atMS), Version: version}
+}
