@@ -76,3 +76,25 @@ func TestCanaryPercent(t *testing.T) {
 		t.Error("an out-of-range canary or unknown fallback passed Check")
 	}
 }
+
+// BenchmarkDecide: the decision every task-augmented call makes, with
+// no switch set (the common case) and with a drain, a canary and a
+// rollback of other tools and a canary of this one.
+func BenchmarkDecide(b *testing.B) {
+	owner := task.UserOwner("acme", "alice")
+	for _, c := range []struct {
+		name string
+		st   *State
+	}{
+		{"none", &State{}},
+		{"canary", &State{Fleet: Drain{Tools: []string{"build"}}, Canaries: map[string]Canary{"deploy": {Percent: 50, Tenants: []string{"other"}}, "x": {}},
+			Rollbacks: map[string]Rollback{"y": {Fallback: Sync}}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = c.st.Decide("deploy", owner, "")
+			}
+		})
+	}
+}
