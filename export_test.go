@@ -3,7 +3,6 @@ package mcptask
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/mcptask/mcptask/internal/httpedge"
 
@@ -30,6 +29,5 @@ func mustID(v int64) jsonrpc.ID {
 
 // ExpireApprovals runs the sweep of expired approvals of s now.
 func ExpireApprovals(s *Server) {
-	s.lastSweep = time.Time{}
-	s.expireApprovals(context.Background())
+	s.sweepApprovals(context.Background(), s.eng.Now())
 }

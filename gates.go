@@ -106,7 +106,10 @@ func (a *Approval) mayApprove(ap approver, t *task.Task) error {
 	if !a.admits(ap) {
 		return fmt.Errorf("%s is not an approver of %s (approvers: %s)", ap, t.Tool, strings.Join(a.Approvers, ", "))
 	}
-	if p, tenant, _ := t.Owner.Identity(); !a.SelfApproval && (p == ap.String() || (p == ap.name && tenant == ap.tenant) || (tenant != "" && tenant+"/"+p == ap.String())) {
+	// An anonymous caller is nobody the approver could be shown to be
+	// (without authentication, every requester and the loopback
+	// operator are "anonymous").
+	if p, tenant, _ := t.Owner.Identity(); !a.SelfApproval && !t.Owner.Anonymous() && (p == ap.String() || (p == ap.name && tenant == ap.tenant) || (tenant != "" && tenant+"/"+p == ap.String())) {
 		return fmt.Errorf("%s made this call and may not approve it", ap)
 	}
 	return nil
@@ -133,8 +136,8 @@ type Held struct {
 }
 
 // HeldTasks returns the tasks held for an approval ("approval"), for an
-// operator's outcome ("handoff"), or both (""), oldest first, up to 500
-// of each: an operator's view across owners.
+// operator's outcome ("handoff"), or both (""), oldest first (the first
+// to expire first): an operator's view across owners.
 func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 	var out []Held
 	for _, gate := range []string{adapter.GateApproval, adapter.GateHandoff} {
@@ -142,9 +145,18 @@ func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 		if kind != "" && kind != k {
 			continue
 		}
-		ts, err := s.eng.HeldTasks(ctx, gate, store.MaxBrowseLimit)
-		if err != nil {
-			return nil, err
+		var ts []*task.Task
+		q := store.BrowseQuery{Waiting: gate, Limit: store.MaxBrowseLimit}
+		for {
+			page, next, err := s.eng.Store().Browse(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, page...)
+			if next == "" {
+				break
+			}
+			q.Cursor = next
 		}
 		for _, t := range slices.Backward(ts) {
 			h := Held{Kind: k, TaskID: string(t.ID), Tool: t.Tool, Owner: string(t.Owner), StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt}
@@ -225,7 +237,14 @@ func (s *Server) decide(ctx context.Context, id task.ID, approve bool, ap approv
 	}
 	a := s.approval(t.Tool)
 	if a == nil {
-		return nil, &GateError{Reason: "the tool " + t.Tool + " takes no approval", Task: t}
+		if !ap.operator || !engine.Held(t, adapter.GateApproval) {
+			// Nothing for this approver to decide: as for an unknown
+			// task, so that nothing of another's task is revealed.
+			return nil, &GateError{Reason: "no approval of task " + string(id) + " waits for a decision"}
+		}
+		// Held for an approval its tool no longer declares (the
+		// configuration changed): any operator may decide it.
+		a = &Approval{Approvers: []string{"*"}}
 	}
 	if err := a.mayApprove(ap, t); err != nil {
 		s.eng.Audit().Gate(ctx, ap.owner, audit.TaskOf(t), "decision_refused", err.Error())
@@ -296,6 +315,17 @@ func (s *Server) expireApprovals(ctx context.Context) {
 		return
 	}
 	s.lastSweep = now
+	// Bounded: the switches' reads wait for the sweep.
+	ctx, cancel := context.WithTimeout(ctx, ApprovalSweepTimeout)
+	defer cancel()
+	s.sweepApprovals(ctx, now)
+}
+
+// ApprovalSweepTimeout bounds one sweep of expired approvals.
+const ApprovalSweepTimeout = 30 * time.Second
+
+// sweepApprovals fails the approvals expired at now.
+func (s *Server) sweepApprovals(ctx context.Context, now time.Time) {
 	shortest := time.Duration(0)
 	s.mu.RLock()
 	for _, o := range s.tools {
@@ -396,7 +426,12 @@ func (s *Server) RecordHandoff(ctx context.Context, id task.ID, by string, o Han
 	if err := s.eng.RecordHandoffOperation(ctx, t, by, state, o.Text); err != nil {
 		s.core.Log().Error("recording a handoff's confirmation on the ledger", "task", t.ID, "err", err)
 	}
-	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "handoff_recorded", o.Text)
+	outcome := "completed"
+	if o.Failed {
+		outcome = "failed"
+	}
+	// The audit trail never holds payloads: the outcome's kind and size.
+	s.eng.Audit().Gate(ctx, operatorOwner(by), audit.TaskOf(t), "handoff_recorded", fmt.Sprintf("%s, %d bytes", outcome, len(o.Text)+len(o.Structured)))
 	return t, nil
 }
 

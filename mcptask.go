@@ -195,6 +195,7 @@ type Server struct {
 	// localDrain this instance's own drain (SetLocalDrain); stopControls
 	// ends the service that reads them (set by Start).
 	fleet        *rollout.Watcher
+	applyMu      sync.Mutex // serializes applyControls
 	localDrain   rollout.Drain
 	stopControls func()
 	lastSweep    time.Time // of expired approvals (expireApprovals)

@@ -3,6 +3,7 @@ package mcptask
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,13 +29,16 @@ type RollbackReport struct {
 	// an approval or a handoff.
 	Running []string `json:"running"`
 	Held    []string `json:"held"`
-	// Confirmed, Rejected and Unknown are the keys of the operations of
-	// the unfinished tasks as reconciliation left them: applied, not
-	// applied, and not known (unknown, or still intended or submitted:
-	// for an operator).
+	// Confirmed, Rejected, Unknown and InFlight are the keys of the
+	// operations of the unfinished tasks as reconciliation left them:
+	// applied, not applied, not known (for an operator), and still
+	// intended or submitted by work that runs (only the system of
+	// record's confirmations are recorded while work runs: it may yet
+	// apply what the system has not seen).
 	Confirmed []string `json:"confirmed"`
 	Rejected  []string `json:"rejected"`
 	Unknown   []string `json:"unknown"`
+	InFlight  []string `json:"inFlight"`
 	// Undone is set by an undo.
 	Undone bool `json:"undone,omitempty"`
 }
@@ -58,7 +62,8 @@ func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.O
 	rb := rollout.Rollback{Fallback: rollout.Fallback(fb)}
 	value, _ := json.Marshal(rb)
 	// Stop new starts first, then look at what is in flight.
-	if err := s.setControl(ctx, rollout.ControlRollback+tool, value, by, requester, reason); err != nil {
+	first, err := s.setControlAt(ctx, rollout.ControlRollback+tool, value, by, requester, reason, -1)
+	if err != nil {
 		return nil, err
 	}
 	rep, err := s.reconcileTool(ctx, tool)
@@ -68,7 +73,11 @@ func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.O
 	rep.Fallback = fb
 	rb.Report, _ = json.Marshal(rep)
 	value, _ = json.Marshal(rb)
-	if err := s.setControl(ctx, rollout.ControlRollback+tool, value, by, requester, reason); err != nil {
+	// The report goes with the rollback only if nobody changed it
+	// meanwhile (an undo stays undone).
+	if _, err := s.setControlAt(ctx, rollout.ControlRollback+tool, value, by, requester, reason, first.Version); errors.Is(err, store.ErrControlConflict) {
+		return nil, fmt.Errorf("mcptask: the rollback of %s changed while it ran (undone, or rolled back again): its report is not stored; look again", tool)
+	} else if err != nil {
 		return nil, err
 	}
 	f := s.Fleet()
@@ -80,7 +89,13 @@ func (s *Server) Rollback(ctx context.Context, tool, by string, requester task.O
 // tasks again (under the other switches). Audited. A tool not rolled
 // back is left as it is.
 func (s *Server) UndoRollback(ctx context.Context, tool, by string, requester task.Owner, reason string) error {
-	if _, ok := s.Fleet().Rollbacks[tool]; !ok {
+	// From the store, not this server's last read: another server's
+	// rollback may be newer than it.
+	all, _, err := s.eng.Store().Controls(ctx)
+	if err != nil {
+		return fmt.Errorf("mcptask: reading the fleet's switches: %w", err)
+	}
+	if c := all[rollout.ControlRollback+tool]; c == nil || c.Value == nil {
 		return nil
 	}
 	return s.setControl(ctx, rollout.ControlRollback+tool, nil, by, requester, reason)
@@ -89,7 +104,7 @@ func (s *Server) UndoRollback(ctx context.Context, tool, by string, requester ta
 // reconcileTool reconciles the unsettled operations of tool's
 // unfinished tasks and reports them.
 func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport, error) {
-	rep := RollbackReport{Tool: tool, Running: []string{}, Held: []string{}, Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}}
+	rep := RollbackReport{Tool: tool, Running: []string{}, Held: []string{}, Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}, InFlight: []string{}}
 	q := store.BrowseQuery{Tool: tool, Statuses: []task.Status{task.Working, task.InputRequired}, Limit: store.MaxBrowseLimit}
 	for {
 		ts, next, err := s.eng.Store().Browse(ctx, q)
@@ -101,7 +116,7 @@ func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport
 			if t.Queued && strings.HasPrefix(t.Queue, engine.GatePrefix) {
 				rep.Held = append(rep.Held, string(t.ID))
 			}
-			if _, _, _, err := s.eng.ReconcileOperations(ctx, t); err != nil {
+			if err := s.eng.ReconcileOperations(ctx, t); err != nil {
 				return rep, err
 			}
 			// Every operation of the task as reconciliation left it, so
@@ -118,8 +133,10 @@ func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport
 						rep.Confirmed = append(rep.Confirmed, op.Key)
 					case task.OpRejected:
 						rep.Rejected = append(rep.Rejected, op.Key)
-					default:
+					case task.OpUnknown:
 						rep.Unknown = append(rep.Unknown, op.Key)
+					default:
+						rep.InFlight = append(rep.InFlight, op.Key)
 					}
 				}
 				if next == "" {
@@ -133,7 +150,7 @@ func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport
 		}
 		q.Cursor = next
 	}
-	for _, l := range [][]string{rep.Running, rep.Held, rep.Confirmed, rep.Rejected, rep.Unknown} {
+	for _, l := range [][]string{rep.Running, rep.Held, rep.Confirmed, rep.Rejected, rep.Unknown, rep.InFlight} {
 		slices.Sort(l)
 	}
 	return rep, nil

@@ -16,9 +16,11 @@ import (
 // TestRollback (issue 31): a rollback of a tool switches its new
 // task-augmented calls to its declared fallback (sync here) at once; the
 // tasks in flight go on; every unsettled operation of theirs is
-// reconciled with the tool's Reconcile, and the report names the tasks
-// left running and the operations confirmed, rejected and unknown; a
-// second rollback reports the same state; the undo serves tasks again.
+// reconciled with the tool's Reconcile (the work still runs, so only the
+// confirmation is recorded: the others stay in flight, for the work to
+// settle), and the report names the tasks left running and the
+// operations confirmed and in flight; a second rollback reports the same
+// state; the undo serves tasks again.
 func TestRollback(t *testing.T) {
 	g := &gates{}
 	receipts := map[string]task.OpState{"receipt-a": task.OpConfirmed, "receipt-b": task.OpRejected}
@@ -70,12 +72,12 @@ func TestRollback(t *testing.T) {
 	}
 	running := []string{ids["a"], ids["b"], ids["c"]}
 	slices.Sort(running)
-	if rep.Fallback != mcptask.DrainSync || !slices.Equal(rep.Running, running) || len(rep.Confirmed) != 1 || len(rep.Rejected) != 1 || len(rep.Unknown) != 1 || rep.Reason != "bad release" || rep.By != "test" {
+	if rep.Fallback != mcptask.DrainSync || !slices.Equal(rep.Running, running) || len(rep.Confirmed) != 1 || len(rep.Rejected) != 0 || len(rep.Unknown) != 0 || len(rep.InFlight) != 2 || rep.Reason != "bad release" || rep.By != "test" {
 		t.Fatalf("the report: %+v", rep)
 	}
 	again, err := s.ts.Rollback(ctx, "deployer", "test", "", "bad release")
 	if err != nil || !slices.Equal(again.Running, rep.Running) || !slices.Equal(again.Confirmed, rep.Confirmed) ||
-		!slices.Equal(again.Rejected, rep.Rejected) || !slices.Equal(again.Unknown, rep.Unknown) {
+		!slices.Equal(again.InFlight, rep.InFlight) || !slices.Equal(again.Unknown, rep.Unknown) {
 		t.Fatalf("a second rollback: %+v; want the same state as %+v", again, rep)
 	}
 	if got := s.ts.Fleet().Rollbacks["deployer"]; !slices.Equal(got.Running, rep.Running) {

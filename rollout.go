@@ -81,7 +81,8 @@ func (d DrainState) internal() rollout.Drain {
 // Canary limits a tool's task-augmented starts to some requesters (see
 // [Server.SetCanary]); the others get the tool's fallback.
 type Canary struct {
-	// Tenants and Principals are served as tasks.
+	// Tenants and Principals are served as tasks: a principal as
+	// "TENANT/PRINCIPAL", or "PRINCIPAL" for one of no tenant.
 	Tenants    []string `json:"tenants,omitempty"`
 	Principals []string `json:"principals,omitempty"`
 	// Percent (0..100) of the other requesters are served as tasks,
@@ -148,6 +149,63 @@ func (s *Server) SetDrain(ctx context.Context, st DrainState, by string, request
 	return nil
 }
 
+// DrainTool drains tool in the fleet's drain switch (drained) or lifts
+// its drain, leaving the rest of the switch as it is in the store: a
+// read-modify-write that retries when another server changed the switch
+// meanwhile, so that no one's change is lost. Audited as SetDrain is.
+func (s *Server) DrainTool(ctx context.Context, tool string, drained bool, by string, requester task.Owner, reason string) error {
+	st := s.eng.Store()
+	for range 20 {
+		all, _, err := st.Controls(ctx)
+		if err != nil {
+			return fmt.Errorf("mcptask: reading the fleet's drain switch: %w", err)
+		}
+		var cur rollout.Drain
+		var version int64
+		if c := all[rollout.ControlDrain]; c != nil {
+			version = c.Version
+			if c.Value != nil {
+				if err := json.Unmarshal(c.Value, &cur); err != nil {
+					return fmt.Errorf("mcptask: the stored drain switch: %w", err)
+				}
+			}
+		}
+		tools := slices.DeleteFunc(slices.Clone(cur.Tools), func(t string) bool { return t == tool })
+		if drained {
+			tools = append(tools, tool)
+			slices.Sort(tools)
+		}
+		next := DrainState{All: cur.All, Tools: tools, Fallback: DrainFallback(cur.Fallback), Reason: reason}
+		var value json.RawMessage
+		if next.Active() {
+			value, _ = json.Marshal(next.internal())
+		}
+		_, err = st.SetControl(ctx, store.Control{Name: rollout.ControlDrain, Value: value, By: operatorLabel(by, requester), Reason: reason}, version)
+		if errors.Is(err, store.ErrControlConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mcptask: writing the fleet's drain switch: %w", err)
+		}
+		s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: next.All, Tools: next.Tools, Fallback: string(next.fallback()), By: by, Requester: requester, Reason: reason})
+		return s.readControls(ctx)
+	}
+	return errors.New("mcptask: the fleet's drain switch kept changing: try again")
+}
+
+// operatorLabel is who a switch is recorded as set by: what made the
+// change, and the requester's TENANT/PRINCIPAL when known.
+func operatorLabel(by string, requester task.Owner) string {
+	if requester == "" {
+		return by
+	}
+	p, t, _ := requester.Identity()
+	if t != "" {
+		p = t + "/" + p
+	}
+	return by + ":" + p
+}
+
 // SetLocalDrain sets this server's own drain switch (e.g. from its
 // configuration), applied with the fleet's: a tool either drains is
 // drained. It is not stored: a restart starts without it.
@@ -199,6 +257,9 @@ func (s *Server) Fleet() Fleet {
 	}
 	for _, name := range slices.Sorted(maps.Keys(controls)) {
 		c := controls[name]
+		if c.Value == nil {
+			continue // cleared
+		}
 		switch {
 		case name == rollout.ControlDrain:
 			var d rollout.Drain
@@ -232,19 +293,22 @@ func (f DrainFallback) orRefuse() DrainFallback {
 
 // setControl writes a switch and applies the switches at once here.
 func (s *Server) setControl(ctx context.Context, name string, value json.RawMessage, by string, requester task.Owner, reason string) error {
-	who := by
-	if requester != "" {
-		p, t, _ := requester.Identity()
-		if t != "" {
-			p = t + "/" + p
-		}
-		who = by + ":" + p
+	_, err := s.setControlAt(ctx, name, value, by, requester, reason, -1)
+	return err
+}
+
+// setControlAt is setControl if the switch is still at ifVersion (see
+// store.Controls.SetControl); it returns the switch as written.
+func (s *Server) setControlAt(ctx context.Context, name string, value json.RawMessage, by string, requester task.Owner, reason string, ifVersion int64) (*store.Control, error) {
+	c, err := s.eng.Store().SetControl(ctx, store.Control{Name: name, Value: value, By: operatorLabel(by, requester), Reason: reason}, ifVersion)
+	if errors.Is(err, store.ErrControlConflict) {
+		return nil, err
 	}
-	if _, err := s.eng.Store().SetControl(ctx, store.Control{Name: name, Value: value, By: who, Reason: reason}, -1); err != nil {
-		return fmt.Errorf("mcptask: writing the fleet's switch %s: %w", name, err)
+	if err != nil {
+		return nil, fmt.Errorf("mcptask: writing the fleet's switch %s: %w", name, err)
 	}
 	s.eng.Audit().ControlChanged(ctx, name, string(value), by, requester, reason)
-	return s.readControls(ctx)
+	return c, s.readControls(ctx)
 }
 
 // readControls reads the switches from the store if their version
@@ -256,6 +320,10 @@ func (s *Server) readControls(ctx context.Context) error {
 // applyControls hands the switches last read, and the local drain, to
 // the adapter, and lets the queues a switch no longer holds start.
 func (s *Server) applyControls() {
+	// Serialized, each with the newest switches read: an older snapshot
+	// never replaces a newer one.
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
 	controls, _, _ := s.fleet.Last()
 	s.mu.RLock()
 	local := s.localDrain
@@ -331,6 +399,9 @@ func (s *Server) SetToolRollout(name string, fallback DrainFallback, approval *A
 	o, ok := s.tools[name]
 	if !ok {
 		return fmt.Errorf("mcptask: no tool %s", name)
+	}
+	if approval != nil && (o.Support == Forbidden || o.Support == "") {
+		return fmt.Errorf("mcptask: tool %s: it does not run as a task, so it cannot wait for an approval", name)
 	}
 	o.Fallback, o.Approval = fallback, approval
 	s.tools[name] = o

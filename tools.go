@@ -172,8 +172,11 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
 		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL,
 		Fallback: rollout.Fallback(o.Fallback)}
-	if o.Approval != nil {
+	if o.Approval != nil && o.Support != Forbidden {
+		// Every call waits for its approval: none runs as a plain call
+		// (Required on both wires), none is answered synchronously.
 		p.Approval = o.Approval.message
+		p.Support, p.Synchronous = adapter.Required, nil
 	}
 	if rs != nil {
 		p.CheckArguments = func(args json.RawMessage) error { return checkArguments(rs, args) }

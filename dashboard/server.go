@@ -2,8 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"slices"
-	"sync"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/store"
@@ -49,10 +47,6 @@ func ForServer(srv *mcptask.Server, st store.Store, opts Options) (*Handler, err
 	return New(opts)
 }
 
-// serverDrainMu serializes the read-modify-write of a server's drain
-// switch by the dashboards of ForServer.
-var serverDrainMu sync.Mutex
-
 // serverDrain is the drain switch of an mcptask.Server as the dashboard
 // sets it.
 type serverDrain struct{ s *mcptask.Server }
@@ -63,14 +57,5 @@ func (d serverDrain) DrainState() (bool, []string) {
 }
 
 func (d serverDrain) SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error {
-	serverDrainMu.Lock()
-	defer serverDrainMu.Unlock()
-	cur := d.s.Draining()
-	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback}
-	st.Tools = slices.DeleteFunc(slices.Clone(cur.Tools), func(t string) bool { return t == tool })
-	if drained {
-		st.Tools = append(st.Tools, tool)
-		slices.Sort(st.Tools)
-	}
-	return d.s.SetDrain(ctx, st, "dashboard", by)
+	return d.s.DrainTool(ctx, tool, drained, "dashboard", by, "from the dashboard")
 }

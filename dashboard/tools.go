@@ -155,10 +155,10 @@ type canaryView struct {
 // calls get, who rolled it back, when and why, and what the rollback's
 // reconciliation found (counts; the keys in the cells' titles).
 type rollbackView struct {
-	Tool, Fallback                                       string
-	By, At, Ago, Reason                                  string
-	Running, Held, Confirmed, Rejected, Unknown          int
-	RunningIDs, ConfirmedKeys, RejectedKeys, UnknownKeys string
+	Tool, Fallback                                                     string
+	By, At, Ago, Reason                                                string
+	Running, Held, Confirmed, Rejected, Unknown, InFlight              int
+	RunningIDs, ConfirmedKeys, RejectedKeys, UnknownKeys, InFlightKeys string
 }
 
 // queueRow is one concurrency queue on the Tools page.
@@ -302,9 +302,10 @@ func (h *Handler) loadFleet(f mcptask.Fleet, p *toolsPage, rows map[string]*tool
 	for _, name := range slices.Sorted(maps.Keys(f.Rollbacks)) {
 		rb := f.Rollbacks[name]
 		rv := &rollbackView{Tool: name, Fallback: string(rb.Fallback), By: rb.By, Reason: rb.Reason,
-			Running: len(rb.Running), Held: len(rb.Held), Confirmed: len(rb.Confirmed), Rejected: len(rb.Rejected), Unknown: len(rb.Unknown),
+			Running: len(rb.Running), Held: len(rb.Held), Confirmed: len(rb.Confirmed), Rejected: len(rb.Rejected), Unknown: len(rb.Unknown), InFlight: len(rb.InFlight),
 			RunningIDs: clip(strings.Join(rb.Running, ", "), maxShown), ConfirmedKeys: clip(strings.Join(rb.Confirmed, ", "), maxShown),
-			RejectedKeys: clip(strings.Join(rb.Rejected, ", "), maxShown), UnknownKeys: clip(strings.Join(rb.Unknown, ", "), maxShown)}
+			RejectedKeys: clip(strings.Join(rb.Rejected, ", "), maxShown), UnknownKeys: clip(strings.Join(rb.Unknown, ", "), maxShown),
+			InFlightKeys: clip(strings.Join(rb.InFlight, ", "), maxShown)}
 		if rv.Fallback == "" {
 			rv.Fallback = string(mcptask.DrainRefuse)
 		}

@@ -50,16 +50,29 @@ func (e *Engine) startHeld(parent context.Context, t *task.Task, spec StartSpec)
 // release it at once, on any engine sharing the store: into the
 // concurrency queue queue (declared with SetQueue), or, queue "", at
 // once on this engine, its work built by Hooks.WorkOf. msg is its status
-// message meanwhile. A task not held there is a *NotHeldError.
+// message meanwhile. A task not held there is a *NotHeldError. Like
+// Start, a Release counted before Shutdown began runs its work (which
+// Shutdown then stops and resolves by the recovery policy); one after
+// is ErrClosed and changes nothing.
 func (e *Engine) Release(ctx context.Context, id task.ID, gate, queue, msg string) (*task.Task, error) {
 	if queue != "" {
 		if _, ok := e.queueCap(queue); !ok {
 			return nil, fmt.Errorf("%w: %q", ErrNoQueue, queue)
 		}
 	}
-	if e.isClosed() {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
 		return nil, ErrClosed
 	}
+	e.wg.Add(1) // Shutdown waits for this release and the work it starts
+	e.mu.Unlock()
+	counted := true
+	defer func() {
+		if counted {
+			e.wg.Done()
+		}
+	}()
 	now := e.now()
 	var notHeld *task.Task
 	t, err := e.write(ctx, id, func(t *task.Task) error {
@@ -89,7 +102,24 @@ func (e *Engine) Release(ctx context.Context, id task.ID, gate, queue, msg strin
 		e.kickQueues()
 		return t.Clone(), nil
 	}
-	e.launchWaiting(context.WithoutCancel(ctx), t)
+	var work Work
+	if e.hooks.WorkOf != nil {
+		work = e.hooks.WorkOf(ctx, t)
+	}
+	if work == nil {
+		e.failUnknown(ctx, t.ID, "The task was released, but the server cannot start its work (its tool is gone, or its call cannot be read back).")
+		return t.Clone(), nil
+	}
+	// A cancel between the release and now found no run to stop:
+	// register the run, then look again (as a start from a queue does).
+	r, stopOnShutdown := e.register(context.Background(), t)
+	if cur, err := e.timed.Get(context.WithoutCancel(ctx), t.ID); err != nil || cur.Status.Terminal() || cur.Runner != e.id {
+		counted = false
+		e.unregister(r, stopOnShutdown)
+		return t.Clone(), nil
+	}
+	counted = false
+	e.start(r, stopOnShutdown, work)
 	return t.Clone(), nil
 }
 
@@ -121,13 +151,6 @@ func (e *Engine) Resolve(ctx context.Context, id task.ID, gate string, fn func(t
 		return nil, err
 	}
 	return t.Clone(), nil
-}
-
-// HeldTasks returns up to limit tasks held in gate, newest first, across
-// every owner (an operator's view).
-func (e *Engine) HeldTasks(ctx context.Context, gate string, limit int) ([]*task.Task, error) {
-	ts, _, err := e.store.Browse(ctx, store.BrowseQuery{Waiting: gate, Limit: limit})
-	return ts, err
 }
 
 var errNotHeld = errors.New("engine: the task is not held")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcptask/mcptask/engine"
 	"github.com/mcptask/mcptask/internal/testkit/pgtest"
+	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/postgres"
 	"github.com/mcptask/mcptask/task"
 )
@@ -69,7 +70,7 @@ func TestGateReleaseOnce(t *testing.T) {
 	if !engine.Held(tk, engine.GatePrefix+"approval") || tk.Runner != "" || tk.Attempts != 0 || tk.StatusMessage != "waiting for approval by bob" || tk.Status != task.Working {
 		t.Fatalf("the held task: %+v", tk)
 	}
-	held, err := es[1].HeldTasks(ctx, engine.GatePrefix+"approval", 10)
+	held, _, err := es[1].Store().Browse(ctx, store.BrowseQuery{Waiting: engine.GatePrefix + "approval"})
 	if err != nil || len(held) != 1 || held[0].ID != tk.ID {
 		t.Fatalf("HeldTasks on the other engine: %v, %v", held, err)
 	}
@@ -110,7 +111,7 @@ func TestGateReleaseOnce(t *testing.T) {
 	if done.Status != task.Completed || done.Attempts != 1 || runs.Load() != 1 {
 		t.Fatalf("the released task: %s, %d attempts, %d runs; want completed, 1, 1", done.Status, done.Attempts, runs.Load())
 	}
-	if held, _ := es[0].HeldTasks(ctx, engine.GatePrefix+"approval", 10); len(held) != 0 {
+	if held, _, _ := es[0].Store().Browse(ctx, store.BrowseQuery{Waiting: engine.GatePrefix + "approval"}); len(held) != 0 {
 		t.Fatalf("still held: %v", held)
 	}
 }
@@ -175,5 +176,38 @@ func TestGateResolve(t *testing.T) {
 	again, err := st.Get(ctx, tk2.ID)
 	if err != nil || !engine.Held(again, gate) || runs.Load() != 0 {
 		t.Fatalf("after an exclusive start-up: %+v, %v, %d runs", again, err, runs.Load())
+	}
+}
+
+// TestGateReleaseAfterShutdown: a Release once Shutdown began is
+// ErrClosed and leaves the task held (another engine releases it).
+func TestGateReleaseAfterShutdown(t *testing.T) {
+	var runs atomic.Int64
+	es := gateEngines(t, 2, &runs)
+	ctx := context.Background()
+	gate := engine.GatePrefix + "approval"
+	tk, err := es[0].Start(ctx, engine.StartSpec{Owner: "alice", Tool: "deploy", Request: json.RawMessage(`{}`), Gate: gate, GateMessage: "waiting"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := es[0].Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := es[0].Release(ctx, tk.ID, gate, "", "approved"); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Release after Shutdown: %v; want ErrClosed", err)
+	}
+	cur, err := es[1].Get(ctx, "alice", tk.ID)
+	if err != nil || !engine.Held(cur, gate) {
+		t.Fatalf("the task after the refused release: %+v %v; want it held", cur, err)
+	}
+	if _, err := es[1].Release(ctx, tk.ID, gate, "", "approved"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for runs.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the released task never ran on the other engine")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronization
 	}
 }

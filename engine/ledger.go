@@ -259,6 +259,13 @@ const (
 // unsettled operations ops of t and records its answers on the ledger;
 // asked is false when the tool cannot reconcile (ErrNoReconcile).
 func (e *Engine) settle(ctx context.Context, t *task.Task, ops []*task.Operation) (confirmed, rejected, unknown []*task.Operation, asked bool) {
+	return e.settleOps(ctx, t, ops, false)
+}
+
+// settleOps is settle; with confirmedOnly (work still runs and may yet
+// apply what the system of record has not seen), only confirmations are
+// recorded, and the other operations are left as they are.
+func (e *Engine) settleOps(ctx context.Context, t *task.Task, ops []*task.Operation, confirmedOnly bool) (confirmed, rejected, unknown []*task.Operation, asked bool) {
 	l := e.store
 	for _, op := range ops {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.ReconcileTimeout)
@@ -276,6 +283,9 @@ func (e *Engine) settle(ctx context.Context, t *task.Task, ops []*task.Operation
 			if detail == "" {
 				detail = "the system of record could not tell whether the effect happened"
 			}
+		}
+		if confirmedOnly && state != task.OpConfirmed {
+			continue
 		}
 		now := e.now()
 		got, uerr := l.UpdateOperation(context.WithoutCancel(ctx), op.Key, func(o *task.Operation) error {
@@ -308,20 +318,20 @@ func (e *Engine) settle(ctx context.Context, t *task.Task, ops []*task.Operation
 // ReconcileOperations asks the system of record about every unsettled
 // operation of the task t on the ledger (intended, submitted or unknown)
 // and records its answers, without changing the task: an operator's
-// reconciliation of work still in flight (a rollback). Without
-// Hooks.Reconcile, or for a tool that cannot reconcile, the operations
-// are returned as unknown, unchanged.
-func (e *Engine) ReconcileOperations(ctx context.Context, t *task.Task) (confirmed, rejected, unknown []*task.Operation, err error) {
+// reconciliation of work in flight (a rollback). While an engine holds
+// t's lease its work may still apply an operation the system of record
+// has not seen yet, so only confirmations are recorded then; the other
+// answers leave the operation for the work (or a later reconciliation)
+// to settle. Without Hooks.Reconcile, or for a tool that cannot
+// reconcile, nothing is recorded.
+func (e *Engine) ReconcileOperations(ctx context.Context, t *task.Task) error {
 	ops, err := e.unsettledOps(ctx, t)
-	if err != nil || len(ops) == 0 {
-		return nil, nil, nil, err
+	if err != nil || len(ops) == 0 || e.hooks.Reconcile == nil {
+		return err
 	}
-	if e.hooks.Reconcile != nil {
-		if c, r, u, asked := e.settle(ctx, t, ops); asked {
-			return c, r, u, nil
-		}
-	}
-	return nil, nil, ops, nil
+	live := t.Runner != "" && t.LeaseExpiresAt.After(e.now())
+	e.settleOps(ctx, t, ops, live)
+	return nil
 }
 
 // reconcile asks the system of record about the unsettled operations of t,

@@ -290,3 +290,56 @@ func TestReconcileAtShutdown(t *testing.T) {
 		t.Errorf("operation after shutdown: %+v", ops)
 	}
 }
+
+// TestReconcileOperations: an operator's reconciliation of a task's
+// unsettled operations records every answer of the system of record for
+// a task no engine holds (its lease lapsed), and only a confirmation for
+// one whose work runs (it may still apply what the system has not seen);
+// the task itself is not changed.
+func TestReconcileOperations(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		lease  time.Duration // from now: negative lapsed
+		answer task.OpState
+		want   task.OpState
+	}{
+		{"lapsed, rejected", -time.Minute, task.OpRejected, task.OpRejected},
+		{"lapsed, unknown", -time.Minute, task.OpUnknown, task.OpUnknown},
+		{"running, confirmed", time.Hour, task.OpConfirmed, task.OpConfirmed},
+		{"running, rejected", time.Hour, task.OpRejected, task.OpSubmitted},
+		{"running, unknown", time.Hour, task.OpUnknown, task.OpSubmitted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			st, err := sqlite.Open(filepath.Join(t.TempDir(), "engine.db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			e, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1}, engine.Hooks{
+				Reconcile: func(context.Context, *task.Task, task.Operation) (task.OpState, string, error) { return c.answer, "asked", nil },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk := task.New(task.Policy{}, "alice", "deploy", nil, time.Now())
+			tk.Runner, tk.Attempts, tk.LeaseExpiresAt = "another-engine", 1, time.Now().Add(c.lease)
+			if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.RecordOperation(ctx, &task.Operation{Key: "op-1", TaskID: tk.ID, Tool: "deploy", Owner: "alice", Effect: "deploy api", State: task.OpSubmitted, Receipt: "job-7"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.ReconcileOperations(ctx, tk); err != nil {
+				t.Fatal(err)
+			}
+			ops, _, err := st.Operations(ctx, store.OperationQuery{Owner: "alice"})
+			if err != nil || len(ops) != 1 || ops[0].State != c.want {
+				t.Fatalf("the operation: %+v %v; want %s", ops, err, c.want)
+			}
+			if got, _ := st.Get(ctx, tk.ID); got.Status != task.Working {
+				t.Fatalf("the task was changed: %s", got.Status)
+			}
+		})
+	}
+}

@@ -66,7 +66,7 @@ func TestRolloutPostgresRestart(t *testing.T) {
 	dsn := pgDSN(t)
 	schema := ownSchema(t, dsn)
 	config := filepath.Join(t.TempDir(), "mcptaskd.yaml")
-	if err := os.WriteFile(config, []byte("demo: true\nrollout:\n  long_computation:\n    approval: {approvers: [\"*\"], selfApproval: true}\n"), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte("demo: true\nrollout:\n  long_computation:\n    approval: {approvers: [\"*\"]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	extra := []string{"-config", config, "-lease", "3s", "-db", filepath.Join(t.TempDir(), "unused.db")}

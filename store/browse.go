@@ -48,7 +48,8 @@ type BrowseQuery struct {
 	Tool string
 	// Owner, if set, selects the tasks of that owner (exact).
 	Owner task.Owner
-	// Waiting, if set, selects the tasks waiting in that queue (Queued).
+	// Waiting, if set, selects the unfinished tasks waiting in that queue
+	// (Queued).
 	Waiting string
 	// CreatedAfter and CreatedBefore, if not zero, select tasks created
 	// at or after, and before, these times.

@@ -23,8 +23,9 @@ type Controls interface {
 	// written and the error is ErrControlConflict.
 	SetControl(ctx context.Context, c Control, ifVersion int64) (*Control, error)
 
-	// Controls returns every control set (cleared ones left out), by
-	// name, and the fleet's version: the highest Version of any write.
+	// Controls returns every control ever written, by name (a cleared one
+	// with a nil Value, for its Version), and the fleet's version: the
+	// highest Version of any write.
 	Controls(ctx context.Context) (map[string]*Control, int64, error)
 
 	// ControlsVersion returns the fleet's version alone: one index read.

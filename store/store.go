@@ -88,6 +88,11 @@ type Store interface {
 	// tasks whatever their expiry; callers decide what expired means.
 	Get(ctx context.Context, id task.ID) (*task.Task, error)
 
+	// GetByKey returns the task created with the idempotency key key (not
+	// empty) by owner, in owner's key scope (task.Owner.KeyScope), or
+	// ErrNotFound: what an idempotent retry of the call would find.
+	GetByKey(ctx context.Context, owner task.Owner, key string) (*task.Task, error)
+
 	// Update reads the task with the given ID, calls fn with it, and writes
 	// back what fn left in it, atomically: no other Update of the same task
 	// interleaves. If fn returns an error nothing is written and that error

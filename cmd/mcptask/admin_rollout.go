@@ -61,6 +61,7 @@ type adminRollback struct {
 	Confirmed []string  `json:"confirmed"`
 	Rejected  []string  `json:"rejected"`
 	Unknown   []string  `json:"unknown"`
+	InFlight  []string  `json:"inFlight"`
 	Undone    bool      `json:"undone"`
 }
 
@@ -129,8 +130,8 @@ func printFleet(w io.Writer, f *adminFleet) {
 		fmt.Fprintln(w, "rollbacks:")
 		for _, tool := range sortedKeys(f.Rollbacks) {
 			r := f.Rollbacks[tool]
-			fmt.Fprintf(w, "  %s: fallback %s; running %d, confirmed %d, rejected %d, unknown %d\n", tool, orDash(r.Fallback),
-				len(r.Running), len(r.Confirmed), len(r.Rejected), len(r.Unknown))
+			fmt.Fprintf(w, "  %s: fallback %s; running %d, confirmed %d, rejected %d, unknown %d, in flight %d\n", tool, orDash(r.Fallback),
+				len(r.Running), len(r.Confirmed), len(r.Rejected), len(r.Unknown), len(r.InFlight))
 			if s := setBy(r.By, r.At, r.Reason); s != "" {
 				fmt.Fprintf(w, "    %s\n", s)
 			}
@@ -339,6 +340,7 @@ func printRollback(w io.Writer, r *adminRollback) {
 	fmt.Fprintf(w, "operations confirmed: %s\n", listWords(r.Confirmed))
 	fmt.Fprintf(w, "operations rejected: %s\n", listWords(r.Rejected))
 	fmt.Fprintf(w, "operations unknown: %s\n", listWords(r.Unknown))
+	fmt.Fprintf(w, "operations in flight (their work runs): %s\n", listWords(r.InFlight))
 }
 
 // listWords says a list: its length, then its first items.

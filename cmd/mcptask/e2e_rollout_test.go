@@ -126,16 +126,18 @@ func TestRolloutRollback(t *testing.T) {
 // approval: its call is held, listed by 'mcptask approvals'; 'mcptask
 // approve' starts it and it completes; a second call denied with a
 // reason fails naming it, denying again is no error, approving it then is
-// refused (exit 2); a requester may not approve its own call unless the
-// tool allows it (exit 2).
+// refused (exit 2); an operator who is no approver of the tool may not
+// approve it (exit 2). (Without authentication the operator and every
+// requester are "anonymous": an anonymous call is nobody's own, so it
+// needs no selfApproval.)
 func TestRolloutApprovals(t *testing.T) {
 	t.Parallel()
 	config := rolloutConfigFile(t, `demo: true
 rollout:
   long_computation:
-    approval: {approvers: ["*"], expires: 1h, reason: "prod", selfApproval: true}
+    approval: {approvers: ["*"], expires: 1h, reason: "prod"}
   flaky_migration:
-    approval: {approvers: ["*"], reason: "changes data"}
+    approval: {approvers: ["alice"], reason: "changes data"}
 `)
 	d := startDaemon(t, "-config", config)
 	c := newCLI(t, d.URL)
@@ -163,10 +165,9 @@ rollout:
 	expect(t, c.run("deny", id2), exitOK, []string{"failed"}, nil) // idempotent
 	expect(t, c.run("approve", id2), exitFailed, nil, []string{"cannot approve task " + id2, "no longer waiting for an approval"})
 
-	// No self-approval on flaky_migration: the requester (anonymous) may
-	// not approve its own call.
+	// flaky_migration's approver is alice, not this operator.
 	id3 := c.detach("flaky_migration")
-	expect(t, c.run("approve", id3), exitFailed, nil, []string{"you may not approve task " + id3, "may not approve"})
+	expect(t, c.run("approve", id3), exitFailed, nil, []string{"you may not approve task " + id3, "anonymous is not an approver of flaky_migration"})
 	expect(t, c.run("approvals"), exitOK, []string{id3, "flaky_migration"}, nil)
 
 	expect(t, c.run("approve"), exitUsage, nil, []string{"give one task ID"})

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/dashboard"
 	"github.com/mcptask/mcptask/internal/httpguard"
 	"github.com/mcptask/mcptask/task"
@@ -112,29 +111,15 @@ func (d appDrain) DrainState() (bool, []string) {
 	return s.All, s.Tools
 }
 
-// SetToolDrain drains tool or undrains it, audited as an admin change.
+// SetToolDrain drains tool or undrains it in the fleet's switch (a
+// read-modify-write in the store: a change made meanwhile on another
+// instance is kept), audited as an admin change.
 func (d appDrain) SetToolDrain(ctx context.Context, tool string, drained bool, by task.Owner) error {
 	a := d.a
 	if !a.tasks.HasTool(tool) {
 		return errors.New("this server serves no tool of that name")
 	}
-	a.drain.mu.Lock()
-	defer a.drain.mu.Unlock()
-	cur := a.tasks.Draining()
-	st := mcptask.DrainState{All: cur.All, Fallback: cur.Fallback, Reason: "from the dashboard"}
-	if !cur.Active() {
-		st.Fallback = a.drain.file.Fallback
-	}
-	for _, t := range cur.Tools {
-		if t != tool {
-			st.Tools = append(st.Tools, t)
-		}
-	}
-	if drained {
-		st.Tools = append(st.Tools, tool)
-	}
-	slices.Sort(st.Tools)
-	if err := a.tasks.SetDrain(ctx, st, "admin", by); err != nil {
+	if err := a.tasks.DrainTool(ctx, tool, drained, "admin", by, "from the dashboard"); err != nil {
 		return err
 	}
 	p, t, _ := by.Identity()

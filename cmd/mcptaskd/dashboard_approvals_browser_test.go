@@ -23,7 +23,7 @@ func TestDashboardApprovalsBrowser(t *testing.T) {
 	if err := os.WriteFile(config, []byte(`demo: true
 rollout:
   long_computation:
-    approval: {approvers: ["*"], expires: 1h, selfApproval: true}
+    approval: {approvers: ["*"], expires: 1h}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, who task.Own
 		}
 		a.log.Warn("rollback undone through the admin endpoint", "tool", req.Tool, "operator", operatorName(who))
 		writeAdminJSON(w, http.StatusOK, mcptask.RollbackReport{Tool: req.Tool, Undone: true, Running: []string{}, Held: []string{},
-			Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}})
+			Confirmed: []string{}, Rejected: []string{}, Unknown: []string{}, InFlight: []string{}})
 		return
 	}
 	rep, err := a.tasks.Rollback(r.Context(), req.Tool, "admin", who, req.Reason)

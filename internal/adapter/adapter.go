@@ -247,9 +247,13 @@ func (c *Core) SyncFallback(ctx context.Context, req mcp.Request, name string, p
 	if st == nil || p.Support != Optional {
 		return false
 	}
-	d := st.Decide(name, c.Requester(ctx, req), p.Fallback)
+	owner := c.Requester(ctx, req)
+	d := st.Decide(name, owner, p.Fallback)
 	if d.Task() || d.Fallback != rollout.Sync {
 		return false
+	}
+	if key, err := IdempotencyKey(MetaOf(req)); err == nil && c.retried(ctx, owner, key) {
+		return false // a retry of a call that made a task: the task
 	}
 	c.eng.Observer().CallRouted(name, "sync")
 	c.log.Debug("tool called as a task answered synchronously (fallback sync)", "tool", name, "why", d.Why)
@@ -411,7 +415,7 @@ func (c *Core) Mode(ctx context.Context, req mcp.Request, name string, p ToolPol
 // WithGate returns meta with what describes t when a gate holds it (see
 // Config.Gate): meta itself otherwise.
 func (c *Core) WithGate(t *task.Task, meta mcp.Meta) mcp.Meta {
-	if c.gate == nil || t == nil || !t.Queued || !strings.HasPrefix(t.Queue, engine.GatePrefix) {
+	if c.gate == nil || t == nil || !t.Queued || t.Status.Terminal() || !strings.HasPrefix(t.Queue, engine.GatePrefix) {
 		return meta
 	}
 	add := c.gate(t)

@@ -66,7 +66,13 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 		Correlation:      corr,
 	}
 	mode := "task"
-	switch d := c.rollout.Load().Decide(tool, owner, p.Fallback); {
+	d := c.rollout.Load().Decide(tool, owner, p.Fallback)
+	if !d.Task() && c.retried(ctx, owner, key) {
+		// An idempotent retry finds its task whatever the switches say
+		// now: they decide new tasks only.
+		d = rollout.Decision{}
+	}
+	switch {
 	case d.Task() || (via == viaJobs && d.Why != rollout.Draining && d.Fallback == rollout.Jobs):
 		if p.Approval != nil {
 			spec.Gate, spec.GateMessage, mode = GateApproval, p.Approval(c.eng.Now()), "approval"
@@ -101,6 +107,16 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 		c.eng.Audit().Gate(ctx, "", audit.TaskOf(t), strings.TrimPrefix(spec.Gate, engine.GatePrefix)+"_requested", spec.GateMessage)
 	}
 	return t, nil
+}
+
+// retried reports whether owner's call with the idempotency key key
+// ("" for none) is a retry of a call that created a task.
+func (c *Core) retried(ctx context.Context, owner task.Owner, key string) bool {
+	if key == "" {
+		return false
+	}
+	_, err := c.eng.Store().GetByKey(ctx, owner, key)
+	return err == nil
 }
 
 // The ways a task is created (see Core.create): a task-augmented call,

@@ -107,7 +107,7 @@ func NotServed(tool string, d rollout.Decision) error {
 		why = "it was rolled back"
 	}
 	hint := "try again later or elsewhere"
-	if d.Fallback == rollout.Jobs {
+	if d.Fallback == rollout.Jobs && d.Why != rollout.Draining {
 		hint = "start it with the job tools instead (the tool named like job_start, with {\"tool\": \"" + tool + "\"})"
 	}
 	b, _ := json.Marshal(data)

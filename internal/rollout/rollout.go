@@ -72,7 +72,8 @@ func (d Drain) Active() bool { return d.All || len(d.Tools) > 0 }
 // Canary limits a tool's task-augmented starts to some requesters: those
 // listed, and a deterministic share of the others.
 type Canary struct {
-	// Tenants and Principals are served as tasks.
+	// Tenants and Principals are served as tasks: a principal as
+	// "TENANT/PRINCIPAL", or "PRINCIPAL" for one of no tenant.
 	Tenants    []string `json:"tenants,omitempty"`
 	Principals []string `json:"principals,omitempty"`
 	// Percent (0..100) of the other requesters are served as tasks,
@@ -93,6 +94,9 @@ func (c Canary) Check() error {
 // Admits reports whether the canary serves owner's calls of tool as tasks.
 func (c Canary) Admits(tool string, owner task.Owner) bool {
 	principal, tenant, _ := owner.Identity()
+	if tenant != "" {
+		principal = tenant + "/" + principal
+	}
 	if (tenant != "" && slices.Contains(c.Tenants, tenant)) || slices.Contains(c.Principals, principal) {
 		return true
 	}

@@ -116,6 +116,9 @@ func (w *Watcher) Run(ctx context.Context, now func() time.Time, each func(conte
 func StateOf(controls map[string]*store.Control, local Drain) *State {
 	st := &State{Local: local, Canaries: map[string]Canary{}, Rollbacks: map[string]Rollback{}}
 	for name, c := range controls {
+		if c.Value == nil {
+			continue // cleared
+		}
 		switch {
 		case name == ControlDrain:
 			_ = json.Unmarshal(c.Value, &st.Fleet)

@@ -71,9 +71,7 @@ func (s *Store) Controls(ctx context.Context) (map[string]*store.Control, int64,
 			return nil, 0, fmt.Errorf("postgres store: read controls: %w", err)
 		}
 		top = max(top, version)
-		if c := rowcodec.Control(name, value, by, reason, atMS, version); c != nil {
-			out[name] = c
-		}
+		out[name] = rowcodec.Control(name, value, by, reason, atMS, version)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, 0, fmt.Errorf("postgres store: read controls: %w", err)

@@ -563,6 +563,25 @@ func (s *Store) createLockedTx(ctx context.Context, r *row, opts store.CreateOpt
 	return inserted, queued, nil
 }
 
+// GetByKey returns the task of owner's key scope with the idempotency
+// key key; see [store.Store].
+func (s *Store) GetByKey(ctx context.Context, owner task.Owner, key string) (*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	if key == "" {
+		return nil, store.ErrNotFound
+	}
+	t, err := scanTask(s.pool.QueryRow(ctx, s.byKeySQL, string(owner.KeyScope()), key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: get task by key: %w", err)
+	}
+	return t, nil
+}
+
 // Get returns the task with the given ID, or [store.ErrNotFound].
 func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 	if s.closed() {

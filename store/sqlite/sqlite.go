@@ -654,6 +654,25 @@ func (s *Store) create(ctx context.Context, t *task.Task, opts store.CreateOptio
 	return err
 }
 
+// GetByKey returns the task of owner's key scope with the idempotency
+// key key; see [store.Store].
+func (s *Store) GetByKey(ctx context.Context, owner task.Owner, key string) (*task.Task, error) {
+	if s.closed() {
+		return nil, ErrClosed
+	}
+	if key == "" {
+		return nil, store.ErrNotFound
+	}
+	t, err := scanTask(s.rdb.QueryRowContext(ctx, byKeySQL, string(owner.KeyScope()), key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: get task by key: %w", err))
+	}
+	return t, nil
+}
+
 // Get returns the task with the given ID, or [store.ErrNotFound].
 func (s *Store) Get(ctx context.Context, id task.ID) (*task.Task, error) {
 	if s.closed() {

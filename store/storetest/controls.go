@@ -21,7 +21,7 @@ func (s *suite) runControls(t *testing.T) {
 
 // controlsSetRead checks that a control reads back as written, with who,
 // why and when, that every write raises the fleet's version, and that a
-// cleared control is left out but still raises it. Times are kept to
+// cleared control reads with no value and its version. Times are kept to
 // the millisecond.
 func (s *suite) controlsSetRead(t *testing.T) {
 	st := s.store(t)
@@ -55,8 +55,8 @@ func (s *suite) controlsSetRead(t *testing.T) {
 		t.Fatalf("clearing: %+v, %v; want version 3, no value", c, err)
 	}
 	all, v, err = st.Controls(ctx)
-	if err != nil || v != 3 || len(all) != 1 || all["drain"] != nil {
-		t.Fatalf("after clearing: %d controls, version %d, %v; want only canary/deploy at 3", len(all), v, err)
+	if err != nil || v != 3 || len(all) != 2 || all["drain"].Value != nil || all["drain"].Version != 3 || all["drain"].Reason != "over" {
+		t.Fatalf("after clearing: %v, version %d, %v; want drain cleared at 3", all, v, err)
 	}
 	if v, err := st.ControlsVersion(ctx); err != nil || v != 3 {
 		t.Fatalf("ControlsVersion = %d, %v; want 3", v, err)
@@ -81,6 +81,19 @@ func (s *suite) controlsConflict(t *testing.T) {
 	c, err := st.SetControl(ctx, store.Control{Name: "rollback/deploy", Value: json.RawMessage(`1`)}, 0)
 	if err != nil {
 		t.Fatalf("SetControl of a new control at version 0: %v", err)
+	}
+	// Cleared, it keeps its version: a writer that read it cleared
+	// writes at that version.
+	cleared, err := st.SetControl(ctx, store.Control{Name: "rollback/deploy"}, c.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _, err := st.Controls(ctx)
+	if err != nil || all["rollback/deploy"] == nil || all["rollback/deploy"].Version != cleared.Version {
+		t.Fatalf("a cleared control reads %+v, %v; want its version %d", all["rollback/deploy"], err, cleared.Version)
+	}
+	if c, err = st.SetControl(ctx, store.Control{Name: "rollback/deploy", Value: json.RawMessage(`1`)}, cleared.Version); err != nil {
+		t.Fatalf("SetControl at the cleared control's version: %v", err)
 	}
 	if _, err := st.SetControl(ctx, store.Control{Name: "rollback/deploy", Value: json.RawMessage(`2`)}, 0); !errors.Is(err, store.ErrControlConflict) {
 		t.Fatalf("SetControl at a stale version: %v; want ErrControlConflict", err)

@@ -19,7 +19,33 @@ func (s *suite) runIdempotency(t *testing.T) {
 		{"Key", s.createIdempotencyKey},
 		{"KeyConcurrent", s.createIdempotencyKeyConcurrent},
 		{"KeyScope", s.createIdempotencyKeyScope},
+		{"GetByKey", s.getByKey},
 	})
+}
+
+// getByKey: GetByKey finds the task of a key in the owner's key scope
+// (another anonymous session's too), not another owner's, and no task
+// for an empty or unknown key.
+func (s *suite) getByKey(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	alice := newTaskWithKey(task.UserOwner("acme", "alice"), "k1")
+	anon := newTaskWithKey(task.AnonymousOwner("session-a"), "k2")
+	mustCreate(t, st, alice, anon, newTask(task.UserOwner("acme", "alice"), base))
+	if got, err := st.GetByKey(ctx, task.UserOwner("acme", "alice"), "k1"); err != nil || got.ID != alice.ID {
+		t.Fatalf("GetByKey of alice's key: %+v, %v", got, err)
+	}
+	if got, err := st.GetByKey(ctx, task.AnonymousOwner("session-b"), "k2"); err != nil || got.ID != anon.ID {
+		t.Fatalf("GetByKey of another anonymous session's key: %+v, %v", got, err)
+	}
+	for _, c := range []struct {
+		owner task.Owner
+		key   string
+	}{{task.UserOwner("acme", "bob"), "k1"}, {task.UserOwner("acme", "alice"), ""}, {task.UserOwner("acme", "alice"), "nope"}} {
+		if got, err := st.GetByKey(ctx, c.owner, c.key); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetByKey(%s, %q) = %+v, %v; want ErrNotFound", c.owner, c.key, got, err)
+		}
+	}
 }
 
 // createIdempotencyKeyScope: a key is unique per key owner

@@ -20,7 +20,7 @@ func BrowseFilter(q store.BrowseQuery, sig cursor.Signer, paging bool) (conds []
 		conds, args = append(conds, "tool = ?"), append(args, q.Tool)
 	}
 	if q.Waiting != "" {
-		conds, args = append(conds, "queue = ? AND queued"), append(args, q.Waiting)
+		conds, args = append(conds, "queue = ? AND queued AND status IN ('working', 'input_required')"), append(args, q.Waiting)
 	}
 	if q.Owner != "" {
 		conds, args = append(conds, "owner = ?"), append(args, string(q.Owner))

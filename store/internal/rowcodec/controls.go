@@ -29,19 +29,18 @@ func ControlArgs(c store.Control, now time.Time) (value *string, atMS int64, err
 	return value, at.UnixMilli(), nil
 }
 
-// Control is the switch of a controls row (its value NULL: cleared, nil).
+// Control is the switch of a controls row (its value NULL: cleared, a
+// nil Value).
 func Control(name string, value *string, by, reason string, atMS, version int64) *store.Control {
-	if value == nil {
-		return nil
+	c := &store.Control{Name: name, By: by, Reason: reason, At: MSTime(atMS), Version: version}
+	if value != nil {
+		c.Value = json.RawMessage(*value)
 	}
-	return &store.Control{Name: name, Value: json.RawMessage(*value), By: by, Reason: reason, At: MSTime(atMS), Version: version}
+	return c
 }
 
 // ControlWritten is the switch c as SetControl stored it (value and
 // atMS as ControlArgs gave them, version the new version).
 func ControlWritten(c store.Control, value *string, atMS, version int64) *store.Control {
-	if got := Control(c.Name, value, c.By, c.Reason, atMS, version); got != nil {
-		return got
-	}
-	return &store.Control{Name: c.Name, By: c.By, Reason: c.Reason, At: MSTime(atMS), Version: version}
+	return Control(c.Name, value, c.By, c.Reason, atMS, version)
 }
