@@ -317,7 +317,9 @@ func TestReconcileOperations(t *testing.T) {
 			}
 			defer st.Close()
 			e, err := hooked(engine.Options{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SweepInterval: -1}, engine.Hooks{
-				Reconcile: func(context.Context, *task.Task, task.Operation) (task.OpState, string, error) { return c.answer, "asked", nil },
+				Reconcile: func(context.Context, *task.Task, task.Operation) (task.OpState, string, error) {
+					return c.answer, "asked", nil
+				},
 			})
 			if err != nil {
 				t.Fatal(err)
