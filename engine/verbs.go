@@ -84,7 +84,8 @@ func (e *Engine) update(ctx context.Context, owner task.Owner, id task.ID, fn fu
 const CancelTimeout = time.Minute
 
 // askCancel asks Hooks.Cancel about the cancel of task id: nil lets it
-// proceed; a refusal is recorded (status message, log, audit trail) and
+// proceed (with the task when its work never started and nobody was
+// asked); a refusal is recorded (status message, log, audit trail) and
 // returned as a *CancelRefusedError with the task as it stands. A task
 // already finished gives a *TerminalError, one the canceller may not see
 // a *NotFoundError.
@@ -109,8 +110,9 @@ func (e *Engine) askCancel(ctx context.Context, owner task.Owner, id task.ID, op
 	}
 	if t.Queued && t.Attempts == 0 {
 		// Its work never started (a queue or a gate holds it): nothing
-		// elsewhere to stop.
-		return nil, nil
+		// elsewhere to stop. The task is returned so that the cancel's
+		// write can check it still has not started.
+		return t, nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, CancelTimeout)
 	herr := e.hooks.Cancel(hctx, t)
@@ -168,17 +170,38 @@ const (
 )
 
 func (e *Engine) cancel(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
-	asked := e.hooks.Cancel != nil
-	if asked {
-		if t, err := e.askCancel(ctx, owner, id, operator); err != nil {
+	for range 3 {
+		t, err := e.cancelOnce(ctx, owner, id, operator)
+		if !errors.Is(err, errStartedMeanwhile) {
 			return t, err
 		}
+	}
+	return nil, errors.New("engine: the task kept starting while it was cancelled: try again")
+}
+
+// errStartedMeanwhile: a task whose work had not started when its cancel
+// asked nobody (see askCancel) started before the cancel's write.
+var errStartedMeanwhile = errors.New("engine: the task started meanwhile")
+
+// cancelOnce is one attempt of cancel.
+func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, operator bool) (*task.Task, error) {
+	asked := e.hooks.Cancel != nil
+	unstarted := false // asked nobody: its work had not started
+	if asked {
+		t, err := e.askCancel(ctx, owner, id, operator)
+		if err != nil {
+			return t, err
+		}
+		unstarted = t != nil
 	}
 	var terminal task.Status
 	fn := func(t *task.Task) error {
 		if t.Status.Terminal() {
 			terminal = t.Status
 			return errTerminal
+		}
+		if unstarted && t.Attempts > 0 {
+			return errStartedMeanwhile // ask the system doing it now
 		}
 		msg := msgCancelled
 		if operator {
