@@ -559,6 +559,13 @@ func (g *Gateway) export(u *upstream, d *discovery, late bool) error {
 			exported.InputSchema = map[string]any{"type": "object"}
 		}
 		h := u.handler(t.Name, p)
+		if late && p.Observe {
+			// A shadow tool runs only as a task, whose support is set at
+			// the start: exported as a plain call it would call the
+			// upstream tool, the one thing a shadow never does.
+			u.log.Warn("a shadow (observe) tool of an upstream that was down at the start is not exported until the next start", "tool", t.Name, "as", name)
+			continue
+		}
 		if late {
 			g.late[name] = true
 			g.addTool(&exported, h)

@@ -2,13 +2,25 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/internal/testkit/upstreamtest"
 	"github.com/mcptask/mcptask/source/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestObserveUpstreamTask (issue 31, shadow mode): a tool exported with
@@ -97,4 +109,72 @@ func TestObserveUpstreamTask(t *testing.T) {
 	if n := up.Runs.Load(); n != 1 {
 		t.Fatalf("the upstream's work ran %d times; want 1 (its own)", n)
 	}
+}
+
+// TestObserveLateUpstream: a shadow tool of an upstream that was down at
+// the start is not exported when the upstream comes up (its other tools
+// are, as plain calls until the next start): exported as a plain call it
+// would call the upstream tool.
+func TestObserveLateUpstream(t *testing.T) {
+	up := upstreamtest.New(t)
+	var upNow atomic.Bool
+	target, _ := url.Parse(up.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !upNow.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		front.CloseClientConnections()
+		front.Close()
+	})
+	logs := &lockedLog{}
+	var mu sync.Mutex
+	var added []string
+	servertest.Start(t, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
+		gw := gateway.New([]gateway.Upstream{{Name: "up", URL: front.URL, Policies: map[string]gateway.ToolPolicy{"work": {Observe: true}}}},
+			slog.New(slog.NewTextHandler(logs, nil)), &gateway.Options{AddTool: func(tl *mcp.Tool, _ mcp.ToolHandler) {
+				mu.Lock()
+				added = append(added, tl.Name)
+				mu.Unlock()
+			}})
+		if err := gw.Register(t.Context(), ts); err != nil {
+			return nil, err
+		}
+		return func() { _ = gw.Close() }, nil
+	}})
+	upNow.Store(true)
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(logs.String(), "is not exported until the next start") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the shadow tool's late export was never decided; the gateway's log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the log, not timing the test
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if slices.Contains(added, "work") || !slices.Contains(added, "block") {
+		t.Fatalf("tools added late: %v; want the others but not the shadow tool", added)
+	}
+}
+
+// lockedLog is a log sink for a gateway's records.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
