@@ -29,10 +29,14 @@ import (
 //	demo: true            # the demo tools (the default)
 //	correlationKeys:      # host correlation keys of a call's _meta, stored
 //	  - claudecode/toolUseId  # with its task (the default; [] for none)
-//	drain:                # refuse new tasks (SIGHUP re-reads this)
+//	drain:                # this instance's drain (SIGHUP re-reads this)
 //	  all: false
 //	  tools: [deploy_with_confirmation]
-//	  fallback: refuse    # or sync: answer optional tools synchronously
+//	  fallback: refuse    # sync, handoff or jobs (docs/rollout.md)
+//	rollout:              # per tool: its fallback and its approval
+//	  deploy_with_confirmation:
+//	    fallback: handoff
+//	    approval: {approvers: [alice], expires: 1h, reason: prod}
 //	jobTools:             # job_start, job_status... for hosts without tasks
 //	  enabled: false
 //	  prefix: job_
