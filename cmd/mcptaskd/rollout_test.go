@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -438,4 +439,28 @@ func upstreamOwnTask(t *testing.T, up *upstreamtest.TaskServer, label string) st
 		t.Fatalf("the upstream's own task: %+v %v", call, err)
 	}
 	return call.Task.ID
+}
+
+// TestRolloutDocExamples: the YAML examples of docs/rollout.md parse as
+// a configuration file (the tools they name exist in a real one).
+func TestRolloutDocExamples(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/rollout.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(doc, -1)
+	if len(blocks) == 0 {
+		t.Fatal("docs/rollout.md has no YAML example")
+	}
+	for _, b := range blocks {
+		fc, err := parseFileConfig(b[1], func(string) string { return "" })
+		if err != nil {
+			t.Errorf("docs/rollout.md example:\n%s\n%v", b[1], err)
+			continue
+		}
+		if len(fc.Rollout) == 0 {
+			t.Errorf("docs/rollout.md example sets no rollout:\n%s", b[1])
+		}
+	}
 }
