@@ -350,6 +350,20 @@ func TestRolloutSequence(t *testing.T) {
 	if code, _ := adminCall(t, a.Base, http.MethodPost, "/admin/handoff", map[string]any{"taskId": handed, "text": "twice"}); code != http.StatusConflict {
 		t.Fatalf("a second handoff outcome: %d; want 409", code)
 	}
+	// The calls by mode, in the metrics of the instance that served them.
+	for _, m := range []struct {
+		d    *daemon
+		want string
+	}{
+		{a, `mcptask_calls_routed_total{mode="handoff",tool="long_computation"}`},
+		{a, `mcptask_calls_routed_total{mode="task",tool="long_computation"}`},
+		{b, `mcptask_calls_routed_total{mode="refused",tool="lint_report"}`},
+		{b, `mcptask_tasks_refused_total{reason="canary",tool="lint_report"}`},
+	} {
+		if code, metrics := adminCall(t, m.d.Base, http.MethodGet, "/metrics", nil); code != http.StatusOK || !strings.Contains(string(metrics), m.want) {
+			t.Errorf("%s's /metrics lack %s (HTTP %d)", m.d.name, m.want, code)
+		}
+	}
 	// Undo: tasks again.
 	if code, body := adminCall(t, a.Base, http.MethodPost, "/admin/rollback", map[string]any{"tool": "long_computation", "undo": true}); code != http.StatusOK {
 		t.Fatalf("undo: %d %s", code, body)
