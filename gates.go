@@ -304,21 +304,15 @@ func operatorOwner(by string) task.Owner { return task.Owner(by) }
 // approvals.
 const ApprovalSweepInterval = 5 * time.Second
 
-// expireApprovals fails the approvals that waited past their expiry, at
-// most every ApprovalSweepInterval: it reads only the held tasks old
-// enough to have expired under the shortest expiry of the tools, oldest
-// pages first. Servers sharing a store race for them harmlessly: one
-// resolves each.
+// expireApprovals fails the approvals that waited past their expiry (the
+// service of startControls calls it every ApprovalSweepInterval, within
+// ApprovalSweepTimeout): it reads only the held tasks old enough to have
+// expired under the shortest expiry of the tools, page by page. Servers
+// sharing a store race for them harmlessly: one resolves each.
 func (s *Server) expireApprovals(ctx context.Context) {
-	now := s.eng.Now()
-	if now.Sub(s.lastSweep) < ApprovalSweepInterval {
-		return
-	}
-	s.lastSweep = now
-	// Bounded: the switches' reads wait for the sweep.
 	ctx, cancel := context.WithTimeout(ctx, ApprovalSweepTimeout)
 	defer cancel()
-	s.sweepApprovals(ctx, now)
+	s.sweepApprovals(ctx, s.eng.Now())
 }
 
 // ApprovalSweepTimeout bounds one sweep of expired approvals.
@@ -326,17 +320,16 @@ const ApprovalSweepTimeout = 30 * time.Second
 
 // sweepApprovals fails the approvals expired at now.
 func (s *Server) sweepApprovals(ctx context.Context, now time.Time) {
-	shortest := time.Duration(0)
+	// An approval of a tool that no longer declares one expires after
+	// DefaultApprovalExpiry.
+	shortest := DefaultApprovalExpiry
 	s.mu.RLock()
 	for _, o := range s.tools {
-		if o.Approval != nil && (shortest == 0 || o.Approval.expires() < shortest) {
+		if o.Approval != nil && o.Approval.expires() < shortest {
 			shortest = o.Approval.expires()
 		}
 	}
 	s.mu.RUnlock()
-	if shortest == 0 {
-		return
-	}
 	q := store.BrowseQuery{Waiting: adapter.GateApproval, CreatedBefore: now.Add(-shortest), Limit: store.MaxBrowseLimit}
 	for ctx.Err() == nil {
 		ts, next, err := s.eng.Store().Browse(ctx, q)
@@ -354,10 +347,14 @@ func (s *Server) sweepApprovals(ctx context.Context, now time.Time) {
 	}
 }
 
-// expire fails t's approval if it waited past its tool's expiry.
+// expire fails t's approval if it waited past its tool's expiry
+// (DefaultApprovalExpiry for a tool that no longer declares one).
 func (s *Server) expire(ctx context.Context, t *task.Task, now time.Time) {
 	a := s.approval(t.Tool)
-	if a == nil || now.Before(t.CreatedAt.Add(a.expires())) {
+	if a == nil {
+		a = &Approval{Approvers: []string{"*"}}
+	}
+	if now.Before(t.CreatedAt.Add(a.expires())) {
 		return
 	}
 	got, err := s.eng.Resolve(ctx, t.ID, adapter.GateApproval, func(t *task.Task, now time.Time) error {
@@ -445,11 +442,14 @@ func (s *Server) addApprovalMethods() error {
 			if err != nil {
 				return nil, err
 			}
+			res := &wire.ApprovalsListResult{Approvals: []wire.PendingApproval{}}
+			if !s.approvesAny(ap) {
+				return res, nil // no read for a requester who approves nothing
+			}
 			held, err := s.HeldTasks(ctx, "approval")
 			if err != nil {
 				return nil, adapter.InternalError("the approvals could not be read: " + err.Error())
 			}
-			res := &wire.ApprovalsListResult{Approvals: []wire.PendingApproval{}}
 			for _, h := range held {
 				a := s.approval(h.Tool)
 				if a == nil || a.mayApprove(ap, &task.Task{Owner: task.Owner(h.Owner), Tool: h.Tool}) != nil {
@@ -490,6 +490,18 @@ func (s *Server) addApprovalMethods() error {
 			return &wire.DecideResult{TaskID: string(t.ID), Status: string(t.Status), StatusMessage: t.StatusMessage}, nil
 		}),
 	)
+}
+
+// approvesAny reports whether ap is an approver of any tool.
+func (s *Server) approvesAny(ap approver) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, o := range s.tools {
+		if o.Approval != nil && o.Approval.admits(ap) {
+			return true
+		}
+	}
+	return false
 }
 
 // mcpApprover is the approver of an approvers' method: its requester,

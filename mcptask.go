@@ -79,7 +79,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcptask/mcptask/engine"
@@ -198,7 +197,6 @@ type Server struct {
 	applyMu      sync.Mutex // serializes applyControls
 	localDrain   rollout.Drain
 	stopControls func()
-	lastSweep    time.Time // of expired approvals (expireApprovals)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -136,7 +136,11 @@ func (s *Server) reconcileTool(ctx context.Context, tool string) (RollbackReport
 					case task.OpUnknown:
 						rep.Unknown = append(rep.Unknown, op.Key)
 					default:
-						rep.InFlight = append(rep.InFlight, op.Key)
+						if engine.Running(t) {
+							rep.InFlight = append(rep.InFlight, op.Key)
+						} else {
+							rep.Unknown = append(rep.Unknown, op.Key)
+						}
 					}
 				}
 				if next == "" {

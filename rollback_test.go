@@ -2,6 +2,7 @@ package mcptask_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -110,3 +112,73 @@ func TestRollback(t *testing.T) {
 }
 
 func containsText(raw []byte, s string) bool { return strings.Contains(string(raw), s) }
+
+// TestRetryUnderSwitches: a retry of a call with its idempotency key
+// finds its task although the tool was drained since; the same key with
+// another call, or for another tool, is decided by the switches (no way
+// around a drain with an old key).
+func TestRetryUnderSwitches(t *testing.T) {
+	g := &gates{}
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), g)
+	c, _ := clients(s)
+	ctx := context.Background()
+	call := func(tool, label, key string) (string, *jsonrpcError) {
+		meta := c.Meta()
+		meta[wire.MetaIdempotencyKey] = key
+		r, err := c.Call(ctx, "tools/call", map[string]any{"name": tool, "arguments": map[string]any{"label": label, "millis": -1}, "_meta": meta}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Error != nil {
+			return "", &jsonrpcError{Code: r.Error.Code, Data: string(r.Error.Data)}
+		}
+		var res struct {
+			TaskID string `json:"taskId"`
+		}
+		_ = json.Unmarshal(r.Result, &res)
+		return res.TaskID, nil
+	}
+	first, jerr := call("work", "a", "key-1")
+	if jerr != nil || first == "" {
+		t.Fatalf("the first call: %v", jerr)
+	}
+	if err := s.ts.SetDrain(ctx, mcptask.DrainState{Tools: []string{"work"}}, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	if again, jerr := call("work", "a", "key-1"); jerr != nil || again != first {
+		t.Fatalf("the retry while drained: %q %v; want the task %s", again, jerr, first)
+	}
+	if _, jerr := call("work", "b", "key-1"); jerr == nil || jerr.Code != -32010 || !strings.Contains(jerr.Data, "draining") {
+		t.Fatalf("the key with another call while drained: %+v; want refused by the drain", jerr)
+	}
+	if _, jerr := call("work", "c", "key-2"); jerr == nil || jerr.Code != -32010 {
+		t.Fatalf("a new call while drained: %+v; want refused", jerr)
+	}
+	close(g.get("a"))
+}
+
+type jsonrpcError struct {
+	Code int64
+	Data string
+}
+
+// TestApprovalFailsClosed: an approval on a tool declared with no task
+// support makes it Required: a plain call is refused, a task waits.
+func TestApprovalFailsClosed(t *testing.T) {
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{}, func(ts *mcptask.Server) {
+		mcptask.AddTool(ts, &mcp.Tool{Name: "deploy", Description: "deploys"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text("deployed"), nil, nil
+			}, mcptask.ToolOptions{Approval: &mcptask.Approval{Approvers: []string{"bob"}}})
+	})
+	withTasks, without := clients(s)
+	ctx := context.Background()
+	r, err := without.Call(ctx, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{}, "_meta": without.Meta()}, nil)
+	if err != nil || r.Error == nil || strings.Contains(string(r.Result), "deployed") {
+		t.Fatalf("a plain call of an approval-gated tool: %+v %v; want refused", r, err)
+	}
+	tk, err := withTasks.CallTool(ctx, "deploy", map[string]any{})
+	if err != nil || tk.Status != "working" || !strings.Contains(tk.StatusMessage, "waiting for approval by bob") {
+		t.Fatalf("a task call: %+v %v; want it waiting", tk, err)
+	}
+}

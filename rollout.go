@@ -71,10 +71,9 @@ func (d DrainState) fallback() DrainFallback {
 	return d.Fallback
 }
 
+// internal is d as package rollout applies it (an inactive switch keeps
+// its fallback: what a drain set later without one gets).
 func (d DrainState) internal() rollout.Drain {
-	if !d.Active() {
-		return rollout.Drain{}
-	}
 	return rollout.Drain{All: d.All, Tools: slices.Clone(d.Tools), Fallback: rollout.Fallback(d.Fallback)}
 }
 
@@ -176,6 +175,13 @@ func (s *Server) DrainTool(ctx context.Context, tool string, drained bool, by st
 			slices.Sort(tools)
 		}
 		next := DrainState{All: cur.All, Tools: tools, Fallback: DrainFallback(cur.Fallback), Reason: reason}
+		if !cur.Active() {
+			// A new drain: this server's own fallback (its
+			// configuration's), if it has one.
+			s.mu.RLock()
+			next.Fallback = DrainFallback(s.localDrain.Fallback)
+			s.mu.RUnlock()
+		}
 		var value json.RawMessage
 		if next.Active() {
 			value, _ = json.Marshal(next.internal())
@@ -187,6 +193,7 @@ func (s *Server) DrainTool(ctx context.Context, tool string, drained bool, by st
 		if err != nil {
 			return fmt.Errorf("mcptask: writing the fleet's drain switch: %w", err)
 		}
+		s.eng.Audit().ControlChanged(ctx, rollout.ControlDrain, string(value), by, requester, reason)
 		s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: next.All, Tools: next.Tools, Fallback: string(next.fallback()), By: by, Requester: requester, Reason: reason})
 		return s.readControls(ctx)
 	}
@@ -214,10 +221,13 @@ func (s *Server) SetLocalDrain(ctx context.Context, st DrainState, by string) er
 		return fmt.Errorf("mcptask: %w", err)
 	}
 	s.mu.Lock()
+	was := s.localDrain
 	s.localDrain = st.internal()
 	s.mu.Unlock()
 	s.applyControls()
-	s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: st.Tools, Fallback: string(st.fallback()), By: by + " (this instance)", Reason: st.Reason})
+	if st.Active() || was.Active() {
+		s.eng.Audit().DrainChanged(ctx, audit.DrainChange{All: st.All, Tools: st.Tools, Fallback: string(st.fallback()), By: by + " (this instance)", Reason: st.Reason})
+	}
 	return nil
 }
 
@@ -342,13 +352,30 @@ func (s *Server) startControls() {
 		s.core.Log().Warn("reading the fleet's switches", "err", err)
 	}
 	rcancel()
+	swept := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.fleet.Run(ctx, s.eng.Now, s.expireApprovals)
+		s.fleet.Run(ctx, s.eng.Now)
+	}()
+	go func() {
+		// Apart from the switches' reads: a long sweep never delays the
+		// kill switch.
+		defer close(swept)
+		tick := time.NewTicker(ApprovalSweepInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				s.expireApprovals(ctx)
+			}
+		}
 	}()
 	s.stopControls = func() {
 		cancel()
 		<-done
+		<-swept
 	}
 }
 
@@ -399,9 +426,6 @@ func (s *Server) SetToolRollout(name string, fallback DrainFallback, approval *A
 	o, ok := s.tools[name]
 	if !ok {
 		return fmt.Errorf("mcptask: no tool %s", name)
-	}
-	if approval != nil && (o.Support == Forbidden || o.Support == "") {
-		return fmt.Errorf("mcptask: tool %s: it does not run as a task, so it cannot wait for an approval", name)
 	}
 	o.Fallback, o.Approval = fallback, approval
 	s.tools[name] = o

@@ -37,8 +37,8 @@ type ToolOptions struct {
 	// Approval, if set, holds every new task of the tool until an
 	// approver approves it: its work starts only once the approval is
 	// durable (see [Approval]). It makes the tool's task support
-	// Required (a plain call, or a synchronous fallback, would run it
-	// unapproved); a Forbidden tool takes no approval.
+	// Required, whatever Support says (a plain call, or a synchronous
+	// fallback, would run it unapproved).
 	Approval *Approval
 	// Rerunnable declares the tool safe to run again: a task of it left
 	// unfinished by a crash or shutdown is run again at the next start.

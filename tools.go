@@ -172,9 +172,10 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
 		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL,
 		Fallback: rollout.Fallback(o.Fallback)}
-	if o.Approval != nil && o.Support != Forbidden {
+	if o.Approval != nil {
 		// Every call waits for its approval: none runs as a plain call
-		// (Required on both wires), none is answered synchronously.
+		// (Required on both wires, whatever Support says: an approval
+		// fails closed), none is answered synchronously.
 		p.Approval = o.Approval.message
 		p.Support, p.Synchronous = adapter.Required, nil
 	}

@@ -113,10 +113,16 @@ func (e *Engine) Release(ctx context.Context, id task.ID, gate, queue, msg strin
 	// A cancel between the release and now found no run to stop:
 	// register the run, then look again (as a start from a queue does).
 	r, stopOnShutdown := e.register(context.Background(), t)
-	if cur, err := e.timed.Get(context.WithoutCancel(ctx), t.ID); err != nil || cur.Status.Terminal() || cur.Runner != e.id {
+	cur, err := e.timed.Get(context.WithoutCancel(ctx), t.ID)
+	if err == nil && (cur.Status.Terminal() || cur.Runner != e.id) {
 		counted = false
 		e.unregister(r, stopOnShutdown)
 		return t.Clone(), nil
+	}
+	if err != nil {
+		// The task is released to this engine: run it; a cancel this read
+		// missed reaches the run at its next heartbeat.
+		e.log.Warn("reading a released task again before its work starts", "task", t.ID, "err", err)
 	}
 	counted = false
 	e.start(r, stopOnShutdown, work)

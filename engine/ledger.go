@@ -318,21 +318,29 @@ func (e *Engine) settleOps(ctx context.Context, t *task.Task, ops []*task.Operat
 // ReconcileOperations asks the system of record about every unsettled
 // operation of the task t on the ledger (intended, submitted or unknown)
 // and records its answers, without changing the task: an operator's
-// reconciliation of work in flight (a rollback). While an engine holds
-// t's lease its work may still apply an operation the system of record
-// has not seen yet, so only confirmations are recorded then; the other
-// answers leave the operation for the work (or a later reconciliation)
-// to settle. Without Hooks.Reconcile, or for a tool that cannot
-// reconcile, nothing is recorded.
+// reconciliation of work in flight (a rollback). While an engine runs
+// t's work (the task, read again here, has a runner) the work may still
+// apply an operation the system of record has not seen yet, so only
+// confirmations are recorded then: the other answers leave the
+// operation for the work, or the takeover's reconciliation if its
+// engine died, to settle. Without Hooks.Reconcile, or for a tool that
+// cannot reconcile, nothing is recorded.
 func (e *Engine) ReconcileOperations(ctx context.Context, t *task.Task) error {
-	ops, err := e.unsettledOps(ctx, t)
+	cur, err := e.timed.Get(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	ops, err := e.unsettledOps(ctx, cur)
 	if err != nil || len(ops) == 0 || e.hooks.Reconcile == nil {
 		return err
 	}
-	live := t.Runner != "" && t.LeaseExpiresAt.After(e.now())
-	e.settleOps(ctx, t, ops, live)
+	e.settleOps(ctx, cur, ops, Running(cur))
 	return nil
 }
+
+// Running reports whether an engine runs t's work: it has a runner and
+// has not ended (a lapsed lease included: the takeover decides then).
+func Running(t *task.Task) bool { return t.Runner != "" && !t.Status.Terminal() }
 
 // reconcile asks the system of record about the unsettled operations of t,
 // before the recovery policy, and settles them on the ledger: all

@@ -293,9 +293,10 @@ func TestReconcileAtShutdown(t *testing.T) {
 
 // TestReconcileOperations: an operator's reconciliation of a task's
 // unsettled operations records every answer of the system of record for
-// a task no engine holds (its lease lapsed), and only a confirmation for
-// one whose work runs (it may still apply what the system has not seen);
-// the task itself is not changed.
+// a task no engine runs (no runner), and only a confirmation for one
+// with a runner, its lease lapsed or not (its work may still apply what
+// the system has not seen; the takeover settles a dead one); the task
+// itself is not changed.
 func TestReconcileOperations(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -303,11 +304,12 @@ func TestReconcileOperations(t *testing.T) {
 		answer task.OpState
 		want   task.OpState
 	}{
-		{"lapsed, rejected", -time.Minute, task.OpRejected, task.OpRejected},
-		{"lapsed, unknown", -time.Minute, task.OpUnknown, task.OpUnknown},
+		{"no runner, rejected", 0, task.OpRejected, task.OpRejected},
+		{"no runner, unknown", 0, task.OpUnknown, task.OpUnknown},
 		{"running, confirmed", time.Hour, task.OpConfirmed, task.OpConfirmed},
 		{"running, rejected", time.Hour, task.OpRejected, task.OpSubmitted},
 		{"running, unknown", time.Hour, task.OpUnknown, task.OpSubmitted},
+		{"lease lapsed, rejected", -time.Minute, task.OpRejected, task.OpSubmitted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -326,6 +328,9 @@ func TestReconcileOperations(t *testing.T) {
 			}
 			tk := task.New(task.Policy{}, "alice", "deploy", nil, time.Now())
 			tk.Runner, tk.Attempts, tk.LeaseExpiresAt = "another-engine", 1, time.Now().Add(c.lease)
+			if c.lease == 0 {
+				tk.Runner, tk.LeaseExpiresAt = "", time.Time{} // handed back: nobody runs it
+			}
 			if err := st.Create(ctx, tk, store.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}

@@ -238,11 +238,13 @@ func (a *App) engineOptions(m *metrics.Metrics, auditLog *audit.Logger, exclusiv
 func (a *App) applyDrainFile(fc *FileConfig) error {
 	a.drain.file = fc.drainState()
 	d := a.drain.file
-	if !d.Active() {
-		return nil
-	}
+	// Inactive too: its fallback is what a drain set later without one
+	// gets (the dashboard's).
 	if err := a.tasks.SetLocalDrain(context.Background(), d, "config"); err != nil {
 		return err
+	}
+	if !d.Active() {
+		return nil
 	}
 	a.log.Warn("draining (this instance, from the configuration file): new tasks are not served", "all", d.All, "tools", d.Tools, "fallback", d.Fallback)
 	return nil

@@ -252,8 +252,10 @@ func (c *Core) SyncFallback(ctx context.Context, req mcp.Request, name string, p
 	if d.Task() || d.Fallback != rollout.Sync {
 		return false
 	}
-	if key, err := IdempotencyKey(MetaOf(req)); err == nil && c.retried(ctx, owner, key) {
-		return false // a retry of a call that made a task: the task
+	if key, err := IdempotencyKey(MetaOf(req)); err == nil && key != "" {
+		if raw, err := json.Marshal(req.GetParams()); err == nil && c.retryOf(ctx, owner, key, name, raw) != nil {
+			return false // a retry of a call that made a task: the task
+		}
 	}
 	c.eng.Observer().CallRouted(name, "sync")
 	c.log.Debug("tool called as a task answered synchronously (fallback sync)", "tool", name, "why", d.Why)

@@ -67,10 +67,13 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 	}
 	mode := "task"
 	d := c.rollout.Load().Decide(tool, owner, p.Fallback)
-	if !d.Task() && c.retried(ctx, owner, key) {
-		// An idempotent retry finds its task whatever the switches say
-		// now: they decide new tasks only.
-		d = rollout.Decision{}
+	if !d.Task() {
+		if t := c.retryOf(ctx, owner, key, tool, request); t != nil {
+			// An idempotent retry finds its task whatever the switches
+			// say now: they decide new tasks only.
+			c.eng.Audit().Reused(ctx, audit.TaskOf(t))
+			return t, nil
+		}
 	}
 	switch {
 	case d.Task() || (via == viaJobs && d.Why != rollout.Draining && d.Fallback == rollout.Jobs):
@@ -109,14 +112,18 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 	return t, nil
 }
 
-// retried reports whether owner's call with the idempotency key key
-// ("" for none) is a retry of a call that created a task.
-func (c *Core) retried(ctx context.Context, owner task.Owner, key string) bool {
+// retryOf returns the task an idempotent retry of owner's call (tool,
+// its params request) with the key key ("" for none) finds: made by the
+// same call (tool and arguments) and not expired; nil when there is none.
+func (c *Core) retryOf(ctx context.Context, owner task.Owner, key, tool string, request json.RawMessage) *task.Task {
 	if key == "" {
-		return false
+		return nil
 	}
-	_, err := c.eng.Store().GetByKey(ctx, owner, key)
-	return err == nil
+	t, err := c.eng.Store().GetByKey(ctx, owner, key)
+	if err != nil || t.Tool != tool || task.CallDigest(t.Tool, t.Request) != task.CallDigest(tool, request) || t.Expired(c.eng.Now()) {
+		return nil
+	}
+	return t
 }
 
 // The ways a task is created (see Core.create): a task-augmented call,

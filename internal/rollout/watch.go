@@ -88,9 +88,8 @@ func (w *Watcher) Last() (map[string]*store.Control, int64, time.Time) {
 	return w.controls, w.version, w.at
 }
 
-// Run reads the switches every interval until ctx is done, and calls
-// each after every read.
-func (w *Watcher) Run(ctx context.Context, now func() time.Time, each func(context.Context)) {
+// Run reads the switches every interval until ctx is done.
+func (w *Watcher) Run(ctx context.Context, now func() time.Time) {
 	tick := time.NewTicker(w.interval)
 	defer tick.Stop()
 	failing := false
@@ -107,7 +106,6 @@ func (w *Watcher) Run(ctx context.Context, now func() time.Time, each func(conte
 			w.log.Warn("reading the fleet's switches (the last read stay applied)", "err", err)
 		}
 		failing = err != nil
-		each(ctx)
 	}
 }
 
