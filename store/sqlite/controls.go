@@ -57,19 +57,8 @@ func (s *Store) Controls(ctx context.Context) (map[string]*store.Control, int64,
 		return nil, 0, fmt.Errorf("sqlite store: read controls: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]*store.Control{}
-	var top int64
-	for rows.Next() {
-		var name, by, reason string
-		var value *string
-		var atMS, version int64
-		if err := rows.Scan(&name, &value, &by, &reason, &atMS, &version); err != nil {
-			return nil, 0, fmt.Errorf("sqlite store: read controls: %w", err)
-		}
-		top = max(top, version)
-		out[name] = rowcodec.Control(name, value, by, reason, atMS, version)
-	}
-	if err := rows.Err(); err != nil {
+	out, top, err := rowcodec.ControlRows(rows)
+	if err != nil {
 		return nil, 0, fmt.Errorf("sqlite store: read controls: %w", err)
 	}
 	return out, top, nil

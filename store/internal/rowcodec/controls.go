@@ -44,3 +44,29 @@ func Control(name string, value *string, by, reason string, atMS, version int64)
 func ControlWritten(c store.Control, value *string, atMS, version int64) *store.Control {
 	return Control(c.Name, value, c.By, c.Reason, atMS, version)
 }
+
+// Rows is what ControlRows reads: *sql.Rows or pgx.Rows.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ControlRows reads the rows of
+// SELECT name, value, set_by, reason, at_ms, version FROM controls:
+// every switch by name, and the highest version.
+func ControlRows(rows Rows) (map[string]*store.Control, int64, error) {
+	out := map[string]*store.Control{}
+	var top int64
+	for rows.Next() {
+		var name, by, reason string
+		var value *string
+		var atMS, version int64
+		if err := rows.Scan(&name, &value, &by, &reason, &atMS, &version); err != nil {
+			return nil, 0, err
+		}
+		top = max(top, version)
+		out[name] = Control(name, value, by, reason, atMS, version)
+	}
+	return out, top, rows.Err()
+}
