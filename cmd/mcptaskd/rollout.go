@@ -84,6 +84,18 @@ func readAdminBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// knownTool reports whether the server serves tool; when not, the
+// refusal (400) has been written.
+func (a *App) knownTool(w http.ResponseWriter, tool string) bool {
+	if a.tasks.HasTool(tool) {
+		return true
+	}
+	adminError(w, http.StatusBadRequest, fmt.Sprintf("no such tool: %q (nothing changed)", tool))
+	return false
+}
+
+// onlyGet reports whether r is a GET or HEAD; when not, the refusal has
+// been written.
 func onlyGet(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -114,8 +126,7 @@ func (a *App) serveCanary(w http.ResponseWriter, r *http.Request, who task.Owner
 	if !readAdminBody(w, r, &req) {
 		return
 	}
-	if !a.tasks.HasTool(req.Tool) {
-		adminError(w, http.StatusBadRequest, fmt.Sprintf("no such tool: %q (nothing changed)", req.Tool))
+	if !a.knownTool(w, req.Tool) {
 		return
 	}
 	var c *mcptask.Canary
@@ -142,8 +153,7 @@ func (a *App) serveRollback(w http.ResponseWriter, r *http.Request, who task.Own
 	if !readAdminBody(w, r, &req) {
 		return
 	}
-	if !a.tasks.HasTool(req.Tool) {
-		adminError(w, http.StatusBadRequest, fmt.Sprintf("no such tool: %q (nothing changed)", req.Tool))
+	if !a.knownTool(w, req.Tool) {
 		return
 	}
 	if req.Undo {
