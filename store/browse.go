@@ -51,6 +51,14 @@ type BrowseQuery struct {
 	// Waiting, if set, selects the unfinished tasks waiting in that queue
 	// (Queued).
 	Waiting string
+	// Parent, if set, selects the children of that task (task.Task.Parent).
+	Parent task.ID
+	// Root, if set, selects the descendants of that task: every task of
+	// the tree under it, but itself (task.Task.Root).
+	Root task.ID
+	// TopLevel, if set, selects only tasks with no parent (a list that
+	// hides children).
+	TopLevel bool
 	// CreatedAfter and CreatedBefore, if not zero, select tasks created
 	// at or after, and before, these times.
 	CreatedAfter, CreatedBefore time.Time

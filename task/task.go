@@ -93,6 +93,12 @@ type Task struct {
 	// [MaxCorrelationKeys] keys of at most [MaxCorrelationKey] bytes,
 	// values of at most [MaxCorrelationValue] bytes, strings only.
 	Correlation map[string]string
+	// Parent is the task whose work started this one as a child (see
+	// mcptask.Task.Spawn), "" for a task a requester created.
+	Parent ID
+	// Root is the top of the tree a child belongs to (the task with no
+	// parent it descends from), "" for a task with no parent.
+	Root ID
 }
 
 // Error is a JSON-RPC error object stored with a failed task.

@@ -289,7 +289,7 @@ func (s *Store) countByStatus(ctx context.Context, where string, args []any) (ma
 var loadColumns = []string{"id", "owner", "tool", "wire", "status", "status_message", "created_at_ms", "updated_at_ms",
 	"ttl_ns", "poll_ns", "expires_at_ns", "request", "result", "error", "input_requests", "input_responses", "input_seq",
 	"runner", "attempts", "lease_expires_at_ms", "idempotency_key", "key_owner", "queue", "queued", "external_ref",
-	"correlation", "tool_error", "started_at_ms"}
+	"correlation", "tool_error", "started_at_ms", "parent_id", "root_id"}
 
 // LoadTasks inserts tasks with one COPY, encoded as Create encodes them
 // but without their histories and without Create's checks (idempotency

@@ -16,7 +16,8 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation, tool_error, started_at_ms`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation, tool_error, started_at_ms,
+	parent_id, root_id`
 
 // dialect is how this backend writes a task: no lease and no idempotency
 // key as NULL, and text PostgreSQL can hold.
@@ -34,14 +35,14 @@ type row = rowcodec.Encoded
 const insertSQL = `INSERT INTO %[1]s.tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 		ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq,
 		runner, attempts, lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation,
-		tool_error, started_at_ms)
+		tool_error, started_at_ms, parent_id, root_id)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-		$23, $24, $25, $26, $27, $28)
+		$23, $24, $25, $26, $27, $28, $29, $30)
 	ON CONFLICT DO NOTHING
 	RETURNING id`
 
-// updateSQL writes every column of a task but its ID ($28), and announces
-// the change on the change channel ($29). It returns one row when the task
+// updateSQL writes every column of a task but its ID ($30), and announces
+// the change on the change channel ($31). It returns one row when the task
 // exists.
 const updateSQL = `WITH upd AS (
 	UPDATE %[1]s.tasks SET owner = $1, tool = $2, wire = $3, status = $4, status_message = $5,
@@ -49,11 +50,11 @@ const updateSQL = `WITH upd AS (
 		request = $11, result = $12, error = $13, input_requests = $14, input_responses = $15,
 		input_seq = $16, runner = $17, attempts = $18, lease_expires_at_ms = $19, idempotency_key = $20,
 		key_owner = $21, queue = $22, queued = $23, external_ref = $24, correlation = $25,
-		tool_error = $26, started_at_ms = $27
-	WHERE id = $28
+		tool_error = $26, started_at_ms = $27, parent_id = $28, root_id = $29
+	WHERE id = $30
 	RETURNING id
 )
-SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($29, upd.id) AS n`
+SELECT upd.id FROM upd CROSS JOIN LATERAL pg_notify($31, upd.id) AS n`
 
 // encodeTask validates t and encodes it into column values. It does not
 // change t.

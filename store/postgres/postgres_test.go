@@ -997,7 +997,8 @@ func TestMigrateFromV9(t *testing.T) {
 	quoted := pgx.Identifier{schema}.Sanitize()
 	s := openTest(t, schema)
 	ids := storetest.OutcomeBeforeMigration(t, s)
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN parent_id, DROP COLUMN root_id;
+		DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
 		DROP FUNCTION %[1]s.task_events_publish() CASCADE; DROP FUNCTION %[1]s.events_fan_out() CASCADE;
 		DELETE FROM %[1]s.meta WHERE key = 'events_floor';
 		ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;
@@ -1023,7 +1024,8 @@ func TestMigrateFromV8(t *testing.T) {
 	if _, err := s.RecordOperation(t.Context(), &task.Operation{Key: "k8", TaskID: tk.ID, Owner: "alice", Effect: "e"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN parent_id, DROP COLUMN root_id;
+		DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
 		DROP FUNCTION %[1]s.task_events_publish() CASCADE; DROP FUNCTION %[1]s.events_fan_out() CASCADE;
 		DELETE FROM %[1]s.meta WHERE key = 'events_floor';
 		ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;
@@ -1058,7 +1060,8 @@ func TestMigrateFromV1(t *testing.T) {
 	// and the indexes of browsing, migration 6 the task logs, migration 5
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
-	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
+	if _, err := s.pool.Exec(t.Context(), fmt.Sprintf(`ALTER TABLE %[1]s.tasks DROP COLUMN parent_id, DROP COLUMN root_id;
+		DROP TABLE %[1]s.controls, %[1]s.event_deliveries, %[1]s.event_subscriptions, %[1]s.events CASCADE;
 		DROP FUNCTION %[1]s.task_events_publish() CASCADE; DROP FUNCTION %[1]s.events_fan_out() CASCADE;
 		DELETE FROM %[1]s.meta WHERE key = 'events_floor';
 		ALTER TABLE %[1]s.tasks DROP COLUMN tool_error, DROP COLUMN started_at_ms;

@@ -44,6 +44,7 @@ var migrations = []migration{
 	{"tool errors and the start of a task's work", migrateV10},
 	{"event logs and the webhook outbox", migrateV11},
 	{"the fleet's switches", migrateV12},
+	{"task trees: a child's parent and root", migrateV13},
 }
 
 // Units are part of the column names: timestamps are bigint Unix
@@ -580,5 +581,20 @@ CREATE INDEX controls_version ON %[1]s.controls (version);
 
 func migrateV12(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV12, m.quoted))
+	return err
+}
+
+// schemaV13 keeps task trees: parent_id and root_id are '' for a task
+// with no parent; the partial indexes hold only children, so that tasks
+// with no parent cost nothing more.
+const schemaV13 = `
+ALTER TABLE %[1]s.tasks ADD COLUMN parent_id text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE %[1]s.tasks ADD COLUMN root_id text COLLATE "C" NOT NULL DEFAULT '';
+CREATE INDEX tasks_parent ON %[1]s.tasks (parent_id, created_at_ms, id) WHERE parent_id <> '';
+CREATE INDEX tasks_root ON %[1]s.tasks (root_id) WHERE root_id <> '';
+`
+
+func migrateV13(ctx context.Context, tx pgx.Tx, m *migrator) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(schemaV13, m.quoted))
 	return err
 }

@@ -12,7 +12,8 @@ import (
 // taskColumns are the columns a task is read from, in scanTask's order.
 const taskColumns = `id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation, tool_error, started_at_ms`
+	lease_expires_at_ms, idempotency_key, queue, queued, external_ref, correlation, tool_error, started_at_ms,
+	parent_id, root_id`
 
 // dialect is how this backend writes a task: no lease and no idempotency
 // key as 0 and "".
@@ -27,15 +28,16 @@ func encodeTask(t *task.Task) (*row, error) { return dialect.Encode(t) }
 
 const insertSQL = `INSERT INTO tasks (id, owner, tool, wire, status, status_message, created_at_ms, updated_at_ms,
 	ttl_ns, poll_ns, expires_at_ns, request, result, error, input_requests, input_responses, input_seq, runner, attempts,
-	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation, tool_error, started_at_ms)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	lease_expires_at_ms, idempotency_key, key_owner, queue, queued, external_ref, correlation, tool_error, started_at_ms,
+	parent_id, root_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (id) DO NOTHING`
 
 const updateSQL = `UPDATE tasks SET owner = ?, tool = ?, wire = ?, status = ?, status_message = ?,
 	created_at_ms = ?, updated_at_ms = ?, ttl_ns = ?, poll_ns = ?, expires_at_ns = ?, request = ?, result = ?,
 	error = ?, input_requests = ?, input_responses = ?, input_seq = ?, runner = ?, attempts = ?,
 	lease_expires_at_ms = ?, idempotency_key = ?, key_owner = ?, queue = ?, queued = ?, external_ref = ?,
-	correlation = ?, tool_error = ?, started_at_ms = ?
+	correlation = ?, tool_error = ?, started_at_ms = ?, parent_id = ?, root_id = ?
 	WHERE id = ?`
 
 // leaseMS encodes a lease expiry as Unix milliseconds (rounded down), 0

@@ -34,6 +34,7 @@ var migrations = []migration{
 	{"tool errors and the start of a task's work", migrateV10},
 	{"event logs and the webhook outbox", migrateV11},
 	{"the fleet's switches", migrateV12},
+	{"task trees: a child's parent and root", migrateV13},
 }
 
 // Units are part of the column names: timestamps are integer Unix
@@ -528,5 +529,20 @@ CREATE INDEX controls_version ON controls (version);
 
 func migrateV12(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, schemaV12)
+	return err
+}
+
+// schemaV13 keeps task trees: parent_id and root_id are "" for a task
+// with no parent; the partial indexes hold only children, so that tasks
+// with no parent cost nothing more.
+const schemaV13 = `
+ALTER TABLE tasks ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN root_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX tasks_parent ON tasks (parent_id, created_at_ms, id) WHERE parent_id <> '';
+CREATE INDEX tasks_root ON tasks (root_id) WHERE root_id <> '';
+`
+
+func migrateV13(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, schemaV13)
 	return err
 }

@@ -523,6 +523,7 @@ func TestMigrateFromV9(t *testing.T) {
 	s := openTest(t, path)
 	ids := storetest.OutcomeBeforeMigration(t, s)
 	if _, err := s.wdb.Exec(`DROP TRIGGER task_events_publish; DROP TRIGGER events_fan_out; DROP TRIGGER event_subscriptions_delete; DROP TRIGGER tasks_delete_published;
+		DROP INDEX tasks_parent; DROP INDEX tasks_root; ALTER TABLE tasks DROP COLUMN parent_id; ALTER TABLE tasks DROP COLUMN root_id;
 		DROP TABLE controls; DROP TABLE event_deliveries; DROP TABLE event_subscriptions; DROP TABLE events; DELETE FROM meta WHERE key = 'events_floor';
 		DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
 		ALTER TABLE tasks DROP COLUMN started_at_ms; PRAGMA user_version = 9`); err != nil {
@@ -549,6 +550,7 @@ func TestMigrateFromV8(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.wdb.Exec(`DROP TRIGGER task_events_publish; DROP TRIGGER events_fan_out; DROP TRIGGER event_subscriptions_delete; DROP TRIGGER tasks_delete_published;
+		DROP INDEX tasks_parent; DROP INDEX tasks_root; ALTER TABLE tasks DROP COLUMN parent_id; ALTER TABLE tasks DROP COLUMN root_id;
 		DROP TABLE controls; DROP TABLE event_deliveries; DROP TABLE event_subscriptions; DROP TABLE events; DELETE FROM meta WHERE key = 'events_floor';
 		DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
 		ALTER TABLE tasks DROP COLUMN started_at_ms;
@@ -584,6 +586,7 @@ func TestMigrateFromV1(t *testing.T) {
 	// the ledger, migration 4 the queue columns, migration 3 scoped keys
 	// by key owner, migration 2 only added an index.
 	if _, err := s.wdb.Exec(`DROP TRIGGER task_events_publish; DROP TRIGGER events_fan_out; DROP TRIGGER event_subscriptions_delete; DROP TRIGGER tasks_delete_published;
+		DROP INDEX tasks_parent; DROP INDEX tasks_root; ALTER TABLE tasks DROP COLUMN parent_id; ALTER TABLE tasks DROP COLUMN root_id;
 		DROP TABLE controls; DROP TABLE event_deliveries; DROP TABLE event_subscriptions; DROP TABLE events; DELETE FROM meta WHERE key = 'events_floor';
 		DROP INDEX tasks_tool_errors; ALTER TABLE tasks DROP COLUMN tool_error;
 		ALTER TABLE tasks DROP COLUMN started_at_ms; ALTER TABLE tasks DROP COLUMN correlation; DROP INDEX tasks_queue_owner; DROP TABLE queue_turns; DROP TRIGGER tasks_delete_events; DROP TABLE task_events; DROP INDEX tasks_created;

@@ -29,7 +29,7 @@ const viewSQL = `SELECT t.id, t.owner, t.tool, t.wire, t.status, t.status_messag
 	CASE WHEN ?3 THEN t.error END,
 	CASE WHEN ?4 THEN t.input_requests END, CASE WHEN ?5 THEN t.input_responses END,
 	t.input_seq, t.runner, t.attempts, t.lease_expires_at_ms, t.idempotency_key, t.queue, t.queued, t.external_ref,
-	t.correlation, t.tool_error, t.started_at_ms,
+	t.correlation, t.tool_error, t.started_at_ms, t.parent_id, t.root_id,
 	coalesce(h.last_seq, 0), coalesce(h.dropped, 0),
 	coalesce(o.key, ''), coalesce(o.task_id, ''), coalesce(o.tool, ''), coalesce(o.owner, ''), coalesce(o.object, ''),
 	coalesce(o.object_version, ''), coalesce(o.effect, ''), coalesce(o.state, ''), coalesce(o.receipt, ''),

@@ -63,6 +63,8 @@ func fullTask() *task.Task {
 		Queue:          "deploys/prod — «eu»",
 		ExternalRef:    `{"upstream":"ci","taskId":"786512e5-2c8b"}`,
 		IdempotencyKey: "retry-key: «é» \"quoted\" 🙂",
+		Parent:         task.NewID(),
+		Root:           task.NewID(),
 		Correlation: map[string]string{
 			"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9",
 			"example.com/trace":    "«é» \"quoted\" <&>",
@@ -108,6 +110,9 @@ func diff(got, want *task.Task) string {
 	}
 	if got.Wire != want.Wire {
 		add("Wire", got.Wire, want.Wire)
+	}
+	if got.Parent != want.Parent || got.Root != want.Root {
+		add("Parent, Root", [2]task.ID{got.Parent, got.Root}, [2]task.ID{want.Parent, want.Root})
 	}
 	if got.Status != want.Status {
 		add("Status", got.Status, want.Status)

@@ -94,6 +94,7 @@ func Run(t *testing.T, b Backend) {
 		{"Correlation", s.runCorrelation},
 		{"Events", s.runEvents},
 		{"Controls", s.runControls},
+		{"Trees", s.runTrees},
 	} {
 		t.Run(area.name, area.run)
 	}

@@ -22,6 +22,15 @@ func BrowseFilter(q store.BrowseQuery, sig cursor.Signer, paging bool) (conds []
 	if q.Waiting != "" {
 		conds, args = append(conds, "queue = ? AND queued AND status IN ('working', 'input_required')"), append(args, q.Waiting)
 	}
+	if q.Parent != "" {
+		conds, args = append(conds, "parent_id = ?"), append(args, string(q.Parent))
+	}
+	if q.Root != "" {
+		conds, args = append(conds, "root_id = ?"), append(args, string(q.Root))
+	}
+	if q.TopLevel {
+		conds = append(conds, "parent_id = ''")
+	}
 	if q.Owner != "" {
 		conds, args = append(conds, "owner = ?"), append(args, string(q.Owner))
 	}

@@ -44,6 +44,7 @@ type Encoded struct {
 	correlation                                  string // JSON object, "" when none
 	ToolError                                    bool   // completed with a tool error
 	StartedMS                                    int64  // 0 while not started
+	Parent, Root                                 string // "" for a task with no parent
 	nullNone                                     bool
 }
 
@@ -53,7 +54,7 @@ type Encoded struct {
 // expires_at_ns, request, result, error, input_requests,
 // input_responses, input_seq, runner, attempts, lease_expires_at_ms,
 // idempotency_key, key_owner, queue, queued, external_ref, correlation,
-// tool_error, started_at_ms.
+// tool_error, started_at_ms, parent_id, root_id.
 func (e *Encoded) InsertArgs() []any {
 	var lease, key any = e.LeaseMS, e.IdempotencyKey
 	if e.nullNone && e.LeaseMS == 0 {
@@ -65,7 +66,7 @@ func (e *Encoded) InsertArgs() []any {
 	return []any{e.ID, e.Owner, e.Tool, e.Wire, e.Status, e.StatusMessage, e.CreatedMS, e.UpdatedMS,
 		e.TTLNS, e.PollNS, e.expiresNS, e.request, e.result, e.errJSON, e.inReqs, e.inResps, e.InputSeq,
 		e.Runner, e.Attempts, lease, key, e.KeyOwner, e.Queue, e.Queued, e.ExternalRef, e.correlation,
-		e.ToolError, e.StartedMS}
+		e.ToolError, e.StartedMS, e.Parent, e.Root}
 }
 
 // UpdateArgs binds the parameters of both backends' update statements:
@@ -120,6 +121,8 @@ func (d Dialect) Encode(t *task.Task) (*Encoded, error) {
 		Queued:         t.Queued,
 		ExternalRef:    t.ExternalRef,
 		ToolError:      t.Status == task.Completed && t.ToolError,
+		Parent:         string(t.Parent),
+		Root:           string(t.Root),
 		nullNone:       d.NullNone,
 	}
 	if !t.LeaseExpiresAt.IsZero() {

@@ -20,8 +20,8 @@ func TestEncodeDialects(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := e.InsertArgs()
-		if len(args) != 28 {
-			t.Fatalf("%s: %d insert args, want 28", d.Backend, len(args))
+		if len(args) != 30 {
+			t.Fatalf("%s: %d insert args, want 30", d.Backend, len(args))
 		}
 		lease, key := args[19], args[20]
 		if d.NullNone && (lease != nil || key != nil) {
@@ -34,7 +34,7 @@ func TestEncodeDialects(t *testing.T) {
 			t.Errorf("%s: a working task binds expires_at_ns %v, want NULL", d.Backend, args[10])
 		}
 		up := e.UpdateArgs()
-		if up[len(up)-1] != string(tk.ID) || len(up) != 28 {
+		if up[len(up)-1] != string(tk.ID) || len(up) != 30 {
 			t.Errorf("%s: update args end in %v (len %d), want the ID last", d.Backend, up[len(up)-1], len(up))
 		}
 		q := e.InQueue(3)

@@ -73,6 +73,7 @@ type taskCols struct {
 	idemKey                               *string // NULL (PostgreSQL) or "" (SQLite) when the client chose none
 	correlation                           string
 	startedMS                             int64
+	parent, root                          string
 }
 
 // dest returns the scan destinations of the columns.
@@ -81,7 +82,7 @@ func (c *taskCols) dest() []any {
 	return []any{&c.id, &t.Owner, &t.Tool, &t.Wire, &c.status, &t.StatusMessage, &c.createdMS, &c.updatedMS,
 		&c.ttlNS, &c.pollNS, &c.request, &c.result, &c.errJSON, &c.reqs, &c.resps, &t.InputSeq, &t.Runner, &t.Attempts,
 		&c.leaseMS, &c.idemKey, &t.Queue, &t.Queued, &t.ExternalRef, &c.correlation,
-		&t.ToolError, &c.startedMS}
+		&t.ToolError, &c.startedMS, &c.parent, &c.root}
 }
 
 // task returns the task the scanned columns hold.
@@ -97,6 +98,7 @@ func (c *taskCols) task(backend string) (*task.Task, error) {
 		t.LeaseExpiresAt = OpTime(*c.leaseMS)
 	}
 	t.StartedAt = OpTime(c.startedMS)
+	t.Parent, t.Root = task.ID(c.parent), task.ID(c.root)
 	if c.idemKey != nil {
 		t.IdempotencyKey = *c.idemKey
 	}
