@@ -133,6 +133,12 @@ type Held struct {
 	Approvers []string `json:"approvers,omitempty"`
 	// Arguments are the call's arguments, for the approver to judge.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Parent is the task whose work started this one as a child (a
+	// workflow's step), "" for none; Step names the step.
+	Parent string `json:"parentTaskId,omitempty"`
+	Step   string `json:"step,omitempty"`
+
+	approval *Approval
 }
 
 // HeldTasks returns the tasks held for an approval ("approval"), for an
@@ -159,9 +165,10 @@ func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 			q.Cursor = next
 		}
 		for _, t := range slices.Backward(ts) {
-			h := Held{Kind: k, TaskID: string(t.ID), Tool: t.Tool, Owner: string(t.Owner), StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt}
-			if a := s.approval(t.Tool); a != nil && k == "approval" {
-				h.ExpiresAt, h.Approvers = t.CreatedAt.Add(a.expires()), a.Approvers
+			h := Held{Kind: k, TaskID: string(t.ID), Tool: t.Tool, Owner: string(t.Owner), StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt,
+				Parent: string(t.Parent), Step: adapter.StepOf(t)}
+			if a := s.approvalOf(t); a != nil && k == "approval" {
+				h.ExpiresAt, h.Approvers, h.approval = t.CreatedAt.Add(a.expires()), a.Approvers, a
 			}
 			var call mcp.CallToolParamsRaw
 			if json.Unmarshal(t.Request, &call) == nil {
@@ -173,10 +180,15 @@ func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 	return out, nil
 }
 
-func (s *Server) approval(tool string) *Approval {
+// approvalOf returns the approval that holds t: a child's own (a
+// workflow's approval step, see SpawnOptions.Approval), else its tool's.
+func (s *Server) approvalOf(t *task.Task) *Approval {
+	if a := childApproval(t); a != nil {
+		return a
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.tools[tool].Approval
+	return s.tools[t.Tool].Approval
 }
 
 // gateMeta is the adapter's Config.Gate: the _meta of a held task,
@@ -186,7 +198,7 @@ func (s *Server) gateMeta(t *task.Task) map[string]any {
 	switch t.Queue {
 	case adapter.GateApproval:
 		m := map[string]any{"state": "pending"}
-		if a := s.approval(t.Tool); a != nil {
+		if a := s.approvalOf(t); a != nil {
 			m["approvers"], m["expiresAt"] = a.Approvers, t.CreatedAt.Add(a.expires()).UTC().Format(time.RFC3339)
 			if a.Reason != "" {
 				m["reason"] = a.Reason
@@ -235,7 +247,7 @@ func (s *Server) decide(ctx context.Context, id task.ID, approve bool, ap approv
 	if err != nil {
 		return nil, err
 	}
-	a := s.approval(t.Tool)
+	a := s.approvalOf(t)
 	if a == nil {
 		if !ap.operator || !engine.Held(t, adapter.GateApproval) {
 			// Nothing for this approver to decide: as for an unknown
@@ -350,7 +362,7 @@ func (s *Server) sweepApprovals(ctx context.Context, now time.Time) {
 // expire fails t's approval if it waited past its tool's expiry
 // (DefaultApprovalExpiry for a tool that no longer declares one).
 func (s *Server) expire(ctx context.Context, t *task.Task, now time.Time) {
-	a := s.approval(t.Tool)
+	a := s.approvalOf(t)
 	if a == nil {
 		a = &Approval{Approvers: []string{"*"}}
 	}
@@ -443,15 +455,12 @@ func (s *Server) addApprovalMethods() error {
 				return nil, err
 			}
 			res := &wire.ApprovalsListResult{Approvals: []wire.PendingApproval{}}
-			if !s.approvesAny(ap) {
-				return res, nil // no read for a requester who approves nothing
-			}
 			held, err := s.HeldTasks(ctx, "approval")
 			if err != nil {
 				return nil, adapter.InternalError("the approvals could not be read: " + err.Error())
 			}
 			for _, h := range held {
-				a := s.approval(h.Tool)
+				a := h.approval
 				if a == nil || a.mayApprove(ap, &task.Task{Owner: task.Owner(h.Owner), Tool: h.Tool}) != nil {
 					continue
 				}
@@ -490,18 +499,6 @@ func (s *Server) addApprovalMethods() error {
 			return &wire.DecideResult{TaskID: string(t.ID), Status: string(t.Status), StatusMessage: t.StatusMessage}, nil
 		}),
 	)
-}
-
-// approvesAny reports whether ap is an approver of any tool.
-func (s *Server) approvesAny(ap approver) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, o := range s.tools {
-		if o.Approval != nil && o.Approval.admits(ap) {
-			return true
-		}
-	}
-	return false
 }
 
 // mcpApprover is the approver of an approvers' method: its requester,

@@ -39,6 +39,13 @@ type Limits struct {
 	// told doubles the interval in the answer; polling at the suggested
 	// pace brings it back down. Zero never raises it.
 	MaxPollInterval time.Duration
+	// MaxChildDepth, MaxChildren and MaxTreeTasks bound task trees (see
+	// [Task.Spawn]): how deep children nest (a task with no parent is at
+	// depth 0; a task at depth MaxChildDepth starts no child), how many
+	// children one task starts, and how many tasks one tree holds under
+	// its top task. Zero means the defaults: 8, 100 and 1,000. A spawn
+	// past a bound fails with a *SpawnError naming it.
+	MaxChildDepth, MaxChildren, MaxTreeTasks int
 }
 
 // DefaultLimits are the limits mcptaskd applies unless configured

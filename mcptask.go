@@ -259,6 +259,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		Reconcile:      s.reconcile,
 		Cancel:         s.cancelWork,
 		WorkOf:         s.core.WorkOf,
+		Spawn:          s.core.Spawn,
 		Hold:           s.queueHeld,
 		PublishLog:     s.publishLog,
 		CheckEmit:      s.checkEmit,

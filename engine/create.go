@@ -63,6 +63,11 @@ type StartSpec struct {
 	// or [Engine.Resolve] ends it. Held tasks survive restarts and
 	// takeovers: no engine holds them meanwhile.
 	Gate, GateMessage string
+	// Parent, if set, makes the task a child of that task (whose work
+	// starts it): stored with it (task.Task.Parent, and Root, the top of
+	// the tree, Root or Parent itself), listed among the parent's
+	// children, cancelled with it (see [Engine.Cancel]).
+	Parent, Root task.ID
 }
 
 // existing returns the task an idempotent retry refers to: the same call
@@ -99,6 +104,12 @@ func (e *Engine) Start(parent context.Context, spec StartSpec, work Work) (*task
 	t.Attempts = 1
 	t.StartedAt = t.CreatedAt
 	t.IdempotencyKey = spec.IdempotencyKey
+	if spec.Parent != "" {
+		t.Parent, t.Root = spec.Parent, spec.Root
+		if t.Root == "" {
+			t.Root = spec.Parent
+		}
+	}
 	// Count the work before creating the task, so that Shutdown, once it
 	// has marked the engine closed, waits for every task it let through.
 	e.mu.Lock()

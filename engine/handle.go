@@ -126,6 +126,13 @@ func (h *Handle) stopIfLost(err error) {
 // result of the request). Several RequestInput calls may wait at once; each
 // gets its own key. The lines the work logged (Log) are written first.
 func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	return h.requestInput(ctx, request, false)
+}
+
+// requestInput is RequestInput; with withdraw, a wait that ctx ends
+// withdraws the request from the task (the question no longer needs an
+// answer), unless the task's work is stopping.
+func (h *Handle) requestInput(ctx context.Context, request json.RawMessage, withdraw bool) (json.RawMessage, error) {
 	// What the work logged before it asks is in the log when the
 	// requester sees the question.
 	h.FlushLog()
@@ -161,6 +168,18 @@ func (h *Handle) RequestInput(ctx context.Context, request json.RawMessage) (jso
 	}
 	poll := time.NewTicker(h.e.opts.InputPollInterval)
 	defer poll.Stop()
+	if withdraw {
+		defer func() {
+			if ctx.Err() != nil && h.run.ctx.Err() == nil {
+				_, _ = h.e.write(context.WithoutCancel(ctx), h.run.id, func(t *task.Task) error {
+					if !t.WithdrawInput(key, h.e.now()) {
+						return errNoAnswer // nothing to write
+					}
+					return nil
+				})
+			}
+		}()
+	}
 	outage := false // reading the answer fails transiently
 	for {
 		wake := h.run.waitChan()

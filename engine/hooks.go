@@ -55,6 +55,12 @@ type Hooks struct {
 	// refusal, and the canceller gets a *[CancelRefusedError]. It runs
 	// within [CancelTimeout].
 	Cancel func(ctx context.Context, t *task.Task) error
+	// Spawn, if set, starts a child of the task parent, as spec says
+	// (see [Handle.Spawn]): the call of spec.Tool made a task with
+	// StartSpec.Parent set, under the owner's limits, or the child a
+	// former run of parent started for spec.Step. A nil Spawn makes
+	// Handle.Spawn fail.
+	Spawn func(ctx context.Context, parent *task.Task, spec SpawnSpec) (*task.Task, error)
 	// PublishLog, if set, names the streams of a tool's task logs whose
 	// lines are published as output events too (see store.Events), in
 	// the transaction that writes them; "*" names every stream.

@@ -234,6 +234,11 @@ func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, o
 		if gerr != nil {
 			return nil, gerr
 		}
+		if terminal == task.Cancelled {
+			// Repeating the cancel of a cancelled task finishes its
+			// children's cancels (one a crash interrupted).
+			e.cancelChildren(ctx, owner, cur, operator)
+		}
 		if asked && terminal == task.Cancelled {
 			// The system doing the work confirmed this cancel, and the
 			// work saw it first and ended the task cancelled.
@@ -253,7 +258,39 @@ func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, o
 	}
 	e.log.Info("task cancelled", "task", t.ID, "tool", t.Tool, "operator", operator)
 	e.opts.Audit.Cancelled(ctx, owner, audit.TaskOf(t))
+	e.cancelChildren(ctx, owner, t, operator)
 	return t, nil
+}
+
+// cancelChildren cancels the unfinished children of the cancelled task
+// t, each as its own cancel (asking the system doing its work, and
+// cascading to its children), as owner or operator asked for t's. A
+// child whose cancel fails is logged and left: repeating the parent's
+// cancel tries it again.
+func (e *Engine) cancelChildren(ctx context.Context, owner task.Owner, t *task.Task, operator bool) {
+	ctx = context.WithoutCancel(ctx)
+	var children []*task.Task
+	q := store.BrowseQuery{Parent: t.ID, Statuses: []task.Status{task.Working, task.InputRequired}, Limit: store.MaxBrowseLimit}
+	for {
+		page, next, err := e.store.Browse(ctx, q)
+		if err != nil {
+			e.log.Warn("listing the children of a cancelled task", "task", t.ID, "err", err)
+			return
+		}
+		children = append(children, page...)
+		if next == "" {
+			break
+		}
+		q.Cursor = next
+	}
+	for _, c := range children {
+		if _, err := e.cancel(ctx, owner, c.ID, operator); err != nil {
+			var te *TerminalError
+			if !errors.As(err, &te) {
+				e.log.Warn("cancelling the child of a cancelled task", "task", t.ID, "child", c.ID, "err", err)
+			}
+		}
+	}
 }
 
 var errTerminal = errors.New("terminal")

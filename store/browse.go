@@ -54,7 +54,8 @@ type BrowseQuery struct {
 	// Parent, if set, selects the children of that task (task.Task.Parent).
 	Parent task.ID
 	// Root, if set, selects the descendants of that task: every task of
-	// the tree under it, but itself (task.Task.Root).
+	// the tree under it, but itself (task.Task.Root; the top of a tree
+	// may name itself its Root).
 	Root task.ID
 	// TopLevel, if set, selects only tasks with no parent (a list that
 	// hides children).

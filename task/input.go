@@ -104,3 +104,22 @@ func (t *Task) TakeResponse(key string) (json.RawMessage, bool) {
 	}
 	return v, ok
 }
+
+// WithdrawInput drops the input request key, answered or not (the
+// question no longer needs an answer, e.g. it was forwarded from a child
+// task that got its answer another way). When no request is left
+// outstanding the task returns to working. It reports whether t changed.
+func (t *Task) WithdrawInput(key string, now time.Time) bool {
+	_, asked := t.InputRequests[key]
+	_, answered := t.InputResponses[key]
+	if t.Status.Terminal() || !(asked || answered) {
+		return false
+	}
+	delete(t.InputRequests, key)
+	delete(t.InputResponses, key)
+	t.LastUpdatedAt = now.UTC()
+	if len(t.InputRequests) == 0 && t.Status == InputRequired {
+		_ = t.Transition(Working, now) // input_required → working is always allowed
+	}
+	return true
+}

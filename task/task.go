@@ -97,7 +97,8 @@ type Task struct {
 	// mcptask.Task.Spawn), "" for a task a requester created.
 	Parent ID
 	// Root is the top of the tree a child belongs to (the task with no
-	// parent it descends from), "" for a task with no parent.
+	// parent it descends from). A task with no parent has "", or its own
+	// ID once its work started a child (it is the top of a tree).
 	Root ID
 }
 

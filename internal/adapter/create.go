@@ -40,16 +40,35 @@ func (c *Core) StartTask(ctx context.Context, r *Request, tool ToolPolicy, versi
 	}
 	owner := c.Requester(ctx, r.Req)
 	ctx, span := c.startCreate(ctx, params.Meta, params.Name, version)
-	t, err := c.create(ctx, viaCall, owner, params.Name, tool, raw, version, ttl, key, corr, c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req)))
+	t, err := c.create(ctx, creation{via: viaCall, owner: owner, tool: params.Name, p: tool, request: raw, version: version, ttl: ttl, key: key, corr: corr,
+		work: c.traced(params.Meta, params.Name, firstAttempt, toolWork(r.Next, r.Method, r.Req))})
 	endCreate(span, t, err)
 	return t, err
 }
 
-// create creates a task of tool (its policy p) for owner and starts work,
-// under the drain switch, the creation rate, the cap on unfinished tasks
-// and the idempotency key, with the host correlation keys corr of the
-// call: every task is created here, whatever asked for it.
-func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool string, p ToolPolicy, request json.RawMessage, version string, ttl *time.Duration, key string, corr map[string]string, work engine.Work) (*task.Task, error) {
+// creation is what [Core.create] creates: a task of tool (its policy p)
+// for owner, made by the call request (its params) on the wire version,
+// with the retention ttl asked for (nil: the default), the idempotency
+// key key, the host correlation keys corr, and its work.
+type creation struct {
+	via           int
+	owner         task.Owner
+	tool          string
+	p             ToolPolicy
+	request       json.RawMessage
+	version, key  string
+	ttl           *time.Duration
+	corr          map[string]string
+	work          engine.Work
+	parent        *task.Task // the parent of a child (viaChild)
+	gate, message string     // a child's own gate and its message
+}
+
+// create creates a task and starts its work, under the drain switch, the
+// creation rate, the cap on unfinished tasks and the idempotency key:
+// every task is created here, whatever asked for it.
+func (c *Core) create(ctx context.Context, k creation) (*task.Task, error) {
+	via, owner, tool, p, request, version, ttl, key, corr, work := k.via, k.owner, k.tool, k.p, k.request, k.version, k.ttl, k.key, k.corr, k.work
 	spec := engine.StartSpec{
 		Owner:          owner,
 		Tool:           tool,
@@ -76,9 +95,12 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 		}
 	}
 	switch {
-	case d.Task() || (via == viaJobs && d.Why != rollout.Draining && d.Fallback == rollout.Jobs):
+	case d.Task() || (via != viaCall && d.Why != rollout.Draining && d.Fallback == rollout.Jobs):
 		if p.Approval != nil {
 			spec.Gate, spec.GateMessage, mode = GateApproval, p.Approval(c.eng.Now()), "approval"
+		}
+		if k.gate != "" {
+			spec.Gate, spec.GateMessage, mode = k.gate, k.message, strings.TrimPrefix(k.gate, engine.GatePrefix)
 		}
 	case d.Fallback == rollout.Handoff:
 		spec.Gate, spec.GateMessage, mode = GateHandoff, HandoffMessage(d.Why), "handoff"
@@ -87,7 +109,11 @@ func (c *Core) create(ctx context.Context, via int, owner task.Owner, tool strin
 		c.eng.Observer().CallRouted(tool, "refused")
 		return nil, NotServed(tool, d)
 	}
-	if err := c.allowCreate(ctx, owner, tool); err != nil {
+	if k.parent != nil {
+		spec.Parent, spec.Root = k.parent.ID, k.parent.Root
+	} else if err := c.allowCreate(ctx, owner, tool); err != nil {
+		// (A child is its parent's work, not a new call of its
+		// requester: the creation rate applies to the parent.)
 		return nil, err
 	}
 	t, err := c.eng.Start(ctx, spec, work)
@@ -131,6 +157,7 @@ func (c *Core) retryOf(ctx context.Context, owner task.Owner, key, tool string, 
 const (
 	viaCall = iota
 	viaJobs
+	viaChild
 )
 
 // HandoffMessage is the status message of a task handed off to an

@@ -57,7 +57,8 @@ func (c *Core) StartJob(ctx context.Context, req mcp.Request, name string, args 
 		return nil, nil, err
 	}
 	ctx, span := c.startCreate(ctx, meta, name, JobWire)
-	t, err = c.create(ctx, viaJobs, c.Requester(ctx, req), name, p, raw, JobWire, nil, key, corr, c.traced(meta, name, firstAttempt, c.storedCallWork(raw)))
+	t, err = c.create(ctx, creation{via: viaJobs, owner: c.Requester(ctx, req), tool: name, p: p, request: raw, version: JobWire, key: key, corr: corr,
+		work: c.traced(meta, name, firstAttempt, c.storedCallWork(raw))})
 	endCreate(span, t, err)
 	return t, nil, err
 }
@@ -109,7 +110,8 @@ func (c *Core) RunAgain(ctx context.Context, t *task.Task, key string) (*task.Ta
 		return nil, err
 	}
 	ttl := t.TTL
-	nt, err := c.create(ctx, viaCall, t.Owner, t.Tool, p, raw, t.Wire, &ttl, key, nil, c.traced(nil, t.Tool, firstAttempt, c.storedCallWork(raw)))
+	nt, err := c.create(ctx, creation{via: viaCall, owner: t.Owner, tool: t.Tool, p: p, request: raw, version: t.Wire, ttl: &ttl, key: key,
+		work: c.traced(nil, t.Tool, firstAttempt, c.storedCallWork(raw))})
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return nil, &RunAgainError{Reason: je.Message}

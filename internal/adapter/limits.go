@@ -22,6 +22,8 @@ type Limits struct {
 	RequestRate     float64
 	RequestBurst    int
 	MaxPollInterval time.Duration
+
+	MaxChildDepth, MaxChildren, MaxTreeTasks int
 }
 
 // limiters is the in-memory state of the limits.

@@ -252,7 +252,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	// notifications there, e.g. after reconnecting.
 	w.follow(r.Req, owner, t, t)
 	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t, r.Req))}
-	res.Meta = w.c.WithView(v, res.Meta)
+	res.Meta = w.c.WithTree(ctx, t, w.c.WithView(v, res.Meta))
 	return res, nil
 }
 

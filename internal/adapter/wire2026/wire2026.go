@@ -198,7 +198,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	t := v.Task
 	w.c.AuditOutcome(ctx, r.Method, owner, t)
 	res := ext2026.Detailed(w.c.Presented(w.c.PollInterval(owner, t, r.Req)))
-	res.Meta = w.c.WithView(v, res.Meta)
+	res.Meta = w.c.WithTree(ctx, t, w.c.WithView(v, res.Meta))
 	return res, nil
 }
 

@@ -217,6 +217,7 @@ type Task struct {
 	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
 	Content        json.RawMessage            `json:"content"`
 	IsError        bool                       `json:"isError"`
+	Meta           map[string]json.RawMessage `json:"_meta"`
 }
 
 // CallTool calls a tool and decodes the answer (a task handle or a result).

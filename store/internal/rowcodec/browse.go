@@ -26,7 +26,7 @@ func BrowseFilter(q store.BrowseQuery, sig cursor.Signer, paging bool) (conds []
 		conds, args = append(conds, "parent_id = ?"), append(args, string(q.Parent))
 	}
 	if q.Root != "" {
-		conds, args = append(conds, "root_id = ?"), append(args, string(q.Root))
+		conds, args = append(conds, "root_id = ? AND parent_id <> ''"), append(args, string(q.Root))
 	}
 	if q.TopLevel {
 		conds = append(conds, "parent_id = ''")
