@@ -584,7 +584,7 @@ func migrateV12(ctx context.Context, tx pgx.Tx, m *migrator) error {
 	return err
 }
 
-// schemaV13 keeps task trees: parent_id and root_id are '' for a task
+// schemaV13 keeps task trees: parent_id and root_id are ” for a task
 // with no parent; the partial indexes hold only children, so that tasks
 // with no parent cost nothing more.
 const schemaV13 = `
