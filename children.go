@@ -3,6 +3,7 @@ package mcptask
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -79,7 +80,7 @@ func (t *Task) Spawn(ctx context.Context, tool string, args any, opts *SpawnOpti
 	if err != nil {
 		return nil, err
 	}
-	return &Child{parent: t, id: c.ID, step: o.Step, tool: tool}, nil
+	return &Child{parent: t, id: c.ID, step: o.Step, tool: tool, created: c.CreatedAt}, nil
 }
 
 // SpawnError is why [Task.Spawn] started no child: a bad step name, a
@@ -122,6 +123,23 @@ type Child struct {
 	parent     *Task
 	id         task.ID
 	step, tool string
+	created    time.Time
+}
+
+// CreatedAt returns when the child was created (by this run of the
+// parent's work or an earlier one): a deadline on a step measured from
+// it holds across re-runs.
+func (c *Child) CreatedAt() time.Time { return c.created }
+
+// Cancel cancels the child (and its own children), as its requester
+// would; a child that has ended already is left as it is.
+func (c *Child) Cancel(ctx context.Context) error {
+	_, err := c.parent.h.CancelChild(ctx, c.id)
+	var te *engine.TerminalError
+	if errors.As(err, &te) {
+		return nil
+	}
+	return err
 }
 
 // ID returns the child's task ID.

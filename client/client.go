@@ -252,6 +252,54 @@ type TaskStatus struct {
 	// reported its own failure, isError: true), "failed" or "cancelled";
 	// "" while it runs or when the server does not say.
 	Outcome string
+	// Parent is the ID of the task whose work started this one as a child
+	// (tasks/get's io.mcptask/parentTaskId, see mcptask.Task.Spawn); ""
+	// when the task is no child or the server does not say.
+	Parent string
+	// Children are the child tasks the task's work started, oldest first
+	// (tasks/get's io.mcptask/children; the server lists at most
+	// wire.MaxChildrenShown, the newest). Each is a task of its own: read
+	// it by its ID with Get. Nil when the task has none or the server
+	// does not say.
+	Children []wire.Child
+}
+
+// parentOf reads the io.mcptask/parentTaskId entry of an answer's _meta.
+func parentOf(raw json.RawMessage) string {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaParent] == nil {
+		return ""
+	}
+	var p string
+	json.Unmarshal(m.Meta[wire.MetaParent], &p)
+	return p
+}
+
+// childrenOf reads the io.mcptask/children entry of an answer's _meta
+// (entries without a task ID are dropped).
+func childrenOf(raw json.RawMessage) []wire.Child {
+	var m struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(raw, &m) != nil || m.Meta[wire.MetaChildren] == nil {
+		return nil
+	}
+	var cs []wire.Child
+	if json.Unmarshal(m.Meta[wire.MetaChildren], &cs) != nil {
+		return nil
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.TaskID != "" {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // outcomeOf reads the io.mcptask/outcome entry of an answer's _meta.
@@ -337,7 +385,8 @@ type WaitOptions struct {
 	// Deadline bounds the whole wait; zero means none (ctx still applies).
 	Deadline time.Duration
 	// OnStatus, if set, is called with each new status seen (status,
-	// status message, last update or the log's latest line changed).
+	// status message, last update, the log's latest line or the list of
+	// children changed).
 	OnStatus func(*TaskStatus)
 	// Unreachable bounds how long the wait keeps polling, with backoff, a
 	// server that does not answer (connection refused or cut, a restart),

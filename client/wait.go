@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -203,12 +204,23 @@ func logLast(st *TaskStatus) int64 {
 
 // seen records a new status and reports it to OnStatus when it changed.
 func (w *waiter) seen(st *TaskStatus) {
+	if l := w.last; l != nil {
+		// Task notifications may not carry the task's place in a tree
+		// (tasks/get does): keep the parent and children seen last. A
+		// task's parent never changes, its children never go away.
+		if st.Parent == "" {
+			st.Parent = l.Parent
+		}
+		if st.Children == nil {
+			st.Children = l.Children
+		}
+	}
 	w.last = st
 	if w.opts.OnStatus == nil {
 		return
 	}
 	if r := w.reported; r != nil && r.Status == st.Status && r.StatusMessage == st.StatusMessage && r.LastUpdatedAt.Equal(st.LastUpdatedAt) &&
-		logLast(r) == logLast(st) {
+		logLast(r) == logLast(st) && slices.Equal(r.Children, st.Children) {
 		return
 	}
 	cp := *st

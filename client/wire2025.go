@@ -125,6 +125,8 @@ func decode2025(raw json.RawMessage, method, id string) (*TaskStatus, error) {
 	st.Correlation = correlationOf(raw)
 	st.Links = linksOf(raw)
 	st.Outcome = outcomeOf(raw)
+	st.Parent = parentOf(raw)
+	st.Children = childrenOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, err
 	}

@@ -273,6 +273,8 @@ func decodeTask2026(raw json.RawMessage, id, method string) (*ext2026.GetTaskRes
 	st.Correlation = correlationOf(raw)
 	st.Links = linksOf(raw)
 	st.Outcome = outcomeOf(raw)
+	st.Parent = parentOf(raw)
+	st.Children = childrenOf(raw)
 	if err := st.validate(method + " answer"); err != nil {
 		return nil, nil, err
 	}

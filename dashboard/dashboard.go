@@ -40,6 +40,9 @@ const (
 	MaxBulk = 500
 	// LogTailLines is the number of log lines a task page shows.
 	LogTailLines = 100
+	// ChildrenShown is the number of child tasks a task page lists (the
+	// latest ones, when it has more).
+	ChildrenShown = 100
 )
 
 // Options configure a [Handler]. Engine and Store are required.

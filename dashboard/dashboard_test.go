@@ -134,9 +134,15 @@ func newEnvHooks(t *testing.T, auth bool, mod func(*dashboard.Options), hooks *e
 // status message and waits for finish (its result's text; "" fails it).
 func (e *env) start(owner task.Owner, tool, msg string) *task.Task {
 	e.t.Helper()
+	return e.startSpec(engine.StartSpec{Owner: owner, Tool: tool, Request: json.RawMessage(`{}`)}, msg)
+}
+
+// startSpec is start for the task spec describes.
+func (e *env) startSpec(spec engine.StartSpec, msg string) *task.Task {
+	e.t.Helper()
 	ch := make(chan string, 1)
 	started := make(chan struct{})
-	tk, err := e.eng.Start(context.Background(), engine.StartSpec{Owner: owner, Tool: tool, Request: json.RawMessage(`{}`)},
+	tk, err := e.eng.Start(context.Background(), spec,
 		func(ctx context.Context) (json.RawMessage, error) {
 			if msg != "" {
 				engine.FromContext(ctx).SetStatusMessage(ctx, msg)

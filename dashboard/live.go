@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcptask/mcptask/store"
@@ -246,6 +247,8 @@ func matches(f *filter, t *task.Task) bool {
 		!slices.Contains(q.Statuses, t.Status) && !slices.Contains(q.Outcomes, t.Outcome()),
 		q.Tool != "" && t.Tool != q.Tool,
 		q.Owner != "" && t.Owner != q.Owner,
+		q.Parent != "" && t.Parent != q.Parent,
+		q.TopLevel && t.Parent != "",
 		!q.CreatedAfter.IsZero() && t.CreatedAt.Before(q.CreatedAfter),
 		!q.CreatedBefore.IsZero() && !t.CreatedAt.Before(q.CreatedBefore):
 		return false
@@ -254,8 +257,8 @@ func matches(f *filter, t *task.Task) bool {
 }
 
 // serveTaskLive streams a task page's updates: "task" events (the live
-// part of the page, rendered, when it changed) and a "gone" event when
-// the task is deleted, which ends the stream.
+// part of the page, with its children, rendered, when it changed) and a
+// "gone" event when the task is deleted, which ends the stream.
 func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visitor) {
 	id := task.ID(r.PathValue("id"))
 	if _, err := h.opts.Store.Get(r.Context(), id); err != nil {
@@ -268,7 +271,17 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 	}
 	defer release()
 	last := r.URL.Query().Get("v") // the version the page shows
-	h.follow(r.Context(), s, newChanges(func(x task.ID) bool { return x == id }), nil, func(ids []task.ID, recheck bool) (bool, error) {
+	// The page follows the task and the children it lists (a new child
+	// appears with the next recheck, or the task's next change).
+	var kids atomic.Pointer[map[task.ID]bool]
+	match := func(x task.ID) bool {
+		if x == id {
+			return true
+		}
+		k := kids.Load()
+		return k != nil && (*k)[x]
+	}
+	h.follow(r.Context(), s, newChanges(match), nil, func(ids []task.ID, recheck bool) (bool, error) {
 		l, err := h.loadTask(r, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return true, s.event("gone", string(id))
@@ -276,6 +289,11 @@ func (h *Handler) serveTaskLive(w http.ResponseWriter, r *http.Request, v *visit
 		if err != nil {
 			return false, nil
 		}
+		k := make(map[task.ID]bool, len(l.Children))
+		for _, c := range l.Children {
+			k[task.ID(c.ID)] = true
+		}
+		kids.Store(&k)
 		// The fragment goes into the task's page, /tasks/{id}: its links are
 		// relative to that page, one level above this stream.
 		html, err := h.fragment("taskLive", &taskPage{Base: "../", CSRF: v.csrf, Live: l})

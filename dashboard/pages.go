@@ -100,7 +100,12 @@ type filter struct {
 	Statuses      map[string]bool
 	Tool, Owner   string
 	After, Before string // as typed (timeForm), "" for none
-	Cursor        string
+	// HideChildren shows only the tasks with no parent (query
+	// children=hide); Parent, if set, only the children of that task
+	// (query parent=ID).
+	HideChildren bool
+	Parent       string
+	Cursor       string
 	// Trail holds the cursors of the earlier pages, first page ("")
 	// first, when the list was paged through from its first page.
 	Trail []string
@@ -118,6 +123,8 @@ func parseFilter(q url.Values) *filter {
 	}
 	f.Tool = strings.TrimSpace(q.Get("tool"))
 	f.Owner = strings.TrimSpace(q.Get("owner"))
+	f.HideChildren = q.Get("children") == "hide"
+	f.Parent = strings.TrimSpace(q.Get("parent"))
 	f.Cursor = q.Get("cursor")
 	if f.Cursor != "" {
 		f.Trail = q["prev"]
@@ -125,7 +132,8 @@ func parseFilter(q url.Values) *filter {
 			f.Trail = nil
 		}
 	}
-	bq := store.BrowseQuery{Tool: f.Tool, Owner: task.Owner(f.Owner), Cursor: f.Cursor, Limit: PageSize}
+	bq := store.BrowseQuery{Tool: f.Tool, Owner: task.Owner(f.Owner), Parent: task.ID(f.Parent), TopLevel: f.HideChildren,
+		Cursor: f.Cursor, Limit: PageSize}
 	for _, s := range statuses {
 		if f.Statuses[string(s)] {
 			bq.Statuses = append(bq.Statuses, s)
@@ -173,10 +181,13 @@ func (f *filter) values() url.Values {
 			v.Add("status", s)
 		}
 	}
-	for k, s := range map[string]string{"tool": f.Tool, "owner": f.Owner, "after": f.After, "before": f.Before} {
+	for k, s := range map[string]string{"tool": f.Tool, "owner": f.Owner, "after": f.After, "before": f.Before, "parent": f.Parent} {
 		if s != "" {
 			v.Set(k, s)
 		}
+	}
+	if f.HideChildren {
+		v.Set("children", "hide")
 	}
 	return v
 }
@@ -238,6 +249,9 @@ type rowView struct {
 	Terminal, Queued, Expired, ToolErr bool
 	// Link is the first link about the task its tool gives, if any.
 	Link, LinkName string
+	// Parent is the task whose work started this one ("" for none), Step
+	// the child's step name.
+	Parent, Step string
 }
 
 // drainView is the drain switch as the list shows it.
@@ -453,6 +467,7 @@ func (h *Handler) rowOf(t *task.Task, now time.Time) *rowView {
 		Created: t.CreatedAt.UTC().Format(shownTime), Updated: t.LastUpdatedAt.UTC().Format(shownTime),
 		CreatedISO: t.CreatedAt.UTC().Format(time.RFC3339Nano), UpdatedISO: t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
 		Terminal: t.Status.Terminal(), Queued: t.Queued, Expired: t.Expired(now), ToolErr: t.Outcome() == task.OutcomeToolError,
+		Parent: string(t.Parent), Step: task.StepOf(t),
 	}
 	r.Wait, r.Run = waitAndRun(t, now)
 	r.CreatedAgo, r.UpdatedAgo = ago(t.CreatedAt, now), ago(t.LastUpdatedAt, now)
@@ -604,6 +619,30 @@ type taskLive struct {
 	Correlation []correlationView
 	// Links are links about the task its tool gives (Options.Links).
 	Links []correlationView
+	// Step is the task's step name when it is a child; Parent is the
+	// task whose work started it, Root the top of its tree when that is
+	// not its parent (nil for none).
+	Step         string
+	Parent, Root *relativeView
+	// Children are the task's children, oldest first: all of them, or
+	// the latest ChildrenShown when ChildrenTotal says there are more
+	// (then ChildrenHref lists them all).
+	Children      []childView
+	ChildrenTotal int64
+	ChildrenHref  string
+}
+
+// relativeView is a task's parent, or the top of its tree.
+type relativeView struct {
+	ID, Tool string
+	// Gone says the store no longer holds it (expired or deleted).
+	Gone bool
+}
+
+// childView is one child of a task.
+type childView struct {
+	ID, Step, Tool, Status, Message, Created, CreatedISO string
+	Terminal, Queued, ToolErr                            bool
 }
 
 // correlationView is one host correlation key of a task and its value.
@@ -739,6 +778,9 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 			}
 		}
 	}
+	if err := h.loadTree(r, t, l); err != nil {
+		return nil, err
+	}
 	evs, err := h.opts.Store.History(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -786,6 +828,59 @@ func (h *Handler) loadTask(r *http.Request, id task.ID) (*taskLive, error) {
 		}
 	}
 	return l, nil
+}
+
+// loadTree fills l with t's place in its tree: its parent (and the top
+// of its tree), and its children.
+func (h *Handler) loadTree(r *http.Request, t *task.Task, l *taskLive) error {
+	ctx := r.Context()
+	relative := func(id task.ID) (*relativeView, error) {
+		rt, err := h.opts.Store.Get(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return &relativeView{ID: string(id), Gone: true}, nil
+		case err != nil:
+			return nil, err
+		}
+		return &relativeView{ID: string(id), Tool: rt.Tool}, nil
+	}
+	if t.Parent != "" {
+		l.Step = task.StepOf(t)
+		var err error
+		if l.Parent, err = relative(t.Parent); err != nil {
+			return err
+		}
+		if t.Root != "" && t.Root != t.Parent && t.Root != t.ID {
+			if l.Root, err = relative(t.Root); err != nil {
+				return err
+			}
+		}
+	}
+	// Browse reads newest first: a task with more children than a page
+	// shows its latest ones, oldest first like the others.
+	kids, next, err := h.opts.Store.Browse(ctx, store.BrowseQuery{Parent: t.ID, Limit: ChildrenShown})
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Backward(kids) {
+		l.Children = append(l.Children, childView{
+			ID: string(k.ID), Step: task.StepOf(k), Tool: k.Tool, Status: string(k.Status), Message: clip(k.StatusMessage, 200),
+			Created: k.CreatedAt.UTC().Format(shownTime), CreatedISO: k.CreatedAt.UTC().Format(time.RFC3339Nano),
+			Terminal: k.Status.Terminal(), Queued: k.Queued, ToolErr: k.Outcome() == task.OutcomeToolError,
+		})
+	}
+	if next != "" {
+		n, err := h.opts.Store.CountByStatus(ctx, store.BrowseQuery{Parent: t.ID})
+		if err != nil {
+			return err
+		}
+		for _, c := range n.ByStatus {
+			l.ChildrenTotal += c
+		}
+		l.ChildrenTotal = max(l.ChildrenTotal, int64(len(kids))+1)
+		l.ChildrenHref = "?" + url.Values{"parent": {string(t.ID)}}.Encode()
+	}
+	return nil
 }
 
 // inputOf returns the view of a pending input request: its method, the

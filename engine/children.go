@@ -80,6 +80,16 @@ func (h *Handle) Child(ctx context.Context, id task.ID) (*task.Task, error) {
 	return c, nil
 }
 
+// CancelChild cancels the child id of the handle's task, as its owner
+// would (cascading to its own children).
+func (h *Handle) CancelChild(ctx context.Context, id task.ID) (*task.Task, error) {
+	c, err := h.Child(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return h.e.Cancel(ctx, c.Owner, id)
+}
+
 // Now returns the engine's clock's time.
 func (h *Handle) Now() time.Time { return h.e.now() }
 

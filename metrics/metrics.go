@@ -59,6 +59,8 @@ type Metrics struct {
 	takeovers   *prometheus.CounterVec
 	webhooks    *prometheus.CounterVec
 	hookLatency prometheus.Histogram
+	steps       *prometheus.CounterVec
+	stepTime    *prometheus.HistogramVec
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -105,11 +107,23 @@ func New(reg prometheus.Registerer) *Metrics {
 		webhooks: counter("webhook_deliveries_total", "Webhook delivery attempts of MCP Events, by result (delivered, retry, dead) and error category (none, connection_refused, timeout, tls_error, http_4xx, http_5xx, redirect, blocked_address, request_error).", "result", "error"),
 		hookLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "webhook_delivery_latency_seconds",
 			Help: "Time from an event (a status change, an output) to its webhook delivery's acceptance by the endpoint.", Buckets: StoreBuckets}),
+		steps:     counter("workflow_steps_total", "Workflow steps that ended, by workflow, step and outcome (ok, tool_error, failed, cancelled, skipped); a run of a workflow again after a restart counts the steps it waited for again.", "workflow", "step", "outcome"),
+		stepTime:  histogram("workflow_step_duration_seconds", "Time a workflow waited for a step, retries included, by workflow, step and outcome.", "workflow", "step", "outcome"),
 		takeovers: counter("takeovers_total", "Tasks taken over from a stopped process or an expired lease, by tool and outcome (rerun, failed_unknown, failed_attempts, reconciled, not_rerun).", "tool", "outcome"),
 	}
 	reg.MustRegister(m.created, m.finished, m.refused, m.routed, m.duration, m.queueWait, m.requests, m.denied, m.limited, m.pollsRaised,
-		m.storeCalls, m.storeErrors, m.feed, m.takeovers, m.webhooks, m.hookLatency)
+		m.storeCalls, m.storeErrors, m.feed, m.takeovers, m.webhooks, m.hookLatency, m.steps, m.stepTime)
 	return m
+}
+
+// WorkflowStep counts a step of a workflow that ended with outcome
+// after d (zero for a skipped step, which is not timed); see
+// workflow.Observer.
+func (m *Metrics) WorkflowStep(workflow, step, outcome string, d time.Duration) {
+	m.steps.WithLabelValues(workflow, step, outcome).Inc()
+	if outcome != "skipped" {
+		m.stepTime.WithLabelValues(workflow, step, outcome).Observe(d.Seconds())
+	}
 }
 
 // WebhookDelivered counts a webhook delivery accepted by its endpoint,

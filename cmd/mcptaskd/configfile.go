@@ -90,12 +90,15 @@ type FileConfig struct {
 	// Events configures the MCP Events of the daemon (docs/events.md).
 	Events EventsConfig `yaml:"events"`
 	// Rollout sets tools' fallbacks and approvals (docs/rollout.md).
-	Rollout   map[string]RolloutToolConfig `yaml:"rollout"`
-	dir       string                       // the file's directory: relative paths in it are resolved against it
-	root      *yaml.Node                   // the parsed document, for line numbers (see line)
-	nodes     map[string]*yaml.Node        // where each server's block is, for errors
-	lines     map[string]int               // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
-	toolNodes map[string]map[string]int    // line of each toolOptions entry
+	Rollout map[string]RolloutToolConfig `yaml:"rollout"`
+	// Workflows are tools made of steps that call other tools
+	// (config_workflows.go, docs/workflows.md).
+	Workflows map[string]WorkflowConfig `yaml:"workflows"`
+	dir       string                    // the file's directory: relative paths in it are resolved against it
+	root      *yaml.Node                // the parsed document, for line numbers (see line)
+	nodes     map[string]*yaml.Node     // where each server's block is, for errors
+	lines     map[string]int            // line of some top-level fields' values ("drain.fallback", "jobTools.prefix")
+	toolNodes map[string]map[string]int // line of each toolOptions entry
 }
 
 // EventsConfig is the events section of the configuration file.
@@ -526,6 +529,22 @@ func (fc *FileConfig) line(path ...string) int {
 	}
 	n, line := docOf(fc.root), 0
 	for _, key := range path {
+		if n != nil && n.Kind == yaml.SequenceNode {
+			// A list of named entries (a workflow's steps): the entry
+			// whose name is key.
+			var next *yaml.Node
+			for _, e := range n.Content {
+				if v := child(e, "name"); v != nil && v.Value == key {
+					line, next = e.Line, e
+					break
+				}
+			}
+			if next == nil {
+				break
+			}
+			n = next
+			continue
+		}
 		if n == nil || n.Kind != yaml.MappingNode {
 			break
 		}
@@ -596,6 +615,7 @@ func (fc *FileConfig) validate(getenv func(string) string) error {
 	errs = append(errs, fc.validateHTTPJobs(getenv)...)
 	errs = append(errs, fc.validateNames()...)
 	errs = append(errs, fc.validateRollout()...)
+	errs = append(errs, fc.validateWorkflows()...)
 	switch fc.Drain.Fallback {
 	case "", "refuse", "sync", "handoff", "jobs":
 	default:
@@ -721,11 +741,25 @@ func (fc *FileConfig) validateNames() []error {
 	for _, section := range []struct {
 		name  string
 		names []string
-	}{{"commands", slices.Sorted(maps.Keys(fc.Commands))}, {"httpJobs", slices.Sorted(maps.Keys(fc.HTTPJobs))}} {
+	}{{"commands", slices.Sorted(maps.Keys(fc.Commands))}, {"httpJobs", slices.Sorted(maps.Keys(fc.HTTPJobs))}, {"workflows", slices.Sorted(maps.Keys(fc.Workflows))}} {
 		for _, n := range section.names {
 			if o, ok := owner[n]; ok {
 				errs = append(errs, fmt.Errorf("%d: %s.%s: the name is also %s: a tool name names one tool", fc.line(section.name, n), section.name, n, o))
 			}
+		}
+	}
+	// A workflow's steps call tools of this file.
+	for _, name := range slices.Sorted(maps.Keys(fc.Workflows)) {
+		for _, s := range fc.Workflows[name].Steps {
+			_, known := owner[s.Tool]
+			_, command := fc.Commands[s.Tool]
+			_, job := fc.HTTPJobs[s.Tool]
+			_, wf := fc.Workflows[s.Tool]
+			if s.Tool == "" || known || command || job || wf || slices.ContainsFunc(open, func(p string) bool { return strings.HasPrefix(s.Tool, p) }) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%d: workflows.%s.steps.%s.tool: %q names no tool of this file (no command, HTTP job, workflow, demo tool or upstream tool of that name)",
+				fc.line("workflows", name, "steps", s.Name, "tool"), name, s.Name, s.Tool))
 		}
 	}
 	var items []*yaml.Node

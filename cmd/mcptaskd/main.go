@@ -169,6 +169,9 @@ func checkConfig(path string, getenv func(string) string, stdout, stderr io.Writ
 		}
 		fmt.Fprintf(stdout, "  %s (http job: %s %s)\n", name, cmp.Or(j.Start.Method, "POST"), publicURL(j.Start.URL))
 	}
+	for _, l := range fc.describeWorkflows() {
+		fmt.Fprintf(stdout, "  %s\n", l)
+	}
 	if d := fc.Drain; d.All || len(d.Tools) > 0 {
 		what := "all tools"
 		if !d.All {

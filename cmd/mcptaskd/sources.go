@@ -15,6 +15,7 @@ import (
 	"github.com/mcptask/mcptask/source/command"
 	"github.com/mcptask/mcptask/source/gateway"
 	"github.com/mcptask/mcptask/source/httpjob"
+	"github.com/mcptask/mcptask/source/workflow"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -40,9 +41,11 @@ const registerTimeout = time.Minute
 // order: the demo tools, the gateway's upstreams, commands, HTTP job
 // APIs, and last the job tools (which must not take another tool's name).
 type toolSources struct {
-	list     []source
-	gateway  *gateway.Gateway // nil without upstreams
-	httpJobs *httpjob.Tools   // nil without HTTP job tools
+	list      []source
+	gateway   *gateway.Gateway    // nil without upstreams
+	httpJobs  *httpjob.Tools      // nil without HTTP job tools
+	workflows *workflow.Workflows // nil without workflows
+	metrics   *metrics.Metrics    // where the workflows' steps are counted (set by register)
 }
 
 // newToolSources returns the tool sources fc declares; none is started.
@@ -65,6 +68,14 @@ func newToolSources(fc *FileConfig, log *slog.Logger, addTool func(*mcp.Tool, mc
 		s.httpJobs = httpjob.New(tools, client, log.With("component", "httpjobs"))
 		s.list = append(s.list, httpJobSource{s.httpJobs})
 	}
+	if wfs := fc.workflows(); len(wfs) > 0 {
+		s.workflows = workflow.New(wfs, log.With("component", "workflows"), func(wf, step, outcome string, d time.Duration) {
+			if s.metrics != nil {
+				s.metrics.WorkflowStep(wf, step, outcome, d)
+			}
+		})
+		s.list = append(s.list, s.workflows)
+	}
 	if fc != nil && fc.JobTools.Enabled {
 		s.list = append(s.list, jobToolSource{prefix: fc.JobTools.prefix(), log: log})
 	}
@@ -77,6 +88,7 @@ func newToolSources(fc *FileConfig, log *slog.Logger, addTool func(*mcp.Tool, mc
 func (s *toolSources) register(ts *mcptask.Server, m *metrics.Metrics) error {
 	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
 	defer cancel()
+	s.metrics = m
 	for _, src := range s.list {
 		if err := src.Register(ctx, ts); err != nil {
 			return err
