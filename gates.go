@@ -166,7 +166,7 @@ func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 		}
 		for _, t := range slices.Backward(ts) {
 			h := Held{Kind: k, TaskID: string(t.ID), Tool: t.Tool, Owner: string(t.Owner), StatusMessage: t.StatusMessage, CreatedAt: t.CreatedAt,
-				Parent: string(t.Parent), Step: adapter.StepOf(t)}
+				Parent: string(t.Parent), Step: task.StepOf(t)}
 			if a := s.approvalOf(t); a != nil && k == "approval" {
 				h.ExpiresAt, h.Approvers, h.approval = t.CreatedAt.Add(a.expires()), a.Approvers, a
 			}

@@ -16,8 +16,8 @@
 //
 //   - the task list: counts per status and of the tool errors (completed
 //     tasks whose result says isError: true, shown apart from successes),
-//     filters by status, tool, owner and creation time, a search by task
-//     ID, pages of 50 compact rows with each task's wait and run, over any
+//     filters by status, tool, owner and creation time, one to hide child
+//     tasks (started by a task's work), a search by task ID, pages of 50 compact rows with each task's wait and run, over any
 //     number of tasks (keyset pagination: as fast on the 2,000th page as on
 //     the first; previous and next, "51–100 of N"), rows updated live;
 //   - the Tools page: per tool and queue, what runs against the cap, what
@@ -26,7 +26,8 @@
 //     history (every creation, status change and start of its work, with
 //     the time and the instance that made it), pending input requests, the domain operations and
 //     their receipts (the ledger), the tail of its log, TTL and expiry,
-//     owner; its result or error, and its arguments, only on an explicit,
+//     owner; its parent, when it is a child, and its children (step, tool,
+//     status); its result or error, and its arguments, only on an explicit,
 //     audited request (the result's text shown as text);
 //   - actions: cancel a task, cancel the selected tasks, drain a tool and
 //     undrain it (with Options.Drain), run a finished task's call again

@@ -28,19 +28,6 @@ const (
 // MaxStep bounds the length of a child's step name.
 const MaxStep = 128
 
-// stepKeyPrefix begins the idempotency key of a child: the key is the
-// prefix, the parent's ID, ":" and the step, unique per owner.
-const stepKeyPrefix = "io.mcptask/step:"
-
-// StepOf returns the step name of the child t (see engine.SpawnSpec.Step),
-// "" for a task that is no child.
-func StepOf(t *task.Task) string {
-	if t.Parent == "" {
-		return ""
-	}
-	return strings.TrimPrefix(t.IdempotencyKey, stepKeyPrefix+string(t.Parent)+":")
-}
-
 // SpawnError is why a child task was not started.
 type SpawnError struct {
 	// Step and Tool name the child.
@@ -96,7 +83,7 @@ func (c *Core) Spawn(ctx context.Context, parent *task.Task, spec engine.SpawnSp
 	if err != nil {
 		return nil, fail("", "cannot encode the call: "+err.Error())
 	}
-	key := stepKeyPrefix + string(parent.ID) + ":" + spec.Step
+	key := task.StepKeyPrefix + string(parent.ID) + ":" + spec.Step
 	mu := spawnLock(parent.ID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -224,7 +211,7 @@ func (c *Core) WithTree(ctx context.Context, t *task.Task, meta mcp.Meta) mcp.Me
 	}
 	list := make([]wire.Child, len(children))
 	for i, ch := range children {
-		list[len(children)-1-i] = wire.Child{TaskID: string(ch.ID), Step: StepOf(ch), Tool: ch.Tool, Status: string(ch.Status), StatusMessage: ch.StatusMessage}
+		list[len(children)-1-i] = wire.Child{TaskID: string(ch.ID), Step: task.StepOf(ch), Tool: ch.Tool, Status: string(ch.Status), StatusMessage: ch.StatusMessage}
 	}
 	meta[wire.MetaChildren] = list
 	return meta

@@ -317,7 +317,8 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	running := map[string]*mcptask.Child{}
-	var mu sync.Mutex // guards running
+	var mu sync.Mutex // guards running and stopping
+	stopping := false // a failure ends the workflow: steps started now are cancelled
 	failed := ""      // the step whose failure ends the workflow
 	for {
 		// Start every step that is ready, in declaration order.
@@ -350,10 +351,14 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				d := ws.runStep(ctx, tk, s, in, func(c *mcptask.Child) {
+				d := ws.runStep(ctx, tk, s, in, func(c *mcptask.Child) bool {
 					mu.Lock()
+					defer mu.Unlock()
+					if stopping {
+						return false
+					}
 					running[s.Name] = c
-					mu.Unlock()
+					return true
 				})
 				select {
 				case results <- d:
@@ -385,8 +390,10 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 		tk.Logf("step %s %s (task %s): %s", d.name, d.outcome, d.taskID, d.message)
 		if !st.step.ContinueOnError && failed == "" {
 			failed = d.name
-			// The workflow fails: the steps that run are cancelled.
+			// The workflow fails: the steps that run are cancelled, and
+			// those being started are as soon as they are.
 			mu.Lock()
+			stopping = true
 			for name, c := range running {
 				if err := c.Cancel(context.WithoutCancel(ctx)); err != nil {
 					tk.Logf("cancelling step %s: %v", name, err)
@@ -434,7 +441,7 @@ func countRunning(sc *scope) int {
 // runStep runs step s with its arguments in: attempt after attempt, each
 // a child task (step name s.Name, then s.Name#2, ...), within its
 // timeout.
-func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in any, started func(*mcptask.Child)) done {
+func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in any, started func(*mcptask.Child) bool) done {
 	d := done{name: s.Name}
 	begin := time.Now()
 	for attempt := 1; attempt <= s.Retries+1; attempt++ {
@@ -452,7 +459,11 @@ func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in 
 			break
 		}
 		d.taskID = c.ID()
-		started(c)
+		if !started(c) {
+			// The workflow is failing: the step is cancelled (after
+			// a re-run too, which finds it).
+			_ = c.Cancel(context.WithoutCancel(ctx))
+		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if s.Timeout > 0 {
 			wctx, cancel = context.WithDeadline(ctx, c.CreatedAt().Add(s.Timeout))
