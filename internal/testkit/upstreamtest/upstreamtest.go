@@ -36,15 +36,17 @@ import (
 //     "LABEL done, run N" (N: the count at its start);
 //   - "ask" {question} (task required): elicits an answer and returns
 //     "ACTION: ANSWER";
-//   - "deploy" {label}: waits until Release and answers "LABEL deployed";
+//   - "deploy" {label}: counts its run (Deploys), waits until Release and
+//     answers "LABEL deployed";
 //     its cancel is refused ("a deploy cannot be stopped once started");
 //   - "block": waits until cancelled; a cancel of its task closes the
 //     channel Cancelled returns.
 type TaskServer struct {
 	// URL is the server's root URL (it serves MCP on every path).
 	URL string
-	// Runs counts the starts of the "work" tool, across Restarts.
-	Runs atomic.Int64
+	// Runs counts the starts of the "work" tool, Deploys those of
+	// "deploy", across Restarts.
+	Runs, Deploys atomic.Int64
 	// Cut, if set, picks POST bodies the upstream handles (a create
 	// creates its task) and then answers by cutting the connection: the
 	// upstream died with the answer on its way.
@@ -207,6 +209,7 @@ func (u *TaskServer) Restart(t testing.TB) {
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
 	mcptask.AddTool(ts, &mcp.Tool{Name: "deploy", Description: "runs until released; refuses to be cancelled"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in workArgs) (*mcp.CallToolResult, any, error) {
+			u.Deploys.Add(1)
 			select {
 			case <-u.release:
 			case <-ctx.Done():
