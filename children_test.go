@@ -14,6 +14,7 @@ import (
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // treeTools registers, beside the test tools, parents that spawn
@@ -264,5 +265,57 @@ func TestSpawnResumesAfterRestart(t *testing.T) {
 	one, _ := runs.Load("one")
 	if *(one.(*int)) != 1 {
 		t.Fatalf("the finished step ran %d times", *(one.(*int)))
+	}
+}
+
+// TestSpawnTraced: a child's run span is a child of its parent's run
+// span, in the parent's trace.
+func TestSpawnTraced(t *testing.T) {
+	tp, rec := recorded()
+	g := &gates{}
+	close(g.get("x"))
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{TracerProvider: tp}, treeTools(g, &sync.Map{}))
+	c, _ := clients(s)
+	callTraced(t, c, "pipeline", map[string]any{"labels": []string{"x"}})
+	spans := waitSpans(t, rec, "the parent's and the child's runs", func(s []sdktrace.ReadOnlySpan) bool { return len(named(s, "mcptask.run")) == 2 })
+	var parent, child sdktrace.ReadOnlySpan
+	for _, sp := range named(spans, "mcptask.run") {
+		switch attr(sp, "mcptask.tool").AsString() {
+		case "pipeline":
+			parent = sp
+		case "counted":
+			child = sp
+		}
+	}
+	if parent == nil || child == nil {
+		t.Fatalf("run spans %v", names(spans))
+	}
+	if child.Parent().SpanID() != parent.SpanContext().SpanID() || child.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+		t.Fatalf("the child's run span has parent %s in trace %s; want the parent's run %s in %s",
+			child.Parent().SpanID(), child.SpanContext().TraceID(), parent.SpanContext().SpanID(), parent.SpanContext().TraceID())
+	}
+}
+
+// TestSpawnChildrenLimit: past Limits.MaxChildren, Spawn fails naming
+// the limit.
+func TestSpawnChildrenLimit(t *testing.T) {
+	g := &gates{}
+	for _, l := range []string{"a", "b", "c"} {
+		close(g.get(l))
+	}
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Limits: mcptask.Limits{MaxChildren: 2}}, treeTools(g, &sync.Map{}))
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	h, err := c.CallTool(ctx, "pipeline", map[string]any{"labels": []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The handler's error is a tool error (the go-sdk's typed handlers).
+	if got := resultText(t, p.Result); !strings.Contains(got, `step "c" (tool counted) not started: task `+h.TaskID+" has started 2 children, at most 2") {
+		t.Fatalf("parent %s %q", p.Status, got)
 	}
 }

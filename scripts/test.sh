@@ -47,6 +47,7 @@ go test -run '^$' -fuzz '^FuzzLiftTaskMessage$' -fuzztime 20000x ./wire/v2025112
 go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 2000x .
 go test -run '^$' -fuzz '^FuzzParseAdminTokens$' -fuzztime 5000x ./cmd/mcptaskd
 go test -run '^$' -fuzz '^FuzzParseEventPos$' -fuzztime 20000x ./store
+go test -run '^$' -fuzz '^FuzzTemplate$' -fuzztime 20000x ./source/workflow
 
 step "fault-injection suite (faults/: lost and cut traffic, kill -9, a PostgreSQL restart, a full disk)"
 # On its own, after the other tests: it restarts the PostgreSQL server of

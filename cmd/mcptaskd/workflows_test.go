@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,7 +131,11 @@ func TestWorkflowWorkedExample(t *testing.T) {
 	if code := decide("alice-token-0123456789abcdef"); code != http.StatusOK {
 		t.Fatalf("alice's approval: HTTP %d", code)
 	}
-	waitUntil(t, 30*time.Second, "the deploy started upstream", func() (bool, error) { return up.Deploys.Load() == 1, nil })
+	// Killed once the upstream task's ID is durable (the gateway's
+	// external reference): before, the deploy's outcome is unknown.
+	waitUntil(t, 30*time.Second, "the deploy started upstream", func() (bool, error) {
+		return up.Deploys.Load() == 1 && logged(d, "upstream task created", deploy), nil
+	})
 
 	d.kill9()
 	d = startDaemon(t, "mcptaskd#3", db, args...)
@@ -161,6 +166,20 @@ func TestWorkflowWorkedExample(t *testing.T) {
 	}
 	if st := js.stats(); st.Created != 2 {
 		t.Errorf("the job service created %d jobs, want 2 (one per test step)", st.Created)
+	}
+	// The steps this process waited for, by outcome.
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, d.Base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer alice-token-0123456789abcdef")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`mcptask_workflow_steps_total{outcome="ok",step="deploy",workflow="release"} 1`, `mcptask_workflow_step_duration_seconds_count{outcome="ok",step="build",workflow="release"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	d.kill9()
 

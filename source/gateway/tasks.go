@@ -448,7 +448,7 @@ func (u *upstream) followUpstreamTask(ctx, uctx context.Context, c *client.Clien
 			u.cancelUpstream(c, id, slog.LevelWarn)
 			return nil, fmt.Errorf("recording the upstream task %s: %w", id, err)
 		}
-		u.log.Debug("upstream task created", "task", tk.ID(), "upstreamTask", id)
+		u.log.Info("upstream task created", "task", tk.ID(), "upstreamTask", id)
 	}
 
 	tc.cmu.Lock()
