@@ -141,6 +141,11 @@ func TestSpawnTree(t *testing.T) {
 	if got := children(t, p); got[0].Status != "completed" || got[1].Step != "test" {
 		t.Fatalf("children %+v", got)
 	}
+	// A finished step is kept while its parent runs: a re-run must find it.
+	r, err := c.Call(ctx, "tasks/delete", map[string]any{"taskId": ch.TaskID}, nil)
+	if err != nil || r.Error == nil || !strings.Contains(r.Error.Message, "is a step of task") {
+		t.Fatalf("deleting a finished step of a running parent: %+v, %v", r.Error, err)
+	}
 	close(g.get("test"))
 	p, err = c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
 	if err != nil {

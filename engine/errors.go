@@ -56,9 +56,18 @@ var ErrIdempotencyConflict = errors.New("the idempotency key was already used fo
 
 // NotTerminalError is Delete's refusal of a task that has not ended
 // (working or input_required): it must be cancelled first.
-type NotTerminalError struct{ Status task.Status }
+type NotTerminalError struct {
+	Status task.Status
+	// Parent, when set, is the parent whose status is Status: a child is
+	// kept while its parent runs (a re-run of the parent's work must
+	// find the steps it finished).
+	Parent task.ID
+}
 
 func (e *NotTerminalError) Error() string {
+	if e.Parent != "" {
+		return fmt.Sprintf("its parent task %s is %s: a step is deleted once its parent has ended", e.Parent, e.Status)
+	}
 	return fmt.Sprintf("task is %s: cancel it first, then delete it", e.Status)
 }
 

@@ -313,6 +313,11 @@ func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*tas
 	if !t.Status.Terminal() {
 		return nil, &NotTerminalError{Status: t.Status}
 	}
+	if t.Parent != "" {
+		if p, err := e.timed.Get(ctx, t.Parent); err == nil && !p.Status.Terminal() {
+			return nil, &NotTerminalError{Status: p.Status, Parent: p.ID}
+		}
+	}
 	// A terminal task never changes status again: deleting what was read
 	// is safe. A deletion in between makes this one unknown.
 	if err := e.deleteTask(ctx, d, id); err != nil {

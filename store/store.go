@@ -121,7 +121,9 @@ type Store interface {
 	Heartbeat(ctx context.Context, runner string, ids []task.ID, until time.Time) (lost []task.ID, err error)
 
 	// DeleteExpired deletes the terminal tasks whose retention ended before
-	// now (see task.Task.ExpiresAt) and returns how many it deleted.
+	// now (see task.Task.ExpiresAt) and returns how many it deleted. The
+	// children of a task that has not ended are kept (a re-run of its
+	// work must find the steps it finished), until it has.
 	DeleteExpired(ctx context.Context, now time.Time) (int, error)
 
 	// Close releases the store's resources.

@@ -21,6 +21,8 @@ type commandState struct {
 	ops      opsFlags
 	logs     logsFlags
 	events   eventsFlags
+	// tree is status's --tree: show the tasks each task's work started.
+	tree bool
 	// noPush is --no-push (call, wait, resume): poll, ignoring the
 	// server's task notifications.
 	noPush bool
@@ -76,12 +78,20 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // waitTask waits for a task, showing its status, until it ends or the
 // deadline (zero: none) passes.
+// A task with children shows them too, a line each time one appears or
+// changes (see treeFollower).
 func (a *app) waitTask(ctx context.Context, c *client.Client, id string, deadline time.Time) (*mcp.CallToolResult, error) {
-	opts := &client.WaitOptions{OnStatus: a.view.Update}
+	tree := a.followTree(c, id)
+	opts := &client.WaitOptions{OnStatus: func(st *client.TaskStatus) {
+		a.view.Update(st)
+		tree.update(st)
+	}}
 	if !deadline.IsZero() {
 		opts.Deadline = max(time.Until(deadline), time.Millisecond)
 	}
-	return c.Wait(ctx, id, opts)
+	res, err := c.Wait(ctx, id, opts)
+	tree.end(ctx)
+	return res, err
 }
 
 // waitOutcome waits for the task id of tool (see waitTask) and returns

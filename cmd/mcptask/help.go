@@ -28,6 +28,7 @@ const helpExamples = `Examples:
   mcptask call deploy_with_confirmation service=api     # asks you to confirm
   mcptask call --detach long_computation steps=50       # prints the task ID, returns
   mcptask wait TASK_ID                           # waits for it, prints the result
+  mcptask status --tree TASK_ID                  # its status and the child tasks its work started
   mcptask resume                                 # finishes every task in the journal
   mcptask call --json lint_report | jq .result   # for scripts
 `

@@ -49,7 +49,13 @@ type jsonOutcome struct {
 	// Operation is the task's domain outcome on the server's ledger,
 	// apart from its status (absent when the server shows none).
 	Operation *wire.Operation `json:"operation,omitempty"`
-	ExitCode  int             `json:"exitCode"`
+	// ParentTaskID is the task whose work started this one as a child
+	// (absent for none).
+	ParentTaskID string `json:"parentTaskId,omitempty"`
+	// Children are the tasks this task's work started, oldest first, as
+	// the server lists them (absent for none).
+	Children []wire.Child `json:"children,omitempty"`
+	ExitCode int          `json:"exitCode"`
 }
 
 type jsonError struct {
@@ -62,6 +68,7 @@ func (a *app) jsonOf(ctx context.Context, o *outcome) jsonOutcome {
 	j := jsonOutcome{TaskID: o.taskID, Tool: o.tool, Result: o.result, Fallback: o.fallback, ExitCode: o.code(ctx)}
 	if o.last != nil {
 		j.Operation = o.last.Operation
+		j.ParentTaskID, j.Children = o.last.Parent, o.last.Children
 	}
 	switch j.ExitCode {
 	case exitOK, exitToolError:
@@ -365,10 +372,20 @@ type jsonStatus struct {
 	// Outcome is how the finished task ended (ok, tool_error, failed,
 	// cancelled), as the server tells.
 	Outcome string `json:"outcome,omitempty"`
+	// ParentTaskID is the task whose work started this one as a child.
+	ParentTaskID string `json:"parentTaskId,omitempty"`
+	// Children are the tasks this task's work started, oldest first, as
+	// the server lists them.
+	Children []wire.Child `json:"children,omitempty"`
+	// Tree is the tree below the task, read child by child (status
+	// --tree); TreeCut says when its bounds left tasks out.
+	Tree    []jsonTreeNode `json:"tree,omitempty"`
+	TreeCut string         `json:"treeCut,omitempty"`
 }
 
 func jsonStatusOf(s *client.TaskStatus) jsonStatus {
-	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation, Links: s.Links, Outcome: s.Outcome}
+	j := jsonStatus{TaskID: s.ID, Status: s.Status, StatusMessage: s.StatusMessage, Operation: s.Operation, Log: s.Log, Correlation: s.Correlation, Links: s.Links, Outcome: s.Outcome,
+		ParentTaskID: s.Parent, Children: s.Children}
 	if !s.CreatedAt.IsZero() {
 		t := s.CreatedAt
 		j.CreatedAt = &t
@@ -412,6 +429,9 @@ func printStatus(w io.Writer, s *client.TaskStatus, tool string) {
 		row("log", fmt.Sprintf("%d lines logged (mcptask logs %s)", s.Log.Last, s.ID))
 	}
 	row("tool", tool)
+	if s.Parent != "" {
+		row("parent", s.Parent+" (the task whose work started this one)")
+	}
 	if len(s.Correlation) > 0 {
 		var pairs []string
 		for _, k := range slices.Sorted(maps.Keys(s.Correlation)) {

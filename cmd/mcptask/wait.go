@@ -15,7 +15,13 @@ var cmdWait = &command{
 Waits for the task TASK_ID to end, showing its status, and prints its result,
 exactly as 'mcptask call' does after creating a task. Use it after
 'mcptask call --detach', a --timeout or a Ctrl-C. The task need not be in the
-journal, but must be on this server (--url or --stdio).`,
+journal, but must be on this server (--url or --stdio).
+
+When the task's work starts child tasks (nested tasks), the progress shows
+them too: a line each time a child (or a child's child) appears or changes
+its status or message, indented under its parent, with its step, tool, task
+ID, status and message; 'mcptask status --tree ID' shows the whole tree at
+once. With --json, the object printed carries parentTaskId and children.`,
 	flags: func(a *app, fs *flag.FlagSet) {
 		a.cmd.answers.define(fs)
 		a.definePush(fs)

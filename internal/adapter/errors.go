@@ -125,6 +125,10 @@ func (c *Core) DeleteTask(ctx context.Context, method string, owner task.Owner, 
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &nt) && nt.Parent != "":
+		data, _ := json.Marshal(map[string]any{"reason": wire.ReasonNotTerminal, "status": string(nt.Status), "parentTaskId": string(nt.Parent)})
+		return &jsonrpc.Error{Code: wire.CodeTaskNotTerminal, Data: data,
+			Message: fmt.Sprintf("task %q is a step of task %q, which is %s: a step is deleted once its parent has ended", id, nt.Parent, nt.Status)}
 	case errors.As(err, &nt):
 		data, _ := json.Marshal(map[string]any{"reason": wire.ReasonNotTerminal, "status": string(nt.Status)})
 		return &jsonrpc.Error{Code: wire.CodeTaskNotTerminal, Data: data,

@@ -783,7 +783,9 @@ func (s *Store) ListActive(ctx context.Context) ([]*task.Task, error) {
 // many it deleted.
 const deleteExpiredSQL = `WITH del AS (
 	DELETE FROM %[1]s.tasks WHERE id IN (
-		SELECT id FROM %[1]s.tasks WHERE expires_at_ns < $1
+		SELECT id FROM %[1]s.tasks t WHERE expires_at_ns < $1
+			AND (t.parent_id = '' OR NOT EXISTS (SELECT 1 FROM %[1]s.tasks p
+				WHERE p.id = t.parent_id AND p.status IN ('working', 'input_required')))
 		ORDER BY expires_at_ns LIMIT $2
 		FOR UPDATE SKIP LOCKED)
 	RETURNING 1
@@ -792,7 +794,8 @@ SELECT count(*) FROM del`
 
 // DeleteExpired deletes the terminal tasks whose retention ended before now
 // and returns how many it deleted. Working and input_required tasks are
-// never deleted. It deletes in batches, one transaction each, skipping
+// never deleted, nor the children of those (a re-run of the parent's
+// work must find the steps it finished). It deletes in batches, one transaction each, skipping
 // the rows locked by others: instances sweeping at once share the work
 // instead of waiting for each other, and no task is counted twice. A
 // task being updated at that moment is left for the next sweep.

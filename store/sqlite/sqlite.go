@@ -314,7 +314,7 @@ func (s *Store) open(o Options) error {
 		{s.wdb, &s.insertStmt, insertSQL},
 		{s.wdb, &s.updateStmt, updateSQL},
 		{s.wdb, &s.deleteStmt, `DELETE FROM tasks WHERE id = ?`},
-		{s.wdb, &s.deleteExpiredStmt, `DELETE FROM tasks WHERE expires_at_ns < ?`},
+		{s.wdb, &s.deleteExpiredStmt, deleteExpiredSQL},
 		{s.wdb, &s.claimStmt, claimSQL},
 		{s.wdb, &s.claimAllStmt, claimAllSQL},
 		{s.wdb, &s.takeStmt, takeSQL},
@@ -809,9 +809,16 @@ func scanAll(rows *sql.Rows) ([]*task.Task, error) {
 	return tasks, rows.Err()
 }
 
+// deleteExpiredSQL deletes the terminal tasks whose retention ended, but
+// the children of a parent that has not ended: a re-run of the parent's
+// work must find the steps it finished (a parent's children are deleted
+// once it has ended and their retention has too).
+const deleteExpiredSQL = `DELETE FROM tasks WHERE expires_at_ns < ?
+	AND (parent_id = '' OR NOT EXISTS (SELECT 1 FROM tasks p WHERE p.id = tasks.parent_id AND p.status IN ('working', 'input_required')))`
+
 // DeleteExpired deletes the terminal tasks whose retention ended before now
 // and returns how many it deleted. Working and input_required tasks are
-// never deleted.
+// never deleted, nor the children of those.
 func (s *Store) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -176,7 +176,7 @@ func TestPragmasAndSchema(t *testing.T) {
 	}{
 		{`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`, nil, "tasks_owner_created"},
 		{`SELECT ` + taskColumns + ` FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`, nil, "tasks_active"},
-		{`DELETE FROM tasks WHERE expires_at_ns < 5`, nil, "tasks_expires"},
+		{deleteExpiredSQL, []any{int64(5)}, "tasks_expires"},
 		// Claim: a range of the index, not a scan of every active task.
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
 		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},

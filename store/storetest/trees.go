@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 func (s *suite) runTrees(t *testing.T) {
 	run(t, []testCase{
 		{"Browse", s.treesBrowse},
+		{"ExpiryKeepsSteps", s.treesExpiry},
 	})
 }
 
@@ -70,5 +73,38 @@ func (s *suite) treesBrowse(t *testing.T) {
 	counts, err := st.CountByStatus(ctx, store.BrowseQuery{Root: root.ID})
 	if err != nil || counts.ByStatus[task.Working] != 3 {
 		t.Fatalf("CountByStatus of the tree = %+v, %v; want 3 working", counts, err)
+	}
+}
+
+// treesExpiry checks that DeleteExpired keeps the expired children of a
+// parent that has not ended, and deletes them once it has.
+func (s *suite) treesExpiry(t *testing.T) {
+	st := s.store(t)
+	ctx := t.Context()
+	parent := newTask("alice", base)
+	parent.Root = parent.ID
+	mustCreate(t, st, parent)
+	done := newTask("alice", base.Add(time.Second))
+	done.Parent, done.Root = parent.ID, parent.ID
+	done.Status, done.Result, done.TTL = task.Completed, json.RawMessage(`{"content":[]}`), time.Minute
+	other := newTask("bob", base.Add(time.Second))
+	other.Status, other.Result, other.TTL = task.Completed, json.RawMessage(`{"content":[]}`), time.Minute
+	mustCreate(t, st, done, other)
+	later := base.Add(time.Hour)
+	if n, err := st.DeleteExpired(ctx, later); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired with a running parent = %d, %v; want only the task with no parent", n, err)
+	}
+	mustGet(t, st, done.ID)
+	if _, err := st.Update(ctx, parent.ID, func(p *task.Task) error {
+		p.Status, p.Result, p.LastUpdatedAt = task.Completed, json.RawMessage(`{"content":[]}`), later
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.DeleteExpired(ctx, later.Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("DeleteExpired once the parent ended = %d, %v; want its expired child", n, err)
+	}
+	if _, err := st.Get(ctx, done.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the expired child of an ended parent: %v; want it deleted", err)
 	}
 }

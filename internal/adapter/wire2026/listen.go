@@ -233,12 +233,13 @@ func (w *Wire) stream(rw http.ResponseWriter, r *http.Request, sdk http.Handler,
 }
 
 // notification is the notifications/tasks message of t on the stream of
-// the listen request rawID: the task as tasks/get answers it (a handed-out
-// outcome is audited the same way).
+// the listen request rawID: the task as tasks/get answers it, its
+// parent and children too (a handed-out outcome is audited the same
+// way).
 func (w *Wire) notification(ctx context.Context, owner task.Owner, t *task.Task, rawID json.RawMessage) ([]byte, error) {
 	w.c.AuditOutcome(ctx, wire.MethodSubscriptionsListen, owner, t)
 	res := ext2026.Detailed(w.c.Presented(t))
-	res.Meta = w.c.WithEvidence(ctx, owner, t, res.Meta)
+	res.Meta = w.c.WithTree(ctx, t, w.c.WithEvidence(ctx, owner, t, res.Meta))
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
