@@ -324,3 +324,26 @@ func TestSpawnChildrenLimit(t *testing.T) {
 		t.Fatalf("parent %s %q", p.Status, got)
 	}
 }
+
+// TestSpawnTreeLimit: past Limits.MaxTreeTasks, Spawn fails naming the
+// tree's size.
+func TestSpawnTreeLimit(t *testing.T) {
+	g := &gates{}
+	for _, l := range []string{"a", "b", "c"} {
+		close(g.get(l))
+	}
+	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Limits: mcptask.Limits{MaxTreeTasks: 3}}, treeTools(g, &sync.Map{}))
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	h, err := c.CallTool(ctx, "pipeline", map[string]any{"labels": []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultText(t, p.Result); !strings.Contains(got, `step "c" (tool counted) not started: the tree of task `+h.TaskID+" holds 3 tasks, at most 3") {
+		t.Fatalf("parent %s %q", p.Status, got)
+	}
+}
