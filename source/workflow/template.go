@@ -90,6 +90,7 @@ func refs(v any) ([]ref, error) {
 type scope struct {
 	args  any
 	steps map[string]*stepState
+	notes map[string]string // what a running step waits for (its approval), by name
 }
 
 // value returns the value a reference names; ok is false when it names

@@ -307,17 +307,33 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 	if args == nil {
 		args = map[string]any{}
 	}
-	sc := &scope{args: args, steps: map[string]*stepState{}}
+	sc := &scope{args: args, steps: map[string]*stepState{}, notes: map[string]string{}}
 	for i := range w.Steps {
 		sc.steps[w.Steps[i].Name] = &stepState{step: &w.Steps[i]}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	running := map[string]*mcptask.Child{}
+	var mu sync.Mutex // guards running, stopping and sc.notes
 	results := make(chan done)
+	// A step's note (waiting for its approval) changes the status
+	// message: refresh wakes the loop to write it.
+	refresh := make(chan struct{}, 1)
+	note := func(step, msg string) {
+		mu.Lock()
+		if msg == "" {
+			delete(sc.notes, step)
+		} else {
+			sc.notes[step] = msg
+		}
+		mu.Unlock()
+		select {
+		case refresh <- struct{}{}:
+		default:
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	running := map[string]*mcptask.Child{}
-	var mu sync.Mutex // guards running and stopping
 	stopping := false // a failure ends the workflow: steps started now are cancelled
 	failed := ""      // the step whose failure ends the workflow
 	for {
@@ -359,20 +375,25 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 					}
 					running[s.Name] = c
 					return true
-				})
+				}, func(msg string) { note(s.Name, msg) })
 				select {
 				case results <- d:
 				case <-ctx.Done():
 				}
 			}()
 		}
-		_ = tk.SetStatusMessage(ctx, progress(w, sc))
+		mu.Lock()
+		msg := progress(w, sc)
+		mu.Unlock()
+		_ = tk.SetStatusMessage(ctx, msg)
 		if countRunning(sc) == 0 {
 			break
 		}
 		var d done
 		select {
 		case d = <-results:
+		case <-refresh:
+			continue
 		case <-ctx.Done():
 			return nil, nil, context.Cause(ctx)
 		}
@@ -441,7 +462,11 @@ func countRunning(sc *scope) int {
 // runStep runs step s with its arguments in: attempt after attempt, each
 // a child task (step name s.Name, then s.Name#2, ...), within its
 // timeout.
-func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in any, started func(*mcptask.Child) bool) done {
+//
+// started is told of each attempt's child (false: cancel it, the
+// workflow is failing); note is told what a held step waits for (its
+// approval), "" once it no longer does.
+func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in any, started func(*mcptask.Child) bool, note func(string)) done {
 	d := done{name: s.Name}
 	begin := time.Now()
 	for attempt := 1; attempt <= s.Retries+1; attempt++ {
@@ -464,11 +489,21 @@ func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in 
 			// a re-run too, which finds it).
 			_ = c.Cancel(context.WithoutCancel(ctx))
 		}
+		if s.Approval != nil {
+			// Held for its approval: the workflow's message says so.
+			var ce *mcptask.ChildError
+			if _, err := c.Result(ctx); errors.As(err, &ce) && ce.Status == "working" && strings.HasPrefix(ce.Message, "waiting for approval") {
+				note(ce.Message)
+			}
+		}
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if s.Timeout > 0 {
 			wctx, cancel = context.WithDeadline(ctx, c.CreatedAt().Add(s.Timeout))
 		}
 		res, err := c.Wait(wctx)
+		if s.Approval != nil {
+			note("")
+		}
 		timedOut := err != nil && wctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if timedOut {
@@ -537,6 +572,8 @@ func progress(w *Workflow, sc *scope) string {
 	for _, s := range w.Steps {
 		st := sc.steps[s.Name]
 		switch {
+		case st.running && sc.notes[s.Name] != "":
+			run = append(run, s.Name+" ("+sc.notes[s.Name]+")")
 		case st.running:
 			run = append(run, s.Name)
 		case st.ended():
