@@ -68,6 +68,13 @@ func treeTools(g *gates, runs *sync.Map) func(*mcptask.Server) {
 				}
 				return res, nil, nil
 			}, mcptask.ToolOptions{Support: mcptask.Optional})
+		mcptask.AddTool(ts, &mcp.Tool{Name: "orphaner", Description: "starts a child and ends at once"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				if _, err := mcptask.FromContext(ctx).Spawn(ctx, "counted", map[string]any{"label": "orphan", "millis": -1}, nil); err != nil {
+					return nil, nil, err
+				}
+				return nil, nil, errors.New("gave up")
+			}, mcptask.ToolOptions{Support: mcptask.Optional})
 		type depthArgs struct {
 			Depth int `json:"depth"`
 		}
@@ -345,5 +352,34 @@ func TestSpawnTreeLimit(t *testing.T) {
 	}
 	if got := resultText(t, p.Result); !strings.Contains(got, `step "c" (tool counted) not started: the tree of task `+h.TaskID+" holds 3 tasks, at most 3") {
 		t.Fatalf("parent %s %q", p.Status, got)
+	}
+}
+
+// TestSpawnCancelEndedParent: a parent that ended leaving a child
+// running (its handler gave up) keeps it running; a cancel of the
+// parent, which has ended, still stops the child.
+func TestSpawnCancelEndedParent(t *testing.T) {
+	s := startServerWith(t, filepath.Join(t.TempDir(), "tasks.db"), treeTools(&gates{}, &sync.Map{}))
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	h, err := c.CallTool(ctx, "orphaner", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := children(t, p)
+	if len(kids) != 1 || kids[0].Status != "working" {
+		t.Fatalf("the ended parent's children: %+v", kids)
+	}
+	// (The 2026 wire answers the cancel of an ended task as done.)
+	if _, err := c.Call(ctx, "tasks/cancel", map[string]any{"taskId": h.TaskID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	child, err := c.Get(ctx, kids[0].TaskID)
+	if err != nil || child.Status != "cancelled" {
+		t.Fatalf("the child after its ended parent's cancel: %+v, %v", child, err)
 	}
 }

@@ -180,15 +180,45 @@ func (s *Server) HeldTasks(ctx context.Context, kind string) ([]Held, error) {
 	return out, nil
 }
 
-// approvalOf returns the approval that holds t: a child's own (a
-// workflow's approval step, see SpawnOptions.Approval), else its tool's.
+// approvalOf returns the approval that holds t: its tool's, else a
+// child's own (a workflow's approval step, see SpawnOptions.Approval),
+// which is remembered (stepApprovals) for approvesAny and the sweep.
 func (s *Server) approvalOf(t *task.Task) *Approval {
-	if a := childApproval(t); a != nil {
+	s.mu.RLock()
+	a := s.tools[t.Tool].Approval
+	s.mu.RUnlock()
+	if a != nil {
 		return a
 	}
+	if a = childApproval(t); a != nil {
+		s.stepApprovals.LoadOrStore(a.key(), a)
+	}
+	return a
+}
+
+// key identifies what an approval admits and for how long.
+func (a *Approval) key() string {
+	return fmt.Sprintf("%q %v %v", a.Approvers, a.SelfApproval, a.expires())
+}
+
+// approvesAny reports whether ap is an approver of any tool, or of a
+// child's own approval this server has seen (spawned, listed or swept:
+// the first sweep after a start reads every held approval).
+func (s *Server) approvesAny(ap approver) bool {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.tools[t.Tool].Approval
+	for _, o := range s.tools {
+		if o.Approval != nil && o.Approval.admits(ap) {
+			s.mu.RUnlock()
+			return true
+		}
+	}
+	s.mu.RUnlock()
+	found := false
+	s.stepApprovals.Range(func(_, v any) bool {
+		found = v.(*Approval).admits(ap)
+		return !found
+	})
+	return found
 }
 
 // gateMeta is the adapter's Config.Gate: the _meta of a held task,
@@ -261,6 +291,11 @@ func (s *Server) decide(ctx context.Context, id task.ID, approve bool, ap approv
 	if err := a.mayApprove(ap, t); err != nil {
 		s.eng.Audit().Gate(ctx, ap.owner, audit.TaskOf(t), "decision_refused", err.Error())
 		return nil, &GateError{Reason: err.Error(), Task: t, Forbidden: true}
+	}
+	if now := s.eng.Now(); approve && engine.Held(t, adapter.GateApproval) && !now.Before(t.CreatedAt.Add(a.expires())) {
+		// Expired, though no sweep has failed it yet: too late.
+		s.expire(ctx, t, now)
+		return nil, &GateError{Reason: fmt.Sprintf("the approval expired after %v", a.expires()), Task: t}
 	}
 	step := "approved"
 	if approve {
@@ -342,7 +377,16 @@ func (s *Server) sweepApprovals(ctx context.Context, now time.Time) {
 		}
 	}
 	s.mu.RUnlock()
+	s.stepApprovals.Range(func(_, v any) bool {
+		shortest = min(shortest, v.(*Approval).expires())
+		return true
+	})
 	q := store.BrowseQuery{Waiting: adapter.GateApproval, CreatedBefore: now.Add(-shortest), Limit: store.MaxBrowseLimit}
+	if !s.swept.Swap(true) {
+		// The first sweep reads every held approval: the steps' own
+		// approvals (and their expiries) are learnt from them.
+		q.CreatedBefore = time.Time{}
+	}
 	for ctx.Err() == nil {
 		ts, next, err := s.eng.Store().Browse(ctx, q)
 		if err != nil {
@@ -455,6 +499,9 @@ func (s *Server) addApprovalMethods() error {
 				return nil, err
 			}
 			res := &wire.ApprovalsListResult{Approvals: []wire.PendingApproval{}}
+			if !s.approvesAny(ap) {
+				return res, nil // no read for a requester who approves nothing
+			}
 			held, err := s.HeldTasks(ctx, "approval")
 			if err != nil {
 				return nil, adapter.InternalError("the approvals could not be read: " + err.Error())

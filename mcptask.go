@@ -195,6 +195,11 @@ type Server struct {
 	// ends the service that reads them (set by Start).
 	fleet        *rollout.Watcher
 	applyMu      sync.Mutex // serializes applyControls
+	// stepApprovals are the children's own approvals seen (key →
+	// *Approval, see approvalOf); swept is set by the first sweep of
+	// expired approvals, which reads every held approval.
+	stepApprovals sync.Map
+	swept         atomic.Bool
 	localDrain   rollout.Drain
 	stopControls func()
 

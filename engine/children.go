@@ -65,7 +65,21 @@ func (h *Handle) Spawn(ctx context.Context, spec SpawnSpec) (*task.Task, error) 
 			return nil, err
 		}
 	}
-	return h.e.hooks.Spawn(ctx, parent, spec)
+	c, err := h.e.hooks.Spawn(ctx, parent, spec)
+	if err != nil {
+		return nil, err
+	}
+	// A cancel of the parent that came meanwhile listed its children
+	// before this one existed: it is cancelled here.
+	if p, err := h.e.timed.Get(ctx, h.run.id); err == nil && p.Status.Terminal() {
+		if !c.Status.Terminal() {
+			if _, err := h.e.Cancel(context.WithoutCancel(ctx), c.Owner, c.ID); err != nil {
+				h.e.log.Warn("cancelling the child of a parent that ended", "task", h.run.id, "child", c.ID, "err", err)
+			}
+		}
+		return nil, &TerminalError{Status: p.Status}
+	}
+	return c, nil
 }
 
 // Child returns the child id of the handle's task as it is now.
@@ -105,6 +119,7 @@ func (h *Handle) AwaitChild(ctx context.Context, id task.ID) (*task.Task, error)
 	type forward struct {
 		cancel context.CancelFunc
 		done   chan struct{}
+		failed bool // set before done is closed: forward it again
 	}
 	forwarded := map[string]*forward{}
 	defer func() {
@@ -129,6 +144,14 @@ func (h *Handle) AwaitChild(ctx context.Context, id task.ID) (*task.Task, error)
 			return c, nil
 		default:
 			for key, f := range forwarded {
+				select {
+				case <-f.done:
+					if f.failed {
+						delete(forwarded, key) // asked again below
+						continue
+					}
+				default:
+				}
 				if _, ok := c.InputRequests[key]; !ok {
 					f.cancel() // withdrawn from the parent too
 					<-f.done
@@ -146,11 +169,15 @@ func (h *Handle) AwaitChild(ctx context.Context, id task.ID) (*task.Task, error)
 					defer close(f.done)
 					answer, err := h.requestInput(fctx, req, true)
 					if err != nil {
+						// E.g. the parent holds as many questions as it
+						// may: asked again at the next read of the child.
+						f.failed = fctx.Err() == nil
+						if f.failed {
+							h.e.log.Warn("asking a child task's question through its parent", "task", h.run.id, "child", id, "key", key, "err", err)
+						}
 						return
 					}
-					if _, _, err := h.e.Respond(context.WithoutCancel(fctx), c.Owner, id, map[string]json.RawMessage{key: answer}, nil); err != nil {
-						h.e.log.Warn("delivering an answer to a child task", "task", h.run.id, "child", id, "key", key, "err", err)
-					}
+					h.deliver(fctx, c.Owner, id, key, answer)
 				}()
 			}
 		}
@@ -159,6 +186,30 @@ func (h *Handle) AwaitChild(ctx context.Context, id task.ID) (*task.Task, error)
 			return nil, context.Cause(ctx)
 		case <-wake:
 		case <-poll.C:
+		}
+	}
+}
+
+// deliver hands answer, given to the parent, to the child id's input
+// request key, retrying while the store is briefly unavailable: the
+// parent's copy of the question is answered already, so the answer must
+// not be lost. It gives up when the child no longer asks (answered
+// another way, or ended) or ctx's run ends.
+func (h *Handle) deliver(ctx context.Context, owner task.Owner, id task.ID, key string, answer json.RawMessage) {
+	ctx = context.WithoutCancel(ctx)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		_, _, err := h.e.Respond(ctx, owner, id, map[string]json.RawMessage{key: answer}, nil)
+		if err == nil || !h.e.transient(err) {
+			if err != nil {
+				h.e.log.Warn("delivering an answer to a child task", "task", h.run.id, "child", id, "key", key, "err", err)
+			}
+			return
+		}
+		select {
+		case <-h.run.ctx.Done():
+			h.e.log.Warn("delivering an answer to a child task: the parent's run ended first", "task", h.run.id, "child", id, "key", key, "err", err)
+			return
+		case <-time.After(wait):
 		}
 	}
 }

@@ -189,6 +189,10 @@ func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, o
 	unstarted := false // asked nobody: its work had not started
 	if asked {
 		t, err := e.askCancel(ctx, owner, id, operator)
+		var te *TerminalError
+		if errors.As(err, &te) && t != nil {
+			e.cancelChildren(ctx, owner, t, operator) // see below
+		}
 		if err != nil {
 			return t, err
 		}
@@ -234,11 +238,10 @@ func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, o
 		if gerr != nil {
 			return nil, gerr
 		}
-		if terminal == task.Cancelled {
-			// Repeating the cancel of a cancelled task finishes its
-			// children's cancels (one a crash interrupted).
-			e.cancelChildren(ctx, owner, cur, operator)
-		}
+		// The cancel of a task that ended stops the children it left
+		// running (a parent that failed, or a cascade a crash
+		// interrupted).
+		e.cancelChildren(ctx, owner, cur, operator)
 		if asked && terminal == task.Cancelled {
 			// The system doing the work confirmed this cancel, and the
 			// work saw it first and ended the task cancelled.
@@ -268,6 +271,9 @@ func (e *Engine) cancelOnce(ctx context.Context, owner task.Owner, id task.ID, o
 // child whose cancel fails is logged and left: repeating the parent's
 // cancel tries it again.
 func (e *Engine) cancelChildren(ctx context.Context, owner task.Owner, t *task.Task, operator bool) {
+	if t.Root == "" {
+		return // in no tree: no child
+	}
 	ctx = context.WithoutCancel(ctx)
 	var children []*task.Task
 	q := store.BrowseQuery{Parent: t.ID, Statuses: []task.Status{task.Working, task.InputRequired}, Limit: store.MaxBrowseLimit}
@@ -314,7 +320,11 @@ func (e *Engine) Delete(ctx context.Context, owner task.Owner, id task.ID) (*tas
 		return nil, &NotTerminalError{Status: t.Status}
 	}
 	if t.Parent != "" {
-		if p, err := e.timed.Get(ctx, t.Parent); err == nil && !p.Status.Terminal() {
+		p, err := e.timed.Get(ctx, t.Parent)
+		switch {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		case err == nil && !p.Status.Terminal():
 			return nil, &NotTerminalError{Status: p.Status, Parent: p.ID}
 		}
 	}

@@ -99,7 +99,9 @@ func (c *Core) create(ctx context.Context, k creation) (*task.Task, error) {
 		if p.Approval != nil {
 			spec.Gate, spec.GateMessage, mode = GateApproval, p.Approval(c.eng.Now()), "approval"
 		}
-		if k.gate != "" {
+		if k.gate != "" && p.Approval == nil {
+			// A child's own gate (a workflow's approval step); a tool
+			// with an approval of its own keeps it.
 			spec.Gate, spec.GateMessage, mode = k.gate, k.message, strings.TrimPrefix(k.gate, engine.GatePrefix)
 		}
 	case d.Fallback == rollout.Handoff:
@@ -110,7 +112,9 @@ func (c *Core) create(ctx context.Context, k creation) (*task.Task, error) {
 		return nil, NotServed(tool, d)
 	}
 	if k.parent != nil {
-		spec.Parent, spec.Root = k.parent.ID, k.parent.Root
+		// A child is its parent's work: the tree limits bound it, not
+		// the requester's cap on unfinished tasks (its parent counts).
+		spec.Parent, spec.Root, spec.MaxActive = k.parent.ID, k.parent.Root, 0
 	} else if err := c.allowCreate(ctx, owner, tool); err != nil {
 		// (A child is its parent's work, not a new call of its
 		// requester: the creation rate applies to the parent.)

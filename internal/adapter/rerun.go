@@ -68,7 +68,7 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 	meta := mcp.Meta{}
 	for k, v := range params.Meta {
 		switch k {
-		case wire.MetaIdempotencyKey, wire.MetaSEP1686Task, wire.MetaTaskParam, wire.MetaRerun:
+		case wire.MetaIdempotencyKey, wire.MetaSEP1686Task, wire.MetaTaskParam, wire.MetaRerun, wire.MetaStepApproval:
 		default:
 			meta[k] = v
 		}

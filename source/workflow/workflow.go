@@ -25,8 +25,11 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -276,7 +279,6 @@ type stepState struct {
 	step     *Step
 	outcome  string // "" until it ends: ok, tool_error, failed, cancelled, skipped
 	value    any    // its result's value (see valueOf)
-	result   *mcp.CallToolResult
 	taskID   string
 	attempts int
 	message  string // why it did not complete
@@ -291,7 +293,6 @@ type done struct {
 	name    string
 	outcome string
 	value   any
-	result  *mcp.CallToolResult
 	taskID  string
 	tries   int
 	message string
@@ -337,50 +338,55 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 	stopping := false // a failure ends the workflow: steps started now are cancelled
 	failed := ""      // the step whose failure ends the workflow
 	for {
-		// Start every step that is ready, in declaration order.
-		for i := range w.Steps {
-			s := &w.Steps[i]
-			st := sc.steps[s.Name]
-			if failed != "" || st.ended() || st.running || !ready(s, sc) {
-				continue
-			}
-			if w.MaxParallel > 0 && countRunning(sc) >= w.MaxParallel {
-				break
-			}
-			if !mustParse(s.When).holds(sc) {
-				st.outcome = "skipped"
-				tk.Logf("step %s skipped: %s does not hold", s.Name, s.When)
-				ws.observeStep(w.Name, s.Name, "skipped", 0)
-				continue
-			}
-			in, err := sc.render(map[string]any(s.Arguments))
-			if err != nil {
-				st.outcome, st.message = "failed", "its arguments: "+err.Error()
-				tk.Logf("step %s failed: %s", s.Name, st.message)
-				ws.observeStep(w.Name, s.Name, "failed", 0)
-				if !s.ContinueOnError {
-					failed = s.Name
+		// Start every step that is ready, in declaration order, again
+		// while a pass ends a step at once (skipped, or its arguments
+		// failed): steps declared before it may need it.
+		for again := true; again; {
+			again = false
+			for i := range w.Steps {
+				s := &w.Steps[i]
+				st := sc.steps[s.Name]
+				if failed != "" || st.ended() || st.running || !ready(s, sc) {
+					continue
 				}
-				continue
-			}
-			st.running = true
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d := ws.runStep(ctx, tk, s, in, func(c *mcptask.Child) bool {
-					mu.Lock()
-					defer mu.Unlock()
-					if stopping {
-						return false
+				if w.MaxParallel > 0 && countRunning(sc) >= w.MaxParallel {
+					break
+				}
+				if !mustParse(s.When).holds(sc) {
+					st.outcome, again = "skipped", true
+					tk.Logf("step %s skipped: %s does not hold", s.Name, s.When)
+					ws.observeStep(w.Name, s.Name, "skipped", 0)
+					continue
+				}
+				in, err := sc.render(map[string]any(s.Arguments))
+				if err != nil {
+					st.outcome, st.message, again = "failed", "its arguments: "+err.Error(), true
+					tk.Logf("step %s failed: %s", s.Name, st.message)
+					ws.observeStep(w.Name, s.Name, "failed", 0)
+					if !s.ContinueOnError {
+						failed = s.Name
 					}
-					running[s.Name] = c
-					return true
-				}, func(msg string) { note(s.Name, msg) })
-				select {
-				case results <- d:
-				case <-ctx.Done():
+					continue
 				}
-			}()
+				st.running = true
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := ws.runStep(ctx, tk, s, in, func(c *mcptask.Child) bool {
+						mu.Lock()
+						defer mu.Unlock()
+						if stopping {
+							return false
+						}
+						running[s.Name] = c
+						return true
+					}, func(msg string) { note(s.Name, msg) })
+					select {
+					case results <- d:
+					case <-ctx.Done():
+					}
+				}()
+			}
 		}
 		mu.Lock()
 		msg := progress(w, sc)
@@ -399,7 +405,7 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 		}
 		st := sc.steps[d.name]
 		st.running = false
-		st.outcome, st.value, st.result, st.taskID, st.attempts, st.message = d.outcome, d.value, d.result, d.taskID, d.tries, d.message
+		st.outcome, st.value, st.taskID, st.attempts, st.message = d.outcome, d.value, d.taskID, d.tries, d.message
 		mu.Lock()
 		delete(running, d.name)
 		mu.Unlock()
@@ -475,7 +481,7 @@ func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in 
 		if attempt > 1 {
 			name = fmt.Sprintf("%s#%d", s.Name, attempt)
 		}
-		c, err := tk.Spawn(ctx, s.Tool, in, &mcptask.SpawnOptions{Step: name, Approval: s.Approval})
+		c, err := spawn(ctx, tk, s.Tool, in, &mcptask.SpawnOptions{Step: name, Approval: s.Approval})
 		if err != nil {
 			d.outcome, d.message = "failed", err.Error()
 			if ctx.Err() != nil {
@@ -514,15 +520,24 @@ func (ws *Workflows) runStep(ctx context.Context, tk *mcptask.Task, s *Step, in 
 		var ce *mcptask.ChildError
 		switch {
 		case err == nil && !res.IsError:
-			d.outcome, d.result, d.value, d.message = "ok", res, valueOf(res), ""
+			d.outcome, d.value, d.message = "ok", valueOf(res), ""
 			d.took = time.Since(begin)
 			return d
 		case err == nil:
-			d.outcome, d.result, d.value, d.message = "tool_error", res, valueOf(res), textOfResult(res)
+			d.outcome, d.value, d.message = "tool_error", valueOf(res), capText(textOfResult(res))
+		case errors.As(err, &ce) && ce.Status == "cancelled" && s.Timeout > 0 && !time.Now().Before(c.CreatedAt().Add(s.Timeout)):
+			// Cancelled by a run of this workflow when it timed out (a
+			// re-run after a crash reads it so, and retries as that
+			// run did).
+			d.outcome, d.message = "failed", fmt.Sprintf("timed out after %s", s.Timeout)
 		case errors.As(err, &ce) && ce.Status == "cancelled":
 			d.outcome, d.message = "cancelled", ce.Message
 			d.took = time.Since(begin)
 			return d // a cancelled step is not retried
+		case errors.As(err, &ce) && ce.Code == wire.CodeNotApproved:
+			d.outcome, d.message = "failed", ce.Message
+			d.took = time.Since(begin)
+			return d // a denial (or expiry) is not asked again
 		case errors.As(err, &ce):
 			d.outcome, d.message = "failed", ce.Message
 		default:
@@ -604,7 +619,11 @@ func summary(w *Workflow, sc *scope, failed string) *mcp.CallToolResult {
 			e["taskId"], e["attempts"] = st.taskID, st.attempts
 		}
 		if st.value != nil {
-			e["result"] = st.value
+			if b, _ := json.Marshal(st.value); len(b) <= MaxStepResult {
+				e["result"] = st.value
+			} else {
+				e["resultBytes"] = len(b) // read the step's own task for it
+			}
 		}
 		if st.message != "" {
 			e["message"] = st.message
@@ -616,6 +635,15 @@ func summary(w *Workflow, sc *scope, failed string) *mcp.CallToolResult {
 		}
 		lines = append(lines, line)
 	}
+	if failed == "" {
+		for _, s := range w.Steps {
+			if sc.steps[s.Name].outcome == "" {
+				// Never ready: not a success (a bug, were it to happen).
+				failed = s.Name
+				break
+			}
+		}
+	}
 	out := map[string]any{"outcome": "ok", "steps": steps}
 	res := &mcp.CallToolResult{StructuredContent: out}
 	head := fmt.Sprintf("workflow %s completed", w.Name)
@@ -626,4 +654,39 @@ func summary(w *Workflow, sc *scope, failed string) *mcp.CallToolResult {
 	}
 	res.Content = []mcp.Content{&mcp.TextContent{Text: head + "\n" + strings.Join(lines, "\n")}}
 	return res
+}
+
+// MaxStepResult bounds the JSON of a step's value that the workflow's
+// result repeats (and that ${steps.NAME} references read); a larger one
+// is left to the step's own task (its result), the workflow's result
+// saying its size.
+const MaxStepResult = 64 << 10
+
+// capText cuts a step's message to 1 KiB.
+func capText(s string) string {
+	if len(s) <= 1<<10 {
+		return s
+	}
+	cut := 1 << 10
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// spawn is Task.Spawn, tried again while the store is briefly
+// unavailable (for up to a minute), so that a blip does not fail a step.
+func spawn(ctx context.Context, tk *mcptask.Task, tool string, in any, o *mcptask.SpawnOptions) (*mcptask.Child, error) {
+	for wait, tries := 100*time.Millisecond, 0; ; wait, tries = min(2*wait, 5*time.Second), tries+1 {
+		c, err := tk.Spawn(ctx, tool, in, o)
+		var je *jsonrpc.Error
+		if err == nil || tries >= 15 || !errors.As(err, &je) || je.Code != wire.CodeUnavailable {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
 }

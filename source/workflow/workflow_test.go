@@ -247,7 +247,7 @@ func TestApprovalStep(t *testing.T) {
 	s := &steps{}
 	wf := workflow.Workflow{Name: "release", Steps: []workflow.Step{
 		{Name: "build", Tool: "echo"},
-		{Name: "deploy", Tool: "echo", Needs: []string{"build"}, Approval: &mcptask.Approval{Approvers: []string{"alice"}, Reason: "production"},
+		{Name: "deploy", Tool: "echo", Needs: []string{"build"}, Retries: 1, Approval: &mcptask.Approval{Approvers: []string{"alice"}, Reason: "production"},
 			Arguments: map[string]any{"to": "prod"}},
 	}}
 	srv, c := start(t, s, wf)
@@ -279,8 +279,8 @@ func TestApprovalStep(t *testing.T) {
 		if approve && (out.Outcome != "ok" || s.count("echo") != 2) {
 			t.Fatalf("approved: %+v, %d calls", out, s.count("echo"))
 		}
-		if !approve && (out.Outcome != "failed" || out.FailedStep != "deploy" || !strings.Contains(out.Steps["deploy"].Message, "denied")) {
-			t.Fatalf("denied: %+v", out)
+		if !approve && (out.Outcome != "failed" || out.FailedStep != "deploy" || !strings.Contains(out.Steps["deploy"].Message, "denied") || out.Steps["deploy"].Attempts != 1) {
+			t.Fatalf("denied (and not asked again): %+v", out)
 		}
 	}
 }
@@ -308,5 +308,24 @@ func TestCheck(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v; want %q", tc.steps, err, tc.want)
 		}
+	}
+}
+
+// TestDeclarationOrder: a step declared before the step it needs runs
+// once that one ends, skipped or not.
+func TestDeclarationOrder(t *testing.T) {
+	s := &steps{}
+	_, c := start(t, s, workflow.Workflow{Name: "wf", Steps: []workflow.Step{
+		{Name: "b", Tool: "echo", Needs: []string{"a"}, Arguments: map[string]any{"a": "${steps.a.outcome}"}},
+		{Name: "a", Tool: "echo", When: "false"},
+		{Name: "c", Tool: "echo", Needs: []string{"b"}},
+	}})
+	h, err := c.CallTool(ctxT(t), "wf", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := finish(t, c, h.TaskID)
+	if out.Outcome != "ok" || out.Steps["a"].Outcome != "skipped" || out.Steps["b"].Outcome != "ok" || out.Steps["c"].Outcome != "ok" || s.count("echo") != 2 {
+		t.Fatalf("%+v, %d calls", out, s.count("echo"))
 	}
 }

@@ -177,6 +177,10 @@ func TestPragmasAndSchema(t *testing.T) {
 		{`SELECT id FROM tasks WHERE owner = 'a' AND (created_at_ms, id) < (1, 'x') ORDER BY created_at_ms DESC, id DESC LIMIT 10`, nil, "tasks_owner_created"},
 		{`SELECT ` + taskColumns + ` FROM tasks WHERE status IN ('working', 'input_required') ORDER BY created_at_ms, id`, nil, "tasks_active"},
 		{deleteExpiredSQL, []any{int64(5)}, "tasks_expires"},
+		// Task trees: a task's children and a tree, on their partial
+		// indexes (the filters of rowcodec.BrowseFilter).
+		{`SELECT id FROM tasks WHERE parent_id <> '' AND parent_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT 10`, []any{"p"}, "tasks_parent"},
+		{`SELECT count(*) FROM tasks WHERE root_id <> '' AND root_id = ? AND parent_id <> ''`, []any{"r"}, "tasks_root"},
 		// Claim: a range of the index, not a scan of every active task.
 		{claimSQL, []any{int64(5), int64(10)}, "SEARCH tasks USING INDEX tasks_claim (lease_expires_at_ms<?)"},
 		{claimAllSQL, []any{"engine-1", int64(-1)}, "tasks_claim"},

@@ -23,10 +23,12 @@ func BrowseFilter(q store.BrowseQuery, sig cursor.Signer, paging bool) (conds []
 		conds, args = append(conds, "queue = ? AND queued AND status IN ('working', 'input_required')"), append(args, q.Waiting)
 	}
 	if q.Parent != "" {
-		conds, args = append(conds, "parent_id = ?"), append(args, string(q.Parent))
+		// parent_id <> '' first, word for word: SQLite uses a partial
+		// index only for a query that states its condition.
+		conds, args = append(conds, "parent_id <> '' AND parent_id = ?"), append(args, string(q.Parent))
 	}
 	if q.Root != "" {
-		conds, args = append(conds, "root_id = ? AND parent_id <> ''"), append(args, string(q.Root))
+		conds, args = append(conds, "root_id <> '' AND root_id = ? AND parent_id <> ''"), append(args, string(q.Root))
 	}
 	if q.TopLevel {
 		conds = append(conds, "parent_id = ''")
