@@ -193,15 +193,15 @@ type Server struct {
 	// fleet is the fleet's switches as last read from the store, with
 	// localDrain this instance's own drain (SetLocalDrain); stopControls
 	// ends the service that reads them (set by Start).
-	fleet        *rollout.Watcher
-	applyMu      sync.Mutex // serializes applyControls
+	fleet   *rollout.Watcher
+	applyMu sync.Mutex // serializes applyControls
 	// stepApprovals are the children's own approvals seen (key →
 	// *Approval, see approvalOf); swept is set by the first sweep of
 	// expired approvals, which reads every held approval.
 	stepApprovals sync.Map
 	swept         atomic.Bool
-	localDrain   rollout.Drain
-	stopControls func()
+	localDrain    rollout.Drain
+	stopControls  func()
 
 	closeOnce sync.Once
 	closeErr  error
