@@ -186,15 +186,6 @@ type Queuer interface {
 	// StartQueued of the queue, in every process sharing the store.
 	StartQueued(ctx context.Context, req QueueRequest) ([]*task.Task, error)
 
-	// UpdateAndStart is Update of the task id by fn and, in the same
-	// transaction when fn ended the task (moved it from unfinished to
-	// terminal) and it is of req.Queue, StartQueued(req): a task leaving
-	// its slot hands it to the next waiting one with one durable write
-	// instead of two. started is nil when none started (the task was of
-	// another queue, did not end, or none waits); the caller runs their
-	// work as for StartQueued.
-	UpdateAndStart(ctx context.Context, id task.ID, fn func(t *task.Task) error, req QueueRequest) (t *task.Task, started []*task.Task, err error)
-
 	// WaitingQueues returns the names of the queues that have waiting
 	// tasks, and how many wait in each.
 	WaitingQueues(ctx context.Context) (map[string]int, error)

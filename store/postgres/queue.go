@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/internal/history"
-	"github.com/mcptask/mcptask/store/internal/rowcodec"
 	"github.com/mcptask/mcptask/task"
 )
 
@@ -159,8 +158,20 @@ func (s *Store) WaitingQueues(ctx context.Context) (map[string]int, error) {
 // overshoot its cap together, and the waiting tasks are taken FOR UPDATE
 // SKIP LOCKED.
 func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*task.Task, err error) {
-	if err := s.checkQueueRequest(req); err != nil {
-		return nil, err
+	switch {
+	case req.Runner == "":
+		return nil, errors.New("postgres store: StartQueued without a Runner")
+	case req.Queue == "":
+		return nil, errors.New("postgres store: StartQueued without a Queue")
+	case req.Lease <= 0:
+		return nil, fmt.Errorf("postgres store: StartQueued with a non-positive Lease %v", req.Lease)
+	case req.Now.IsZero():
+		return nil, errors.New("postgres store: StartQueued without a Now")
+	}
+	for _, v := range []string{req.Runner, req.Queue} {
+		if err := checkText(v); err != nil {
+			return nil, fmt.Errorf("postgres store: StartQueued: %q %w", v, err)
+		}
 	}
 	if s.closed() {
 		return nil, ErrClosed
@@ -183,85 +194,6 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) (_ []*t
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
 	}()
-	started, err := s.startQueuedTx(ctx, tx, req)
-	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("postgres store: starting queued tasks of %q: %w", req.Queue, err)
-	}
-	return started, nil
-}
-
-// UpdateAndStart is Update of task id by fn and, in the same transaction
-// when fn ended a task of req.Queue, StartQueued(req) (under the queue's
-// advisory lock, taken after the task's row lock: a StartQueued or a
-// Create holding the queue's lock never waits for a row lock, so the two
-// orders cannot deadlock); see [store.Queuer].
-func (s *Store) UpdateAndStart(ctx context.Context, id task.ID, fn func(t *task.Task) error, req store.QueueRequest) (_ *task.Task, _ []*task.Task, err error) {
-	if err := s.checkQueueRequest(req); err != nil {
-		return nil, nil, err
-	}
-	if s.closed() {
-		return nil, nil, ErrClosed
-	}
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return nil, nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	t, err := scanTask(tx.QueryRow(ctx, s.lockSQL, string(id)))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, store.ErrNotFound
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("postgres store: read task %s: %w", id, err)
-	}
-	before := *t
-	if err := fn(t); err != nil {
-		return nil, nil, err
-	}
-	if t.ID != id {
-		return nil, nil, fmt.Errorf("postgres store: Update of task %s: fn changed the ID to %q", id, t.ID)
-	}
-	r, err := encodeTask(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	var got string
-	if err := tx.QueryRow(ctx, s.updateSQL, append(r.UpdateArgs(), s.channel)...).Scan(&got); err != nil {
-		return nil, nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
-	}
-	if evs := history.Events(&before, t, storeNow(), store.InstanceOf(ctx)); len(evs) > 0 {
-		var te taskEvents
-		te.add(r.ID, evs)
-		if _, err := tx.Exec(ctx, s.eventsSQL, te.args()...); err != nil {
-			return nil, nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
-		}
-	}
-	var started []*task.Task
-	if t.Queue == req.Queue && t.Status.Terminal() && !before.Status.Terminal() {
-		if started, err = s.startQueuedTx(ctx, tx, req); err != nil {
-			return nil, nil, err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, fmt.Errorf("postgres store: update task %s: %w", id, err)
-	}
-	t.CreatedAt = rowcodec.MSTime(r.CreatedMS)
-	t.LastUpdatedAt = rowcodec.MSTime(r.UpdatedMS)
-	t.LeaseExpiresAt = rowcodec.OpTime(r.LeaseMS)
-	return t, started, nil
-}
-
-// startQueuedTx starts, inside tx, the waiting tasks of req.Queue that fit
-// under its cap, under the queue's advisory lock, and returns them as
-// they are after the start.
-func (s *Store) startQueuedTx(ctx context.Context, tx pgx.Tx, req store.QueueRequest) ([]*task.Task, error) {
 	if _, err := tx.Exec(ctx, quotaLockSQL, queueLockSpace, s.schema, req.Queue); err != nil {
 		return nil, fmt.Errorf("postgres store: locking queue %q: %w", req.Queue, err)
 	}
@@ -293,6 +225,9 @@ func (s *Store) startQueuedTx(ctx context.Context, tx pgx.Tx, req store.QueueReq
 		if _, err := tx.Exec(ctx, s.queueMessagesSQL, req.Queue, queueMessages); err != nil {
 			return nil, fmt.Errorf("postgres store: queue %q: %w", req.Queue, err)
 		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("postgres store: starting queued tasks of %q: %w", req.Queue, err)
 	}
 	return started, nil
 }
@@ -335,24 +270,4 @@ func (s *Store) CountActive(ctx context.Context) ([]store.ActiveCount, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
-}
-
-// checkQueueRequest reports a QueueRequest StartQueued cannot serve.
-func (s *Store) checkQueueRequest(req store.QueueRequest) error {
-	switch {
-	case req.Runner == "":
-		return errors.New("postgres store: StartQueued without a Runner")
-	case req.Queue == "":
-		return errors.New("postgres store: StartQueued without a Queue")
-	case req.Lease <= 0:
-		return fmt.Errorf("postgres store: StartQueued with a non-positive Lease %v", req.Lease)
-	case req.Now.IsZero():
-		return errors.New("postgres store: StartQueued without a Now")
-	}
-	for _, v := range []string{req.Runner, req.Queue} {
-		if err := checkText(v); err != nil {
-			return fmt.Errorf("postgres store: StartQueued: %q %w", v, err)
-		}
-	}
-	return nil
 }

@@ -120,8 +120,15 @@ func (s *Store) queueHead(tx *sql.Tx, queue string, n int64) ([]*task.Task, erro
 // StartQueued, in this process or another sharing the file, counts the
 // queue in between.
 func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*task.Task, error) {
-	if err := checkQueueRequest(req); err != nil {
-		return nil, err
+	switch {
+	case req.Runner == "":
+		return nil, errors.New("sqlite store: StartQueued without a Runner")
+	case req.Queue == "":
+		return nil, errors.New("sqlite store: StartQueued without a Queue")
+	case req.Lease <= 0:
+		return nil, fmt.Errorf("sqlite store: StartQueued with a non-positive Lease %v", req.Lease)
+	case req.Now.IsZero():
+		return nil, errors.New("sqlite store: StartQueued without a Now")
 	}
 	// Most rounds find nothing waiting: ask the read pool first, so that
 	// an idle queue costs no write transaction.
@@ -132,142 +139,72 @@ func (s *Store) StartQueued(ctx context.Context, req store.QueueRequest) ([]*tas
 	if any == 0 {
 		return nil, nil
 	}
-	var started []*task.Task
-	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
-		var err error
-		started, err = s.startQueuedTx(tx, req)
-		return ids(started), err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return started, nil
-}
-
-// UpdateAndStart is Update of task id by fn and, in the same write
-// transaction when fn ended a task of req.Queue, StartQueued(req); see
-// [store.Queuer].
-func (s *Store) UpdateAndStart(ctx context.Context, id task.ID, fn func(t *task.Task) error, req store.QueueRequest) (*task.Task, []*task.Task, error) {
-	if err := checkQueueRequest(req); err != nil {
-		return nil, nil, err
-	}
-	var (
-		out     *task.Task
-		started []*task.Task
-	)
-	instance := store.InstanceOf(ctx)
-	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
-		var (
-			before task.Status
-			err    error
-		)
-		started = nil
-		out, err = s.updateTx(tx, id, func(t *task.Task) error {
-			before = t.Status
-			return fn(t)
-		}, instance)
-		if err != nil {
-			return nil, err
-		}
-		changed := []task.ID{id}
-		if out.Queue == req.Queue && out.Status.Terminal() && !before.Terminal() {
-			if started, err = s.startQueuedTx(tx, req); err != nil {
-				return nil, err
-			}
-			changed = append(changed, ids(started)...)
-		}
-		return changed, nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return out, started, nil
-}
-
-// checkQueueRequest reports a QueueRequest StartQueued cannot serve.
-func checkQueueRequest(req store.QueueRequest) error {
-	switch {
-	case req.Runner == "":
-		return errors.New("sqlite store: StartQueued without a Runner")
-	case req.Queue == "":
-		return errors.New("sqlite store: StartQueued without a Queue")
-	case req.Lease <= 0:
-		return fmt.Errorf("sqlite store: StartQueued with a non-positive Lease %v", req.Lease)
-	case req.Now.IsZero():
-		return errors.New("sqlite store: StartQueued without a Now")
-	}
-	return nil
-}
-
-// ids returns the IDs of tasks.
-func ids(tasks []*task.Task) []task.ID {
-	out := make([]task.ID, len(tasks))
-	for i, t := range tasks {
-		out[i] = t.ID
-	}
-	return out
-}
-
-// startQueuedTx starts the waiting tasks of req.Queue that fit under its
-// cap inside tx, and returns them as they are after the start.
-func (s *Store) startQueuedTx(tx *sql.Tx, req store.QueueRequest) ([]*task.Task, error) {
 	until := leaseMS(req.Now.Add(req.Lease))
 	nowMS := req.Now.UnixMilli()
 	var started []*task.Task
-	running, waiting, err := s.queueCounts(tx, req.Queue)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite store: counting queue %q: %w", req.Queue, err)
-	}
-	free := int64(req.Max) - running
-	if waiting == 0 || free <= 0 {
-		return nil, nil
-	}
-	// The tasks to start and, behind them, the places of those that
-	// still wait: in the turn order before the starts, which they
-	// leave as it is but for ties with an owner just served.
-	head, err := s.queueHead(tx, req.Queue, min(free, waiting)+store.MaxQueueMessages)
-	if err != nil {
-		return nil, err
-	}
-	n := min(int(free), len(head))
-	last := map[task.Owner]int{} // each started owner's last start
-	for i, t := range head[:n] {
-		last[t.Owner] = i
-	}
-	start := tx.Stmt(s.queueStartStmt)
-	served := tx.Stmt(s.queueServedStmt)
-	for i, t := range head[:n] {
-		if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
-			return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
+	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
+		started = nil
+		running, waiting, err := s.queueCounts(tx, req.Queue)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: counting queue %q: %w", req.Queue, err)
 		}
-		before := *t
-		t.Queued = false
-		t.Runner = req.Runner
-		t.LeaseExpiresAt = rowcodec.OpTime(until)
-		t.Attempts++
-		t.StatusMessage = ""
-		t.LastUpdatedAt = rowcodec.MSTime(nowMS)
-		t.StartedAt = t.LastUpdatedAt
-		if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
+		free := int64(req.Max) - running
+		if waiting == 0 || free <= 0 {
+			return nil, nil
+		}
+		// The tasks to start and, behind them, the places of those that
+		// still wait: in the turn order before the starts, which they
+		// leave as it is but for ties with an owner just served.
+		head, err := s.queueHead(tx, req.Queue, min(free, waiting)+store.MaxQueueMessages)
+		if err != nil {
 			return nil, err
 		}
-		// Served in the order of their last start (the insert reads
-		// the latest seq).
-		if last[t.Owner] == i {
-			if _, err := served.Exec(req.Queue, string(t.Owner), 1); err != nil {
-				return nil, fmt.Errorf("sqlite store: queue %q: recording a turn: %w", req.Queue, err)
+		n := min(int(free), len(head))
+		last := map[task.Owner]int{} // each started owner's last start
+		for i, t := range head[:n] {
+			last[t.Owner] = i
+		}
+		var ids []task.ID
+		start := tx.Stmt(s.queueStartStmt)
+		served := tx.Stmt(s.queueServedStmt)
+		for i, t := range head[:n] {
+			if _, err := start.Exec(req.Runner, until, nowMS, string(t.ID)); err != nil {
+				return nil, fmt.Errorf("sqlite store: starting task %s: %w", t.ID, err)
+			}
+			before := *t
+			t.Queued = false
+			t.Runner = req.Runner
+			t.LeaseExpiresAt = rowcodec.OpTime(until)
+			t.Attempts++
+			t.StatusMessage = ""
+			t.LastUpdatedAt = rowcodec.MSTime(nowMS)
+			t.StartedAt = t.LastUpdatedAt
+			if err := s.insertEvents(tx, string(t.ID), history.Events(&before, t, req.Now, req.Runner)); err != nil {
+				return nil, err
+			}
+			// Served in the order of their last start (the insert reads
+			// the latest seq).
+			if last[t.Owner] == i {
+				if _, err := served.Exec(req.Queue, string(t.Owner), 1); err != nil {
+					return nil, fmt.Errorf("sqlite store: queue %q: recording a turn: %w", req.Queue, err)
+				}
+			}
+			started = append(started, t)
+			ids = append(ids, t.ID)
+		}
+		if _, err := tx.Stmt(s.queuePruneStmt).Exec(req.Queue); err != nil {
+			return nil, fmt.Errorf("sqlite store: queue %q: forgetting turns: %w", req.Queue, err)
+		}
+		for i, t := range head[n:] {
+			msg := task.QueuedMessage(int64(i))
+			if _, err := tx.Stmt(s.queueMessageStmt).Exec(msg, string(t.ID), msg); err != nil {
+				return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
 			}
 		}
-		started = append(started, t)
-	}
-	if _, err := tx.Stmt(s.queuePruneStmt).Exec(req.Queue); err != nil {
-		return nil, fmt.Errorf("sqlite store: queue %q: forgetting turns: %w", req.Queue, err)
-	}
-	for i, t := range head[n:] {
-		msg := task.QueuedMessage(int64(i))
-		if _, err := tx.Stmt(s.queueMessageStmt).Exec(msg, string(t.ID), msg); err != nil {
-			return nil, fmt.Errorf("sqlite store: task %s: %w", t.ID, err)
-		}
+		return ids, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return started, nil
 }

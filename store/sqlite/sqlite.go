@@ -700,49 +700,40 @@ func (s *Store) Update(ctx context.Context, id task.ID, fn func(t *task.Task) er
 	var out *task.Task
 	instance := store.InstanceOf(ctx)
 	err := s.writeChanges(ctx, func(tx *sql.Tx) ([]task.ID, error) {
-		var err error
-		out, err = s.updateTx(tx, id, fn, instance)
+		t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite store: read task %s: %w", id, err)
+		}
+		before := *t
+		if err := callFn(fn, t); err != nil {
+			return nil, err
+		}
+		if t.ID != id {
+			return nil, fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
+		}
+		r, err := encodeTask(t)
 		if err != nil {
 			return nil, err
 		}
+		if _, err := tx.Stmt(s.updateStmt).Exec(r.UpdateArgs()...); err != nil {
+			return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
+		}
+		if err := s.insertEvents(tx, r.ID, history.Events(&before, t, storeNow(), instance)); err != nil {
+			return nil, err
+		}
+		t.CreatedAt = rowcodec.MSTime(r.CreatedMS)
+		t.LastUpdatedAt = rowcodec.MSTime(r.UpdatedMS)
+		t.LeaseExpiresAt = rowcodec.OpTime(r.LeaseMS)
+		out = t
 		return []task.ID{id}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// updateTx is Update inside tx, its history naming instance.
-func (s *Store) updateTx(tx *sql.Tx, id task.ID, fn func(t *task.Task) error, instance string) (*task.Task, error) {
-	t, err := scanTask(tx.Stmt(s.wGetStmt).QueryRow(string(id)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite store: read task %s: %w", id, err)
-	}
-	before := *t
-	if err := callFn(fn, t); err != nil {
-		return nil, err
-	}
-	if t.ID != id {
-		return nil, fmt.Errorf("sqlite store: Update of task %s: fn changed the ID to %q", id, t.ID)
-	}
-	r, err := encodeTask(t)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.Stmt(s.updateStmt).Exec(r.UpdateArgs()...); err != nil {
-		return nil, fmt.Errorf("sqlite store: update task %s: %w", id, err)
-	}
-	if err := s.insertEvents(tx, r.ID, history.Events(&before, t, storeNow(), instance)); err != nil {
-		return nil, err
-	}
-	t.CreatedAt = rowcodec.MSTime(r.CreatedMS)
-	t.LastUpdatedAt = rowcodec.MSTime(r.UpdatedMS)
-	t.LeaseExpiresAt = rowcodec.OpTime(r.LeaseMS)
-	return t, nil
 }
 
 // List returns up to limit tasks of owner, newest first (ties broken by

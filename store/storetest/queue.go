@@ -22,7 +22,6 @@ func (s *suite) runQueue(t *testing.T) {
 	run(t, []testCase{
 		{"CapAndOrder", s.queueCapAndOrder},
 		{"StartQueued", s.queueStart},
-		{"UpdateAndStart", s.queueUpdateAndStart},
 		{"FairAcrossOwners", s.queueFair},
 		{"ClaimSkipsWaiting", s.queueClaim},
 		{"Shared", func(t *testing.T) {
@@ -364,46 +363,5 @@ func QueueShared(t *testing.T, a, b store.Store) {
 				t.Errorf("head of the queue says %q, want %q", got.StatusMessage, task.QueuedMessage(0))
 			}
 		}
-	}
-}
-
-// queueUpdateAndStart checks UpdateAndStart: a change that does not end
-// the task starts nothing; ending it starts the next waiting task in the
-// same write (both read back so); a task of another queue starts none of
-// this one's.
-func (s *suite) queueUpdateAndStart(t *testing.T) {
-	st := s.queuer(t)
-	ctx := t.Context()
-	first := queueTask("deploys", base, "engine-a")
-	second := queueTask("deploys", base.Add(time.Millisecond), "engine-a")
-	other := queueTask("builds", base, "engine-a")
-	mustCreateCapped(t, st, 1, first, second, other)
-	req := store.QueueRequest{Runner: "engine-b", Queue: "deploys", Max: 1, Now: base.Add(time.Second), Lease: time.Minute}
-	got, started, err := st.UpdateAndStart(ctx, first.ID, func(t *task.Task) error {
-		t.StatusMessage = "halfway"
-		return nil
-	}, req)
-	if err != nil || got.StatusMessage != "halfway" || len(started) != 0 {
-		t.Fatalf("UpdateAndStart without an end = %+v, %d started, %v; want the message and none started", got, len(started), err)
-	}
-	if _, started, err := st.UpdateAndStart(ctx, other.ID, func(t *task.Task) error {
-		return t.Complete(json.RawMessage(`{"content":[]}`), base.Add(time.Second))
-	}, req); err != nil || len(started) != 0 {
-		t.Fatalf("UpdateAndStart ending a task of another queue: %d started, %v; want none", len(started), err)
-	}
-	got, started, err = st.UpdateAndStart(ctx, first.ID, func(t *task.Task) error {
-		return t.Complete(json.RawMessage(`{"content":[]}`), base.Add(time.Second))
-	}, req)
-	if err != nil || got.Status != task.Completed {
-		t.Fatalf("UpdateAndStart ending the task = %+v, %v", got, err)
-	}
-	if len(started) != 1 || started[0].ID != second.ID || started[0].Queued || started[0].Runner != "engine-b" || started[0].Attempts != 1 {
-		t.Fatalf("started %+v; want the second task, held by engine-b", started)
-	}
-	if cur := mustGet(t, st, second.ID); cur.Queued || cur.Runner != "engine-b" || cur.StartedAt.IsZero() {
-		t.Fatalf("the second task read back: %+v", cur)
-	}
-	if _, _, err := st.UpdateAndStart(ctx, task.NewID(), func(*task.Task) error { return nil }, req); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("UpdateAndStart of an unknown task: %v; want ErrNotFound", err)
 	}
 }
