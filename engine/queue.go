@@ -206,6 +206,7 @@ func (e *Engine) launchWaiting(ctx context.Context, t *task.Task) {
 		if err != nil {
 			e.requeue(ctx, t.ID)
 		}
+		e.kickQueues() // its slot is free again
 		return
 	}
 	e.log.Info("task started from its queue", "task", t.ID, "tool", t.Tool, "queue", t.Queue,
