@@ -92,6 +92,7 @@ func (s *Server) AddJobTools(prefix string) {
 		prefix = DefaultJobPrefix
 	}
 	j := &jobTools{s: s, c: s.core, prefix: prefix}
+	s.jobStart.Store(prefix + "start")
 	AddTool(s, &mcp.Tool{Name: prefix + "start", Description: "Starts a long-running tool as a background job and returns its taskId at once. " +
 		"Follow it with " + prefix + "status, collect the outcome with " + prefix + "result, stop it with " + prefix + "cancel."}, j.start, ToolOptions{})
 	AddTool(s, &mcp.Tool{Name: prefix + "status", Description: "Tells a job's status (working, input_required, completed, failed, cancelled), its progress message, " +
@@ -303,4 +304,22 @@ func errorText(err error) string {
 		return msg
 	}
 	return err.Error()
+}
+
+// effectTool is the tool whose unknown effects a tools/call req would
+// repeat: the tool a job tool's start names, else the tool called.
+func (s *Server) effectTool(req mcp.Request) string {
+	p, _ := req.GetParams().(*mcp.CallToolParamsRaw)
+	if p == nil {
+		return ""
+	}
+	if start, _ := s.jobStart.Load().(string); start != "" && p.Name == start {
+		var in struct {
+			Tool string `json:"tool"`
+		}
+		if json.Unmarshal(p.Arguments, &in) == nil && in.Tool != "" {
+			return in.Tool
+		}
+	}
+	return p.Name
 }

@@ -200,8 +200,12 @@ type Server struct {
 	// expired approvals, which reads every held approval.
 	stepApprovals sync.Map
 	swept         atomic.Bool
-	localDrain    rollout.Drain
-	stopControls  func()
+	// jobStart is the name of the job tools' start tool ("" without job
+	// tools), whose calls' unknown effects are those of the tool they
+	// start (see effectTool).
+	jobStart     atomic.Value
+	localDrain   rollout.Drain
+	stopControls func()
 
 	closeOnce sync.Once
 	closeErr  error

@@ -43,6 +43,9 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if res, err, ok := s.core.RunAttached(ctx, next, method, req); ok {
 				return res, err
 			}
+			if err := s.core.RefuseUnknownEffects(ctx, req, s.effectTool(req)); err != nil {
+				return nil, err
+			}
 		}
 		if strings.HasPrefix(method, "events/") || strings.HasPrefix(method, "io.mcptask/approvals/") {
 			// The requester's request rate applies, as to tasks/*; the

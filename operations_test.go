@@ -1,11 +1,16 @@
 package mcptask_test
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/mcptask/mcptask/store"
+	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -87,4 +92,62 @@ func TestOperationsList(t *testing.T) {
 			return res, err
 		}, ids)
 	})
+}
+
+// TestRefuseUnknownEffects: a tools/call asking for it
+// (io.mcptask/refuseUnknownEffects) is refused with -32018, listing the
+// requester's operation of the tool left unknown, and runs nothing; the
+// retry of the call that created the task (its idempotency key) still
+// finds its task; a call without the flag is not checked.
+func TestRefuseUnknownEffects(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
+	c, _ := clients(s)
+	ctx := ctxT(t)
+	call := func(key string, refuse bool) (*wiretest.Response, error) {
+		meta := c.Meta()
+		if key != "" {
+			meta["io.mcptask/idempotency-key"] = key
+		}
+		if refuse {
+			meta["io.mcptask/refuseUnknownEffects"] = true
+		}
+		return c.Call(ctx, "tools/call", map[string]any{"name": "records_op", "arguments": map[string]any{"label": "v1"}, "_meta": meta}, nil)
+	}
+	r, err := call("first", true)
+	if err != nil || r.Error != nil {
+		t.Fatalf("the first call: %+v, %v", r, err)
+	}
+	var h wiretest.Task
+	if err := json.Unmarshal(r.Result, &h); err != nil || h.TaskID == "" {
+		t.Fatalf("the first call's answer %s: %v", r.Result, err)
+	}
+	if _, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal); err != nil {
+		t.Fatal(err)
+	}
+	ops, _, err := s.eng.Store().Operations(ctx, store.OperationQuery{TaskID: task.ID(h.TaskID)})
+	if err != nil || len(ops) != 1 {
+		t.Fatalf("operations %v, %v", ops, err)
+	}
+	// As if the work had died between its submission and the answer, and
+	// reconciliation could not tell (confirmed is final: set directly).
+	if _, err := s.eng.Store().UpdateOperation(ctx, ops[0].Key, func(o *task.Operation) error {
+		o.State, o.Detail, o.UpdatedAt = task.OpUnknown, "no answer", time.Now()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err = call("second", true)
+	if err != nil || r.Error == nil || r.Error.Code != -32018 || !strings.Contains(string(r.Error.Data), ops[0].Key) || !strings.Contains(string(r.Error.Data), `"tool":"records_op"`) {
+		t.Fatalf("a call while the effect is unknown: %+v, %v; want -32018 listing the operation", r, err)
+	}
+	if r, err = call("first", true); err != nil || r.Error != nil || !strings.Contains(string(r.Result), h.TaskID) {
+		t.Fatalf("the retry of the first call: %+v, %v; want its task", r, err)
+	}
+	if r, err = call("third", false); err != nil || r.Error != nil {
+		t.Fatalf("a call that does not ask: %+v, %v", r, err)
+	}
+	tasks, _, err := s.eng.Store().Browse(ctx, store.BrowseQuery{Tool: "records_op"})
+	if err != nil || len(tasks) != 2 {
+		t.Fatalf("records_op's tasks: %d, %v; want the first and the unchecked third", len(tasks), err)
+	}
 }

@@ -207,18 +207,28 @@ type Call struct {
 // A task the server creates is recorded in the journal before CallTool
 // returns.
 //
-// Unless Options.AllowUnknownEffects is set, a server that keeps an
-// operation ledger is first asked for the requester's operations in state
-// unknown: if an earlier call of the tool (or of the tool a job tool's
-// call would start) left one, or if the listing fails, CallTool sends
-// nothing and returns an *UnknownEffectError.
+// Unless Options.AllowUnknownEffects is set, a call of a server that
+// keeps an operation ledger is refused with an *UnknownEffectError, and
+// nothing runs, if an earlier call of the tool (or of the tool a job
+// tool's call would start) left an operation in state unknown: a server
+// that says it checks the call itself (mcptask's) is asked to, in the
+// call (no request more); any other is first asked for the requester's
+// operations in state unknown, and a listing that fails refuses the call
+// too.
 func (c *Client) CallTool(ctx context.Context, name string, args any) (*Call, error) {
 	if !c.impl.opts.AllowUnknownEffects {
+		if c.impl.effectCheck && c.impl.opsAdvertised {
+			call, err := c.impl.callTool(ctx, name, args, true)
+			if e := unknownEffectOf(name, args, err); e != nil {
+				return nil, e
+			}
+			return call, err
+		}
 		if err := c.impl.unknownEffects(ctx, name, args); err != nil {
 			return nil, err
 		}
 	}
-	return c.impl.callTool(ctx, name, args)
+	return c.impl.callTool(ctx, name, args, false)
 }
 
 // TaskStatus is a snapshot of a task.

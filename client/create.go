@@ -92,7 +92,7 @@ func newIdempotencyKey() string {
 	return "mcptask-" + hex.EncodeToString(b)
 }
 
-func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call, error) {
+func (c *clientImpl) callTool(ctx context.Context, name string, args any, refuseUnknown bool) (*Call, error) {
 	params := &mcp.CallToolParams{Name: name, Arguments: args}
 	fallback, resendable, err := c.tw.prepareCall(ctx, params)
 	if err != nil {
@@ -102,6 +102,12 @@ func (c *clientImpl) callTool(ctx context.Context, name string, args any) (*Call
 		return nil, err
 	}
 	c.requestMeta(ctx, &params.Meta)
+	if refuseUnknown {
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[wire.MetaRefuseUnknownEffects] = true
+	}
 	var key string
 	if resendable {
 		key = newIdempotencyKey()

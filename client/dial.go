@@ -42,6 +42,11 @@ type clientImpl struct {
 	// opsAdvertised reports whether the server advertised its operation
 	// ledger (wire.ExtensionOperations, in either capability map).
 	opsAdvertised bool
+	// effectCheck reports whether the server checks a call's unknown
+	// effects itself (ExtensionOperations' wire.EffectCheckSetting):
+	// CallTool then asks it to (wire.MetaRefuseUnknownEffects) instead of
+	// listing the operations first.
+	effectCheck bool
 	// notifies reports whether the server advertised
 	// wire.ExtensionTaskNotifications (2025-11-25 status notifications).
 	notifies bool
@@ -283,6 +288,11 @@ func newClient(ctx context.Context, t mcp.Transport, target string, o Options, e
 		_, opsExt := caps.Extensions[wire.ExtensionOperations]
 		_, opsExp := caps.Experimental[wire.ExtensionOperations]
 		c.opsAdvertised = opsExt || opsExp
+		for _, settings := range []any{caps.Extensions[wire.ExtensionOperations], caps.Experimental[wire.ExtensionOperations]} {
+			if m, ok := settings.(map[string]any); ok && m[wire.EffectCheckSetting] == true {
+				c.effectCheck = true
+			}
+		}
 		_, c.notifies = caps.Experimental[wire.ExtensionTaskNotifications]
 	}
 	c.tw = newWireStrategy(c, init)

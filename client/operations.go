@@ -157,3 +157,36 @@ func (c *clientImpl) operations(ctx context.Context, f OperationFilter) ([]Opera
 	}
 	return out, ErrTooManyOperations
 }
+
+// unknownEffectOf returns the *UnknownEffectError of a call of name (with
+// args) that the server refused for an unknown effect
+// (wire.CodeUnknownEffect), nil for any other outcome.
+func unknownEffectOf(name string, args any, err error) *UnknownEffectError {
+	we, ok := rpcError(err)
+	if !ok || we.Code != wire.CodeUnknownEffect {
+		return nil
+	}
+	var data struct {
+		Tool       string                 `json:"tool"`
+		Operations []wire.ListedOperation `json:"operations"`
+	}
+	_ = json.Unmarshal(we.Data, &data)
+	tool := data.Tool
+	if tool == "" {
+		if tool = jobTool(name, args); tool == "" {
+			tool = name
+		}
+	}
+	e := &UnknownEffectError{Tool: tool}
+	for _, o := range data.Operations {
+		e.Operations = append(e.Operations, Operation{
+			Key: o.Key, TaskID: o.TaskID, Tool: o.Tool, State: o.State, Effect: o.Effect,
+			Object: o.Object, ObjectVersion: o.ObjectVersion, Receipt: o.Receipt, Detail: o.Detail,
+			CreatedAt: parseTime(o.CreatedAt), UpdatedAt: parseTime(o.UpdatedAt), ReconciledAt: parseTime(o.ReconciledAt),
+		})
+	}
+	if len(e.Operations) == 0 {
+		e.Err = errors.New(we.Message)
+	}
+	return e
+}

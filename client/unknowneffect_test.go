@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"errors"
 	"strings"
 	"testing"
@@ -39,8 +41,10 @@ func leaveUnknown(t *testing.T, s *testServer, c *client.Client) string {
 	return call.Task.ID
 }
 
-// TestUnknownEffectFailsClosed: while the requester's operations cannot
-// be listed (here: its tasks/* requests are rate-limited), CallTool does
+// TestUnknownEffectFailsClosed: of a server that does not check calls
+// itself (listingOnly: an older mcptask), while the requester's
+// operations cannot be listed (here: its tasks/* requests are
+// rate-limited), CallTool does
 // not call the tool: it returns an *UnknownEffectError saying the check
 // could not be made and how to call anyway (AllowUnknownEffects), and the
 // server runs nothing; with AllowUnknownEffects the call goes through. On
@@ -52,7 +56,7 @@ func TestUnknownEffectFailsClosed(t *testing.T) {
 			t.Parallel()
 			// One tasks/* request per requester (operations/list is one),
 			// then none for a very long time.
-			s := newServer(t, serverOpts{limits: mcptask.Limits{RequestRate: 1e-6, RequestBurst: 1}})
+			s := newServer(t, serverOpts{limits: mcptask.Limits{RequestRate: 1e-6, RequestBurst: 1}, wrap: listingOnly})
 			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
 			ctx := testCtx(t)
 			// The first check spends the bucket: nothing unknown, the call runs.
@@ -83,7 +87,8 @@ func TestUnknownEffectFailsClosed(t *testing.T) {
 	}
 }
 
-// TestUnknownEffectCoversJobTools: an operation of a tool left unknown
+// TestUnknownEffectCoversJobTools: of a server that does not check calls
+// itself (listingOnly), an operation of a tool left unknown
 // refuses the job tool call that would start that tool as a job
 // (job_start {"tool": ...}), as it refuses the tool's own call, with the
 // tool named; a job of another tool is not refused. On both wires.
@@ -92,7 +97,7 @@ func TestUnknownEffectCoversJobTools(t *testing.T) {
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			t.Parallel()
-			s := newServer(t, serverOpts{jobTools: true})
+			s := newServer(t, serverOpts{jobTools: true, wrap: listingOnly})
 			s.Release()
 			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
 			id := leaveUnknown(t, s, c)
@@ -146,5 +151,70 @@ func TestAnswerAfterCancel(t *testing.T) {
 	}
 	if _, err := c.Wait(ctx, call.Task.ID, nil); !errors.Is(err, client.ErrCancelled) {
 		t.Fatalf("Wait of a task cancelled while its question was answered: %v, want ErrCancelled", err)
+	}
+}
+
+// listingOnly makes the server answer as one that does not check a call's
+// unknown effects itself (an mcptask before it did): its
+// io.mcptask/operations extension loses its effectCheck setting (the
+// value turned to 1, padded, so that the body keeps its length).
+func listingOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(rewriter{w}, r)
+	})
+}
+
+type rewriter struct{ http.ResponseWriter }
+
+func (w rewriter) Write(b []byte) (int, error) {
+	return w.ResponseWriter.Write(bytes.ReplaceAll(b, []byte(`{"effectCheck":true}`), []byte(`{"effectCheck":1   }`)))
+}
+
+// Flush passes the stream's flushes on.
+func (w rewriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// TestUnknownEffectCheckedInCall: mcptask checks a call's unknown effects
+// itself, in the call: the client sends no listing first (not even one
+// the request rate would refuse), a call of the tool, or of a job tool
+// starting it, is refused with the operation and runs nothing, and other
+// calls go through. On both wires.
+func TestUnknownEffectCheckedInCall(t *testing.T) {
+	t.Parallel()
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, serverOpts{jobTools: true})
+			s.Release()
+			c := dial(t, s.URL, &client.Options{ProtocolVersion: wire})
+			id := leaveUnknown(t, s, c)
+			ctx := testCtx(t)
+			for _, call := range []struct {
+				name string
+				args any
+			}{
+				{"rollout", nil},
+				{"job_start", map[string]any{"tool": "rollout"}},
+			} {
+				_, err := c.CallTool(ctx, call.name, call.args)
+				var ue *client.UnknownEffectError
+				if !errors.As(err, &ue) || ue.Tool != "rollout" || len(ue.Operations) != 1 || ue.Operations[0].TaskID != id || ue.Operations[0].State != "unknown" {
+					t.Errorf("%s %v: %v, want an UnknownEffectError of rollout's operation", call.name, call.args, err)
+				}
+			}
+			if n := s.count("io.mcptask/operations/list"); n != 0 {
+				t.Errorf("the client listed the operations %d times, want none (the server checks)", n)
+			}
+			tasks, _, err := s.St.Browse(ctx, store.BrowseQuery{Tool: "rollout"})
+			if err != nil || len(tasks) != 1 {
+				t.Errorf("rollout's tasks: %d, %v; want only the first (the refused calls ran nothing)", len(tasks), err)
+			}
+			if call, err := c.CallTool(ctx, "counted", nil); err != nil || call.Task == nil {
+				t.Errorf("a call of another tool: %+v %v", call, err)
+			}
+		})
 	}
 }

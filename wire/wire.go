@@ -104,6 +104,24 @@ const ExtensionTaskNotifications = MetaPrefix + "task-notifications"
 // does not advertise it answers the method as not found.
 const ExtensionOperations = MetaPrefix + "operations"
 
+// EffectCheckSetting is the setting of ExtensionOperations ({"effectCheck":
+// true}) by which a server says that it honours MetaRefuseUnknownEffects.
+const EffectCheckSetting = "effectCheck"
+
+// MetaRefuseUnknownEffects is the _meta key (io.mcptask/refuseUnknownEffects)
+// of a tools/call whose requester wants it refused (CodeUnknownEffect,
+// nothing run, no task created) while an earlier call of the tool (or of
+// the tool a job tool's call would start) left an operation in state
+// unknown on the ledger: the check a client would otherwise make by
+// listing its operations first, made inside the call. A retry of a call
+// that created its task already (its idempotency key) is not refused.
+const MetaRefuseUnknownEffects = MetaPrefix + "refuseUnknownEffects"
+
+// CodeUnknownEffect is the JSON-RPC error code of a tools/call refused for
+// MetaRefuseUnknownEffects: data {"tool": T, "operations": [ListedOperation,
+// ...]} (newest first).
+const CodeUnknownEffect = -32018
+
 // CodeTaskNotTerminal is the JSON-RPC error code of a tasks/delete of a
 // task that is still working or waiting for input: it must be cancelled
 // (tasks/cancel) first. Its data is {"reason": ReasonNotTerminal,

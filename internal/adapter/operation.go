@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/task"
 	"github.com/mcptask/mcptask/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -127,4 +129,56 @@ func (c *Core) ServeListOperations(ctx context.Context, r *Request, owner task.O
 		return nil, err
 	}
 	return &OperationsResult{ResultType: resultType, ListOperationsResult: *res}, nil
+}
+
+// maxEffectPages bounds the pages of unknown operations RefuseUnknownEffects reads.
+const maxEffectPages = 10
+
+// RefuseUnknownEffects answers a tools/call of tool whose _meta asks for
+// it (wire.MetaRefuseUnknownEffects): a wire.CodeUnknownEffect error
+// listing owner's operations of tool in state unknown, when there are
+// some; nil when there are none, when the call does not ask, or when it
+// is the retry of a call that created its task already (its idempotency
+// key names it). A ledger that cannot be read refuses the call (store
+// unavailable, or an internal error): the check fails closed.
+func (c *Core) RefuseUnknownEffects(ctx context.Context, req mcp.Request, tool string) error {
+	meta := MetaOf(req)
+	if on, _ := meta[wire.MetaRefuseUnknownEffects].(bool); !on {
+		return nil
+	}
+	owner := c.Requester(ctx, req)
+	if key, err := IdempotencyKey(meta); err == nil && key != "" {
+		if t, err := c.eng.Store().GetByKey(ctx, owner, key); err == nil && !t.Expired(c.eng.Now()) {
+			return nil // the same call again: it finds its task
+		}
+	}
+	var mine []wire.ListedOperation
+	q := store.OperationQuery{State: task.OpUnknown, Limit: OperationsPageSize}
+	for range maxEffectPages {
+		ops, next, err := c.eng.Operations(ctx, owner, q)
+		if err != nil {
+			if c.eng.Transient(err) {
+				return StoreUnavailable()
+			}
+			c.log.Error("listing operations to check a call's unknown effects", "tool", tool, "err", err)
+			return InternalError("the server could not read its ledger to check the call's unknown effects")
+		}
+		for _, op := range ops {
+			if op.Tool == tool {
+				mine = append(mine, wire.ListedOperation{Operation: wireOperation(op), TaskID: string(op.TaskID), Tool: op.Tool,
+					Object: op.Object, ObjectVersion: op.ObjectVersion, Detail: op.Detail,
+					CreatedAt: task.FormatTime(op.CreatedAt), UpdatedAt: task.FormatTime(op.UpdatedAt)})
+			}
+		}
+		if next == "" {
+			break
+		}
+		q.Cursor = next
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(map[string]any{"tool": tool, "operations": mine})
+	return &jsonrpc.Error{Code: wire.CodeUnknownEffect, Data: data, Message: fmt.Sprintf(
+		"an earlier call of %s left its effect unknown (operation %q of task %s): reconcile it with the system of record before calling again; nothing was run", tool, mine[0].Key, mine[0].TaskID)}
 }

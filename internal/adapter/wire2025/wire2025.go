@@ -150,7 +150,7 @@ func (w *Wire) initialize(ctx context.Context, r *adapter.Request) (mcp.Result, 
 	}
 	exp[wire.ExtensionIdempotency] = map[string]any{}
 	exp[wire.ExtensionTaskNotifications] = map[string]any{}
-	exp[wire.ExtensionOperations] = map[string]any{}
+	exp[wire.ExtensionOperations] = map[string]any{wire.EffectCheckSetting: true}
 	exp[wire.ExtensionApprovals] = map[string]any{}
 	caps["experimental"] = exp
 	m["capabilities"] = caps

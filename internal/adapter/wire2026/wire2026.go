@@ -125,7 +125,7 @@ func (w *Wire) discover(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		caps.AddExtension(ext2026.ExtensionID, map[string]any{})
 		caps.AddExtension(wire.ExtensionIdempotency, map[string]any{})
 		caps.AddExtension(wire.ExtensionTasksDelete, map[string]any{})
-		caps.AddExtension(wire.ExtensionOperations, map[string]any{})
+		caps.AddExtension(wire.ExtensionOperations, map[string]any{wire.EffectCheckSetting: true})
 		caps.AddExtension(wire.ExtensionApprovals, map[string]any{})
 		caps.AddExtension(events.ExtensionID, map[string]any{"listChanged": false})
 		dr.Capabilities = &caps
