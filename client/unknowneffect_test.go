@@ -3,8 +3,8 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
