@@ -308,53 +308,6 @@ func TestSpawnTraced(t *testing.T) {
 	}
 }
 
-// TestSpawnChildrenLimit: past Limits.MaxChildren, Spawn fails naming
-// the limit.
-func TestSpawnChildrenLimit(t *testing.T) {
-	g := &gates{}
-	for _, l := range []string{"a", "b", "c"} {
-		close(g.get(l))
-	}
-	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Limits: mcptask.Limits{MaxChildren: 2}}, treeTools(g, &sync.Map{}))
-	c, _ := clients(s)
-	ctx := ctxT(t)
-	h, err := c.CallTool(ctx, "pipeline", map[string]any{"labels": []string{"a", "b", "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The handler's error is a tool error (the go-sdk's typed handlers).
-	if got := resultText(t, p.Result); !strings.Contains(got, `step "c" (tool counted) not started: task `+h.TaskID+" has started 2 children, at most 2") {
-		t.Fatalf("parent %s %q", p.Status, got)
-	}
-}
-
-// TestSpawnTreeLimit: past Limits.MaxTreeTasks, Spawn fails naming the
-// tree's size.
-func TestSpawnTreeLimit(t *testing.T) {
-	g := &gates{}
-	for _, l := range []string{"a", "b", "c"} {
-		close(g.get(l))
-	}
-	s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Limits: mcptask.Limits{MaxTreeTasks: 3}}, treeTools(g, &sync.Map{}))
-	c, _ := clients(s)
-	ctx := ctxT(t)
-	h, err := c.CallTool(ctx, "pipeline", map[string]any{"labels": []string{"a", "b", "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := resultText(t, p.Result); !strings.Contains(got, `step "c" (tool counted) not started: the tree of task `+h.TaskID+" holds 3 tasks, at most 3") {
-		t.Fatalf("parent %s %q", p.Status, got)
-	}
-}
-
 // TestSpawnCancelEndedParent: a parent that ended leaving a child
 // running (its handler gave up) keeps it running; a cancel of the
 // parent, which has ended, still stops the child.
@@ -381,5 +334,41 @@ func TestSpawnCancelEndedParent(t *testing.T) {
 	child, err := c.Get(ctx, kids[0].TaskID)
 	if err != nil || child.Status != "cancelled" {
 		t.Fatalf("the child after its ended parent's cancel: %+v, %v", child, err)
+	}
+}
+
+// TestSpawnCountLimits: past Limits.MaxChildren, or past
+// Limits.MaxTreeTasks, Spawn fails naming the limit (a tool error of the
+// parent: the go-sdk's typed handlers turn the handler's error into one).
+func TestSpawnCountLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits mcptask.Limits
+		want   func(parent string) string
+	}{
+		{"children", mcptask.Limits{MaxChildren: 2}, func(p string) string { return "task " + p + " has started 2 children, at most 2" }},
+		{"tree", mcptask.Limits{MaxTreeTasks: 3}, func(p string) string { return "the tree of task " + p + " holds 3 tasks, at most 3" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gates{}
+			for _, l := range []string{"a", "b", "c"} {
+				close(g.get(l))
+			}
+			s := startServerOpts(t, filepath.Join(t.TempDir(), "tasks.db"), mcptask.Options{Limits: tc.limits}, treeTools(g, &sync.Map{}))
+			c, _ := clients(s)
+			ctx := ctxT(t)
+			h, err := c.CallTool(ctx, "pipeline", map[string]any{"labels": []string{"a", "b", "c"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := `step "c" (tool counted) not started: ` + tc.want(h.TaskID)
+			if got := resultText(t, p.Result); !strings.Contains(got, want) {
+				t.Fatalf("parent %s %q; want %q", p.Status, got, want)
+			}
+		})
 	}
 }

@@ -43,7 +43,7 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if res, err, ok := s.core.RunAttached(ctx, next, method, req); ok {
 				return res, err
 			}
-			if err := s.core.RefuseUnknownEffects(ctx, req, s.effectTool(req)); err != nil {
+			if err := s.core.RefuseUnknownEffects(ctx, req, s.effectTool); err != nil {
 				return nil, err
 			}
 		}

@@ -144,11 +144,7 @@ func (c *clientImpl) operations(ctx context.Context, f OperationFilter) ([]Opera
 			return nil, fmt.Errorf("%s: unreadable answer: %w", wire.MethodOperationsList, err)
 		}
 		for _, o := range page.Operations {
-			out = append(out, Operation{
-				Key: o.Key, TaskID: o.TaskID, Tool: o.Tool, State: o.State, Effect: o.Effect,
-				Object: o.Object, ObjectVersion: o.ObjectVersion, Receipt: o.Receipt, Detail: o.Detail,
-				CreatedAt: parseTime(o.CreatedAt), UpdatedAt: parseTime(o.UpdatedAt), ReconciledAt: parseTime(o.ReconciledAt),
-			})
+			out = append(out, listedOf(o))
 		}
 		if page.NextCursor == "" {
 			return out, nil
@@ -179,14 +175,20 @@ func unknownEffectOf(name string, args any, err error) *UnknownEffectError {
 	}
 	e := &UnknownEffectError{Tool: tool}
 	for _, o := range data.Operations {
-		e.Operations = append(e.Operations, Operation{
-			Key: o.Key, TaskID: o.TaskID, Tool: o.Tool, State: o.State, Effect: o.Effect,
-			Object: o.Object, ObjectVersion: o.ObjectVersion, Receipt: o.Receipt, Detail: o.Detail,
-			CreatedAt: parseTime(o.CreatedAt), UpdatedAt: parseTime(o.UpdatedAt), ReconciledAt: parseTime(o.ReconciledAt),
-		})
+		e.Operations = append(e.Operations, listedOf(o))
 	}
 	if len(e.Operations) == 0 {
 		e.Err = errors.New(we.Message)
 	}
 	return e
+}
+
+// listedOf is the Operation of a listed one (operations/list, or a
+// call refused for an unknown effect).
+func listedOf(o wire.ListedOperation) Operation {
+	return Operation{
+		Key: o.Key, TaskID: o.TaskID, Tool: o.Tool, State: o.State, Effect: o.Effect,
+		Object: o.Object, ObjectVersion: o.ObjectVersion, Receipt: o.Receipt, Detail: o.Detail,
+		CreatedAt: parseTime(o.CreatedAt), UpdatedAt: parseTime(o.UpdatedAt), ReconciledAt: parseTime(o.ReconciledAt),
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -126,7 +125,7 @@ func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()
 	}
-	return []error{errors.Unwrap(err)}
+	return []error{err}
 }
 
 // workflows returns the file's workflows, in name order.

@@ -87,19 +87,24 @@ func (c *Core) ListOperations(ctx context.Context, method string, owner task.Own
 	}
 	res := &wire.ListOperationsResult{Operations: make([]wire.ListedOperation, 0, len(ops)), NextCursor: next}
 	for _, op := range ops {
-		res.Operations = append(res.Operations, wire.ListedOperation{
-			Operation:     wireOperation(op),
-			TaskID:        string(op.TaskID),
-			Tool:          op.Tool,
-			Object:        op.Object,
-			ObjectVersion: op.ObjectVersion,
-			Detail:        op.Detail,
-			Correlation:   op.Correlation,
-			CreatedAt:     task.FormatTime(op.CreatedAt),
-			UpdatedAt:     task.FormatTime(op.UpdatedAt),
-		})
+		res.Operations = append(res.Operations, listedOperation(op))
 	}
 	return res, nil
+}
+
+// listedOperation is op as wire.MethodOperationsList lists it.
+func listedOperation(op *task.Operation) wire.ListedOperation {
+	return wire.ListedOperation{
+		Operation:     wireOperation(op),
+		TaskID:        string(op.TaskID),
+		Tool:          op.Tool,
+		Object:        op.Object,
+		ObjectVersion: op.ObjectVersion,
+		Detail:        op.Detail,
+		Correlation:   op.Correlation,
+		CreatedAt:     task.FormatTime(op.CreatedAt),
+		UpdatedAt:     task.FormatTime(op.UpdatedAt),
+	}
 }
 
 // ListOperationsParams are the params of wire.MethodOperationsList as the
@@ -134,18 +139,19 @@ func (c *Core) ServeListOperations(ctx context.Context, r *Request, owner task.O
 // maxEffectPages bounds the pages of unknown operations RefuseUnknownEffects reads.
 const maxEffectPages = 10
 
-// RefuseUnknownEffects answers a tools/call of tool whose _meta asks for
+// RefuseUnknownEffects answers a tools/call of toolOf(req) whose _meta asks for
 // it (wire.MetaRefuseUnknownEffects): a wire.CodeUnknownEffect error
 // listing owner's operations of tool in state unknown, when there are
 // some; nil when there are none, when the call does not ask, or when it
 // is the retry of a call that created its task already (its idempotency
 // key names it). A ledger that cannot be read refuses the call (store
 // unavailable, or an internal error): the check fails closed.
-func (c *Core) RefuseUnknownEffects(ctx context.Context, req mcp.Request, tool string) error {
+func (c *Core) RefuseUnknownEffects(ctx context.Context, req mcp.Request, toolOf func(mcp.Request) string) error {
 	meta := MetaOf(req)
 	if on, _ := meta[wire.MetaRefuseUnknownEffects].(bool); !on {
-		return nil
+		return nil // (the tool is not even looked up)
 	}
+	tool := toolOf(req)
 	owner := c.Requester(ctx, req)
 	if key, err := IdempotencyKey(meta); err == nil && key != "" {
 		if t, err := c.eng.Store().GetByKey(ctx, owner, key); err == nil && !t.Expired(c.eng.Now()) {
@@ -165,9 +171,7 @@ func (c *Core) RefuseUnknownEffects(ctx context.Context, req mcp.Request, tool s
 		}
 		for _, op := range ops {
 			if op.Tool == tool {
-				mine = append(mine, wire.ListedOperation{Operation: wireOperation(op), TaskID: string(op.TaskID), Tool: op.Tool,
-					Object: op.Object, ObjectVersion: op.ObjectVersion, Detail: op.Detail,
-					CreatedAt: task.FormatTime(op.CreatedAt), UpdatedAt: task.FormatTime(op.UpdatedAt)})
+				mine = append(mine, listedOperation(op))
 			}
 		}
 		if next == "" {

@@ -337,6 +337,7 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 	defer wg.Wait()
 	stopping := false // a failure ends the workflow: steps started now are cancelled
 	failed := ""      // the step whose failure ends the workflow
+	shown := ""       // the status message written last
 	for {
 		// Start every step that is ready, in declaration order, again
 		// while a pass ends a step at once (skipped, or its arguments
@@ -391,7 +392,11 @@ func (ws *Workflows) run(ctx context.Context, w *Workflow, args map[string]any) 
 		mu.Lock()
 		msg := progress(w, sc)
 		mu.Unlock()
-		_ = tk.SetStatusMessage(ctx, msg)
+		if msg != shown {
+			// (A round that changed nothing writes nothing.)
+			shown = msg
+			_ = tk.SetStatusMessage(ctx, msg)
+		}
 		if countRunning(sc) == 0 {
 			break
 		}
