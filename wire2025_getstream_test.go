@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -221,4 +222,87 @@ func Test2025InputOnConnectionPollOnly(t *testing.T) {
 	if want := []string{"question 0|" + tk.TaskID, "question 1|" + tk.TaskID}; fmt.Sprint(asked) != fmt.Sprint(want) {
 		t.Fatalf("asked %v, want %v", asked, want)
 	}
+}
+
+// Test2025InputWaitsUntilTheTaskIsKnown: a question asked at once (the
+// "ask" tool asks before anything else) does not go on the session's GET
+// stream before the client can know the task: the TypeScript SDK v2 with
+// ext-tasks 0.2.2, reading the GET stream and the tools/call answer at
+// once, answered such a question "cancel" for the user when it came
+// first (seen in CI, about 1 run in 15 locally), and dropped a status
+// notification that came first. Both wait for a tasks/get naming the
+// task, or 500 ms after the creation; then the client is told the state
+// and asked, once.
+func Test2025InputWaitsUntilTheTaskIsKnown(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
+	ctx := ctxT(t)
+	sess := &wiretest.Session{URL: s.url}
+	if _, err := sess.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	st, msgs, err := sess.Stream(sctx)
+	if err != nil || st != 200 {
+		t.Fatalf("GET stream: HTTP %d, %v", st, err)
+	}
+	// statuses records the status notifications before each question.
+	var statuses []string
+	question := func(id string) wiretest.Message {
+		t.Helper()
+		for {
+			select {
+			case m := <-msgs:
+				if m.Method == "notifications/tasks/status" {
+					var st struct{ TaskID, Status string }
+					if err := json.Unmarshal(m.Params, &st); err != nil {
+						t.Fatalf("status notification %s: %v", m.Params, err)
+					}
+					if st.TaskID == id {
+						statuses = append(statuses, st.Status)
+					}
+				}
+				if m.Method != "elicitation/create" {
+					continue
+				}
+				if !strings.Contains(string(m.Params), id) {
+					t.Fatalf("a question of another task: %s", m.Params)
+				}
+				return m
+			case <-ctx.Done():
+				t.Fatalf("task %s: no question on the GET stream", id)
+			}
+		}
+	}
+	answer := func(q wiretest.Message) {
+		t.Helper()
+		if err := sess.Respond(ctx, q.ID, map[string]any{"action": "accept", "content": map[string]any{"ok": true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A client that never reads the task: told and asked after the grace
+	// (a lower bound, measured from before the call was sent), the
+	// input_required first.
+	sent := time.Now()
+	id := startTask25(t, ctx, sess, "ask", nil)
+	q := question(id)
+	if waited := time.Since(sent); waited < 500*time.Millisecond {
+		t.Fatalf("the question came %v after the call was sent, before the client could be known to have the task", waited)
+	}
+	if fmt.Sprint(statuses) != "[input_required]" {
+		t.Fatalf("status notifications before the question: %v, want [input_required] after the grace", statuses)
+	}
+	answer(q)
+	answer(question(id)) // the second question: the task is known by now
+	waitAnswer25(t, ctx, sess, id, `"completed"`)
+
+	// A client that reads the task: its tasks/get lets the question go.
+	id = startTask25(t, ctx, sess, "ask", nil)
+	if _, err := sess.Call(ctx, "tasks/get", map[string]any{"taskId": id}); err != nil {
+		t.Fatal(err)
+	}
+	answer(question(id))
+	answer(question(id))
+	waitAnswer25(t, ctx, sess, id, `"completed"`)
 }

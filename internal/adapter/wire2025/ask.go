@@ -29,6 +29,17 @@ import (
 // on a GET stream that closes before it is answered is asked again when
 // the session opens its GET stream again; one whose answer was refused is
 // asked again after a pause, as on tasks/result.
+//
+// Nothing about a task goes on the session's channel, neither its status
+// notifications nor its questions, until the client has shown it knows
+// the task (a tasks/get or tasks/result naming it), or askGrace after its
+// creation (Wire.follow). The channel is not the stream the
+// CreateTaskResult goes on: a status change or a question at once (a
+// tool that asks before anything else) could reach the client before it
+// has read the task's ID, and a client that cannot tie them to a task it
+// knows drops the notification and answers the question for the user
+// (ext-tasks 0.2.2 answers "cancel"). The follow then starts from the
+// state the client has, and sends what changed since.
 
 // askState is the state of one input request of a task on one session.
 type askState struct {
@@ -100,6 +111,11 @@ func (p *sessionPush) waitResult(id task.ID) func() {
 	}
 }
 
+// askGrace is how long a new task's notifications and questions wait on
+// the session's channel for the client to show it knows the task: long against a client
+// reading two streams at once, short against a person's wait.
+const askGrace = 500 * time.Millisecond
+
 // inputView is what an ask reads of its task.
 var inputView = store.ViewOptions{InputRequests: true}
 
@@ -112,8 +128,9 @@ func (w *Wire) askOnSession(ss *mcp.ServerSession, id task.ID) {
 	p.mu.Lock()
 	owner, followed := p.followed[id]
 	waiting := p.results[id] > 0
+	_, unseen := p.unseen[id]
 	p.mu.Unlock()
-	if !followed || waiting || p.ctx.Err() != nil {
+	if !followed || waiting || unseen || p.ctx.Err() != nil {
 		return
 	}
 	closed, ok := w.channelOf(ss)

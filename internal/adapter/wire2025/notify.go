@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mcptask/mcptask/internal/push"
 	"github.com/mcptask/mcptask/task"
@@ -192,6 +193,7 @@ type sessionPush struct {
 	asks     map[task.ID]map[string]*askState // by input request key
 	results  map[task.ID]int                  // tasks/result requests waiting
 	refusals map[task.ID]int                  // answers refused, for the pause before asking again
+	unseen   map[task.ID]*unseen              // followed tasks the client may not know yet (ask.go)
 }
 
 // add reports whether id was not followed yet, and follows it for owner.
@@ -205,6 +207,49 @@ func (p *sessionPush) add(id task.ID, owner task.Owner) bool {
 	return true
 }
 
+// unseen is the follow of a task the client may not know yet (ask.go):
+// its status changes are held, in order, until reveal sends them.
+type unseen struct {
+	timer    *time.Timer
+	revealed chan struct{} // closed by reveal
+	mu       sync.Mutex
+	shown    bool         // revealed: changes go out as they come
+	held     []*task.Task // changes not sent yet, oldest first (at most maxHeld)
+	reveal   func(u *unseen, known *task.Task)
+}
+
+// maxHeld bounds the status changes held for a task not known yet; the
+// oldest go first.
+const maxHeld = 64
+
+// wait marks id unseen, with reveal to run when it is seen, or after
+// askGrace.
+func (p *sessionPush) wait(id task.ID, reveal func(u *unseen, known *task.Task)) *unseen {
+	u := &unseen{reveal: reveal, revealed: make(chan struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u.timer = time.AfterFunc(askGrace, func() {
+		if u := p.see(id); u != nil {
+			reveal(u, nil)
+		}
+	})
+	p.unseen[id] = u
+	return u
+}
+
+// see marks id known to the client and returns its unseen follow, nil if
+// it was not waiting.
+func (p *sessionPush) see(id task.ID) *unseen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := p.unseen[id]
+	if u != nil {
+		u.timer.Stop()
+		delete(p.unseen, id)
+	}
+	return u
+}
+
 // remove ends the follow of id, and the asks of its input requests.
 func (p *sessionPush) remove(id task.ID) {
 	p.mu.Lock()
@@ -214,9 +259,13 @@ func (p *sessionPush) remove(id task.ID) {
 			a.cancel()
 		}
 	}
+	if u := p.unseen[id]; u != nil {
+		u.timer.Stop()
+	}
 	delete(p.followed, id)
 	delete(p.asks, id)
 	delete(p.refusals, id)
+	delete(p.unseen, id)
 }
 
 // session returns the follows of ss, set up at its first use and ended
@@ -227,7 +276,8 @@ func (w *Wire) session(ss *mcp.ServerSession) *sessionPush {
 	}
 	ctx, cancel := context.WithCancel(w.base)
 	p := &sessionPush{ctx: ctx, cancel: cancel, followed: map[task.ID]task.Owner{},
-		asks: map[task.ID]map[string]*askState{}, results: map[task.ID]int{}, refusals: map[task.ID]int{}}
+		asks: map[task.ID]map[string]*askState{}, results: map[task.ID]int{}, refusals: map[task.ID]int{},
+		unseen: map[task.ID]*unseen{}}
 	if old, loaded := w.sessions.LoadOrStore(ss, p); loaded {
 		cancel()
 		return old.(*sessionPush)
@@ -249,17 +299,19 @@ func (w *Wire) session(ss *mcp.ServerSession) *sessionPush {
 // until t is terminal or the session ends: on the connection of
 // [Wire.Serve] (stdio), or on the open standalone GET streams of a
 // Streamable HTTP session ([Wire.ServeStream]). since is the state the
-// client already has (the CreateTaskResult's), nil for none.
-func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *task.Task) {
+// client already has (the CreateTaskResult's), nil for none. known tells
+// whether the client has shown it knows the task (a request naming it),
+// false for its creation: see ask.go.
+func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *task.Task, known bool) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	if ss == nil || t.Status.Terminal() {
 		return
 	}
+	id := t.ID
 	var send func(*jsonrpc.Request)
 	if c, ok := w.conns.Load(ss); ok {
 		send = c.(*conn).send
 	} else if sid := ss.ID(); sid != "" {
-		id := t.ID
 		send = func(n *jsonrpc.Request) {
 			// Looked up, not created: a session with no stream open
 			// keeps no entry.
@@ -271,23 +323,82 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 		return
 	}
 	p := w.session(ss)
-	if !p.add(t.ID, owner) {
+	if !p.add(id, owner) {
+		// Followed already; if it waited for the client to know the
+		// task, the client has the state t now.
+		if known {
+			if u := p.see(id); u != nil {
+				u.reveal(u, t)
+			}
+		}
 		return
 	}
-	if t.Status == task.InputRequired {
+	notify := func(t *task.Task) {
+		if n, err := statusNotification(t); err == nil {
+			send(n)
+		}
+	}
+	var u *unseen
+	if !known {
+		// Nothing goes on the session's channel about a task the client
+		// may not know yet: a client that cannot tie a status
+		// notification or a request to a task drops the one and answers
+		// the other for the user (ask.go). Its changes are held, and sent
+		// once it is known (those newer than what the client has), then
+		// its questions asked.
+		u = p.wait(id, func(u *unseen, known *task.Task) {
+			u.mu.Lock()
+			last := since
+			if known != nil {
+				last = known
+			}
+			for _, h := range u.held {
+				if known == nil || h.LastUpdatedAt.After(known.LastUpdatedAt) {
+					notify(h)
+					last = h
+				}
+			}
+			u.held, u.shown = nil, true
+			u.mu.Unlock()
+			close(u.revealed)
+			if last != nil && last.Status == task.InputRequired {
+				w.askOnSession(ss, id)
+			}
+		})
+	} else if since != nil && since.Status == task.InputRequired {
 		// The client may not call tasks/result to see the question (ask.go).
-		w.askOnSession(ss, t.ID)
+		w.askOnSession(ss, id)
 	}
 	go func() {
-		defer p.remove(t.ID)
-		_ = push.Follow(p.ctx, w.c.Engine(), owner, t.ID, w.push, since, func(t *task.Task) error {
-			if n, err := statusNotification(t); err == nil {
-				send(n)
+		defer p.remove(id)
+		if u != nil {
+			// A task that ended before the client knew it: its changes
+			// still go out once it is known.
+			defer func() {
+				select {
+				case <-u.revealed:
+				case <-p.ctx.Done():
+				}
+			}()
+		}
+		_ = push.Follow(p.ctx, w.c.Engine(), owner, id, w.push, since, func(t *task.Task) error {
+			if u != nil {
+				u.mu.Lock()
+				if !u.shown {
+					if len(u.held) == maxHeld {
+						u.held = u.held[1:]
+					}
+					u.held = append(u.held, t)
+					u.mu.Unlock()
+					return nil
+				}
+				u.mu.Unlock()
 			}
+			notify(t)
 			if t.Status == task.InputRequired {
-				w.askOnSession(ss, t.ID)
+				w.askOnSession(ss, id)
 			} else {
-				p.cancelAsks(t.ID)
+				p.cancelAsks(id)
 			}
 			return nil // advisory: a client without a stream polls
 		})

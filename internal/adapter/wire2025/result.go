@@ -77,7 +77,7 @@ func (w *Wire) result(ctx context.Context, r *adapter.Request) (mcp.Result, erro
 		}
 		// Its status notifications go on this request's stream while it
 		// is open (ServeResultStream), else on the session's.
-		w.follow(r.Req, owner, t, t)
+		w.follow(r.Req, owner, t, t, true)
 		for key, req := range t.InputRequests {
 			if forwarded[key] || p == nil || time.Now().Before(notBefore[key]) {
 				continue

@@ -102,7 +102,7 @@ func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err != nil {
 		return nil, err
 	}
-	w.follow(r.Req, t.Owner, t, t)
+	w.follow(r.Req, t.Owner, t, t, false)
 	res := &v1.CreateTaskResult{Task: v1.FromTask(t)}
 	res.Meta = w.c.WithGate(t, res.Meta)
 	if source != nil {
@@ -250,7 +250,7 @@ func (w *Wire) get(ctx context.Context, r *adapter.Request) (mcp.Result, error) 
 	t := v.Task
 	// A client that reads a task (again) on a session gets its status
 	// notifications there, e.g. after reconnecting.
-	w.follow(r.Req, owner, t, t)
+	w.follow(r.Req, owner, t, t, true)
 	res := &v1.TaskResult{Task: v1.FromTask(w.c.PollInterval(owner, t, r.Req))}
 	res.Meta = w.c.WithTree(ctx, t, w.c.WithView(v, res.Meta))
 	return res, nil
