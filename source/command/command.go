@@ -233,8 +233,9 @@ func New(tools []Tool, log *slog.Logger) *Commands {
 // program must call Supervise at the start of main. Register is called
 // once.
 //
-// A command's parent is its supervisor, whose environment is the
-// command's own; on Linux, Register also makes the program non-dumpable
+// A command's parent is the program's supervisor, whose environment is
+// empty but for its mode (see Supervise); on Linux, Register also makes
+// the program non-dumpable
 // (PR_SET_DUMPABLE 0, which turns its core dumps off), so that a command
 // running as the same user, unless root, cannot read the program's
 // environment or memory through /proc/PID (environ, mem) nor ptrace it.
