@@ -231,7 +231,7 @@ func Test2025InputOnConnectionPollOnly(t *testing.T) {
 // once, answered such a question "cancel" for the user when it came
 // first (seen in CI, about 1 run in 15 locally), and dropped a status
 // notification that came first. Both wait for a tasks/get naming the
-// task, or 500 ms after the creation; then the client is told the state
+// task, or 100 ms after the creation; then the client is told the state
 // and asked, once.
 func Test2025InputWaitsUntilTheTaskIsKnown(t *testing.T) {
 	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
@@ -287,7 +287,7 @@ func Test2025InputWaitsUntilTheTaskIsKnown(t *testing.T) {
 	sent := time.Now()
 	id := startTask25(t, ctx, sess, "ask", nil)
 	q := question(id)
-	if waited := time.Since(sent); waited < 500*time.Millisecond {
+	if waited := time.Since(sent); waited < 100*time.Millisecond {
 		t.Fatalf("the question came %v after the call was sent, before the client could be known to have the task", waited)
 	}
 	if fmt.Sprint(statuses) != "[input_required]" {

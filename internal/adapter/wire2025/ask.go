@@ -112,9 +112,13 @@ func (p *sessionPush) waitResult(id task.ID) func() {
 }
 
 // askGrace is how long a new task's notifications and questions wait on
-// the session's channel for the client to show it knows the task: long against a client
-// reading two streams at once, short against a person's wait.
-const askGrace = 500 * time.Millisecond
+// the session's channel for the client to show it knows the task: long
+// against a client reading two streams at once (the race it closes is
+// of a few milliseconds), short against a person's wait, and shorter
+// than a poll interval: a client that follows the notifications polls a
+// pollInterval after the last one, and a notification held until its
+// poll was due would put that poll off by a whole interval.
+const askGrace = 100 * time.Millisecond
 
 // inputView is what an ask reads of its task.
 var inputView = store.ViewOptions{InputRequests: true}
