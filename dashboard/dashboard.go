@@ -160,6 +160,7 @@ type Handler struct {
 	done      chan struct{} // closed by Close
 
 	countCache countCache
+	countLimit int64 // the counts' cap: 0, store.DefaultCountLimit, unless a test lowers it
 	toolsCache toolsCache
 	changedAt  atomic.Int64 // Unix ns of the last change Engine.Subscribe told
 	unsub      func()

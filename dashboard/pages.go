@@ -217,21 +217,41 @@ type listPage struct {
 
 // countsView is the counts strip of the list.
 type countsView struct {
-	Total int64
+	Total shownCount
 	Items []countItem
 	// Problems links to the failed tasks and the tool errors, under the
 	// other filters; ProblemsOn says the list shows just those.
 	Problems   string
 	ProblemsOn bool
 	// selected is how many tasks the filter's kinds select.
-	selected int64
+	selected shownCount
+}
+
+// shownCount is a count as the list shows it: the store's counts stop at
+// store.DefaultCountLimit, and one that reached it is shown "N+".
+type shownCount struct {
+	n    int64
+	more bool // n or more
+}
+
+// add returns c + o.
+func (c shownCount) add(o shownCount) shownCount {
+	return shownCount{c.n + o.n, c.more || o.more}
+}
+
+// String is c in digits, with "+" if it is n or more.
+func (c shownCount) String() string {
+	if c.more {
+		return strconv.FormatInt(c.n, 10) + "+"
+	}
+	return strconv.FormatInt(c.n, 10)
 }
 
 // countItem is one status's count, and the link that toggles it in the
 // filter.
 type countItem struct {
 	Status string
-	N      int64
+	N      shownCount
 	On     bool
 	Href   string
 }
@@ -350,7 +370,11 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 	}
 	if known && len(p.Rows) > 0 {
 		from := int64(len(f.Trail))*PageSize + 1
-		p.Range = fmtCount(from) + "–" + fmtCount(from+int64(len(p.Rows))-1) + " of " + fmtCount(max(counts.selected, from+int64(len(p.Rows))-1))
+		of := fmtCount(max(counts.selected.n, from+int64(len(p.Rows))-1))
+		if counts.selected.more {
+			of += "+"
+		}
+		p.Range = fmtCount(from) + "–" + fmtCount(from+int64(len(p.Rows))-1) + " of " + of
 	}
 	if h.opts.Tools != nil {
 		p.Tools = slices.Sorted(slices.Values(h.opts.Tools()))
@@ -400,7 +424,9 @@ func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*coun
 	e, ok := h.countCache.m[k]
 	h.countCache.mu.Unlock()
 	if !ok || e.at.Before(notBefore) || now.Sub(e.at) >= countsMaxAge {
-		n, err := h.opts.Store.CountByStatus(r.Context(), f.query)
+		q := f.query
+		q.CountLimit = h.countLimit
+		n, err := h.opts.Store.CountByStatus(r.Context(), q)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
@@ -414,14 +440,16 @@ func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*coun
 	}
 	n := e.n
 	c := &countsView{}
+	limit := store.CountLimitOf(store.BrowseQuery{CountLimit: h.countLimit})
+	shown := func(v int64) shownCount { return shownCount{v, v >= limit} }
 	for _, s := range statuses {
-		c.Total += n.ByStatus[s]
+		c.Total = c.Total.add(shown(n.ByStatus[s]))
 	}
-	count := func(k string) int64 {
+	count := func(k string) shownCount {
 		if k == toolErrorKind {
-			return n.ToolErrors
+			return shown(n.ToolErrors)
 		}
-		return n.ByStatus[task.Status(k)]
+		return shown(n.ByStatus[task.Status(k)])
 	}
 	for _, k := range kinds {
 		tv := f.values()
@@ -437,7 +465,7 @@ func (h *Handler) counts(r *http.Request, f *filter, notBefore time.Time) (*coun
 		}
 		c.Items = append(c.Items, countItem{Status: k, N: count(k), On: f.Statuses[k], Href: href})
 		if f.Statuses[k] && (k != toolErrorKind || !f.Statuses[string(task.Completed)]) {
-			c.selected += count(k)
+			c.selected = c.selected.add(count(k))
 		}
 	}
 	if len(f.Statuses) == 0 {

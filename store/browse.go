@@ -22,7 +22,9 @@ type Browser interface {
 	// how many of the completed ones are tool errors, leaving out
 	// q.Statuses, q.Outcomes, q.Cursor and q.Limit (so that a page can
 	// show every status's count under the other filters). Statuses with
-	// no task are left out.
+	// no task are left out. Each count stops at q.CountLimit: a count
+	// of CountLimit means that many or more, so that counting costs the
+	// same in a store of any size.
 	CountByStatus(ctx context.Context, q BrowseQuery) (Counts, error)
 }
 
@@ -68,6 +70,23 @@ type BrowseQuery struct {
 	// Limit caps the page; <= 0 means DefaultBrowseLimit, and it is
 	// lowered to MaxBrowseLimit.
 	Limit int
+	// CountLimit caps each count of [Browser.CountByStatus]; <= 0 means
+	// DefaultCountLimit.
+	CountLimit int64
+}
+
+// DefaultCountLimit is where the counts of [Browser.CountByStatus] stop
+// by default: beyond it, "10,000 or more" tells an operator as much as
+// the exact figure, which costs a read of every matching task.
+const DefaultCountLimit = 10_000
+
+// CountLimitOf returns the cap of q's counts: q.CountLimit, or
+// DefaultCountLimit.
+func CountLimitOf(q BrowseQuery) int64 {
+	if q.CountLimit <= 0 {
+		return DefaultCountLimit
+	}
+	return q.CountLimit
 }
 
 // The page sizes of [Browser.Browse].

@@ -233,8 +233,11 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 
 // CountByStatus counts the tasks q selects per status, and the tool
 // errors among them, leaving out q.Statuses, q.Outcomes, q.Cursor and
-// q.Limit; it implements [store.Browser]. The tool errors are counted on
-// their own partial index (tasks_tool_errors), which holds the filters.
+// q.Limit, each up to the query's count limit; it implements
+// [store.Browser]. Each status is counted reading at most the limit of
+// its tasks (one statement for all, a subquery per status); the tool
+// errors on their own partial index (tasks_tool_errors), which holds the
+// filters.
 func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.Counts, error) {
 	if s.closed() {
 		return store.Counts{}, ErrClosed
@@ -243,46 +246,43 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.C
 	if err != nil {
 		return store.Counts{}, err
 	}
-	byStatus, err := s.countByStatus(ctx, where, args)
-	if err != nil {
-		return store.Counts{}, err
+	and := " WHERE "
+	if where != "" {
+		and = where + " AND "
 	}
-	out := store.Counts{ByStatus: byStatus}
-	if byStatus[task.Completed] == 0 {
+	limit := store.CountLimitOf(q)
+	args = append(args[:len(args):len(args)], limit)
+	lim := fmt.Sprintf("$%d", len(args))
+	parts := make([]string, len(countedStatuses))
+	for i, st := range countedStatuses {
+		parts[i] = `(SELECT count(*) FROM (SELECT 1 FROM ` + s.quoted + `.tasks` + and + `status = '` + string(st) + `' LIMIT ` + lim + `) c)`
+	}
+	ns := make([]int64, len(countedStatuses))
+	dst := make([]any, len(ns))
+	for i := range ns {
+		dst[i] = &ns[i]
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT `+strings.Join(parts, ", "), args...).Scan(dst...); err != nil {
+		return store.Counts{}, fmt.Errorf("postgres store: count by status: %w", err)
+	}
+	out := store.Counts{ByStatus: map[task.Status]int64{}}
+	for i, st := range countedStatuses {
+		if ns[i] > 0 {
+			out.ByStatus[st] = ns[i]
+		}
+	}
+	if out.ByStatus[task.Completed] == 0 {
 		return out, nil
 	}
-	teWhere := " WHERE tool_error"
-	if where != "" {
-		teWhere = where + " AND tool_error"
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM `+s.quoted+`.tasks`+teWhere, args...).Scan(&out.ToolErrors); err != nil {
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+s.quoted+`.tasks`+and+`tool_error LIMIT `+lim+`) c`, args...).Scan(&out.ToolErrors)
+	if err != nil {
 		return store.Counts{}, fmt.Errorf("postgres store: count tool errors: %w", err)
 	}
 	return out, nil
 }
 
-// countByStatus counts the tasks that where (with args) selects, per
-// status.
-func (s *Store) countByStatus(ctx context.Context, where string, args []any) (map[task.Status]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM `+s.quoted+`.tasks`+where+` GROUP BY status`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres store: count by status: %w", err)
-	}
-	defer rows.Close()
-	out := map[task.Status]int64{}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("postgres store: count by status: %w", err)
-		}
-		out[task.Status(status)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres store: count by status: %w", err)
-	}
-	return out, nil
-}
+// countedStatuses are the statuses CountByStatus counts.
+var countedStatuses = []task.Status{task.Working, task.InputRequired, task.Completed, task.Failed, task.Cancelled}
 
 // loadColumns are the columns of the tasks table, in the order of
 // row.insertArgs.

@@ -245,8 +245,11 @@ func (s *Store) Browse(ctx context.Context, q store.BrowseQuery) ([]*task.Task, 
 
 // CountByStatus counts the tasks q selects per status, and the tool
 // errors among them, leaving out q.Statuses, q.Outcomes, q.Cursor and
-// q.Limit; it implements [store.Browser]. The tool errors are counted on
-// their own index (tasks_tool_errors), which holds the filters.
+// q.Limit, each up to the query's count limit; it implements
+// [store.Browser]. Each status is counted on its range of
+// tasks_status_created (or the index of the other filters), reading at
+// most the limit of its tasks; the tool errors on their own index
+// (tasks_tool_errors), which holds the filters.
 func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.Counts, error) {
 	if s.closed() {
 		return store.Counts{}, ErrClosed
@@ -255,57 +258,44 @@ func (s *Store) CountByStatus(ctx context.Context, q store.BrowseQuery) (store.C
 	if err != nil {
 		return store.Counts{}, err
 	}
-	byStatus, err := s.countByStatus(ctx, where, args)
-	if err != nil {
-		return store.Counts{}, err
+	limit := store.CountLimitOf(q)
+	out := store.Counts{ByStatus: map[task.Status]int64{}}
+	count := func(what, from, cond string) (int64, error) {
+		if where != "" {
+			cond = where + " AND " + cond
+		} else {
+			cond = " WHERE " + cond
+		}
+		st, err := s.readStmt(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks`+from+cond+` LIMIT ?)`)
+		if err != nil {
+			return 0, s.noteCorrupt(fmt.Errorf("sqlite store: count %s: %w", what, err))
+		}
+		var n int64
+		if err := st.QueryRowContext(ctx, append(args[:len(args):len(args)], limit)...).Scan(&n); err != nil {
+			return 0, s.noteCorrupt(fmt.Errorf("sqlite store: count %s: %w", what, err))
+		}
+		return n, nil
 	}
-	out := store.Counts{ByStatus: byStatus}
-	if byStatus[task.Completed] == 0 {
+	for _, st := range countedStatuses {
+		n, err := count(string(st)+" tasks", "", statusCond([]task.Status{st}))
+		if err != nil {
+			return store.Counts{}, err
+		}
+		if n > 0 {
+			out.ByStatus[st] = n
+		}
+	}
+	if out.ByStatus[task.Completed] == 0 {
 		return out, nil
 	}
-	teWhere := " WHERE " + toolErrorCond
-	if where != "" {
-		teWhere = where + " AND " + toolErrorCond
-	}
-	st, err := s.readStmt(ctx, `SELECT count(*) FROM tasks INDEXED BY tasks_tool_errors`+teWhere)
-	if err != nil {
-		return store.Counts{}, s.noteCorrupt(fmt.Errorf("sqlite store: count tool errors: %w", err))
-	}
-	if err := st.QueryRowContext(ctx, args...).Scan(&out.ToolErrors); err != nil {
-		return store.Counts{}, s.noteCorrupt(fmt.Errorf("sqlite store: count tool errors: %w", err))
+	if out.ToolErrors, err = count("tool errors", " INDEXED BY tasks_tool_errors", toolErrorCond); err != nil {
+		return store.Counts{}, err
 	}
 	return out, nil
 }
 
-// countByStatus counts the tasks that where (with args) selects, per
-// status.
-func (s *Store) countByStatus(ctx context.Context, where string, args []any) (map[task.Status]int64, error) {
-	if where == "" {
-		where = " WHERE " + everyStatus // the counts read tasks_status_created only
-	}
-	st, err := s.readStmt(ctx, `SELECT status, count(*) FROM tasks`+where+` GROUP BY status`)
-	if err != nil {
-		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
-	}
-	defer rows.Close()
-	out := map[task.Status]int64{}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
-		}
-		out[task.Status(status)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.noteCorrupt(fmt.Errorf("sqlite store: count by status: %w", err))
-	}
-	return out, nil
-}
+// countedStatuses are the statuses CountByStatus counts.
+var countedStatuses = []task.Status{task.Working, task.InputRequired, task.Completed, task.Failed, task.Cancelled}
 
 // storeNow is the store's clock, for the events of writes that do not set
 // the task's LastUpdatedAt.

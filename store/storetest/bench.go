@@ -90,9 +90,14 @@ func BenchUpdate(b *testing.B, st store.Store) {
 // tools, most of them finished (90% completed, 2% of them tool errors;
 // 5% failed, 3% cancelled, 1.5% working, 0.5% input_required), with a
 // typical small request and result.
-func BrowseTasks(n int) []*task.Task {
+func BrowseTasks(n int) []*task.Task { return BrowseTasksFrom(0, n) }
+
+// BrowseTasksFrom returns tasks from to from+n-1 of the series
+// BrowseTasks starts, so that a large store is loaded in parts.
+func BrowseTasksFrom(from, n int) []*task.Task {
 	out := make([]*task.Task, n)
-	for i := range out {
+	for k := range out {
+		i := from + k
 		tk := newTask(task.Owner(fmt.Sprintf("user-%d", i%1000)), base.Add(time.Duration(i)*time.Second))
 		tk.Tool = fmt.Sprintf("tool-%d", (i*7)%20)
 		switch r := i % 200; {
@@ -113,7 +118,7 @@ func BrowseTasks(n int) []*task.Task {
 		default:
 			tk.Status = task.InputRequired
 		}
-		out[i] = tk
+		out[k] = tk
 	}
 	return out
 }

@@ -183,6 +183,21 @@ func (s *suite) browseFilters(t *testing.T) {
 			if !maps.Equal(counts.ByStatus, wantCounts.ByStatus) || counts.ToolErrors != wantCounts.ToolErrors {
 				t.Fatalf("CountByStatus = %v; want %v", counts, wantCounts)
 			}
+			// Each count stops at CountLimit.
+			for _, limit := range []int64{1, 2} {
+				cq.CountLimit = limit
+				capped := store.Counts{ByStatus: map[task.Status]int64{}, ToolErrors: min(wantCounts.ToolErrors, limit)}
+				for st, n := range wantCounts.ByStatus {
+					capped.ByStatus[st] = min(n, limit)
+				}
+				counts, err := b.CountByStatus(t.Context(), cq)
+				if err != nil {
+					t.Fatalf("CountByStatus (limit %d): %v", limit, err)
+				}
+				if !maps.Equal(counts.ByStatus, capped.ByStatus) || counts.ToolErrors != capped.ToolErrors {
+					t.Fatalf("CountByStatus (limit %d) = %v; want %v", limit, counts, capped)
+				}
+			}
 		})
 	}
 }
