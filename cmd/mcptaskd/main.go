@@ -84,8 +84,8 @@ import (
 )
 
 func main() {
-	// A command's supervisor is a copy of mcptaskd (see package
-	// commands): it runs its command and exits here.
+	// The supervisor of mcptaskd's commands is a copy of mcptaskd (see
+	// package source/command): it supervises them and exits here.
 	command.Supervise()
 	cfg, err := parseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -3,6 +3,7 @@
 package command
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,11 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // supervisorEnv, set in its environment, makes a program started by
@@ -64,28 +67,55 @@ func Supervise() {
 // sharedMode is supervisorEnv's value for the program's supervisor.
 const sharedMode = "shared"
 
-// The supervisor's protocol, on a SOCK_SEQPACKET socket (fd 3 in the
-// supervisor), one message per packet, an ID per command:
+// The supervisor's protocol, on a Unix stream socket (fd 3 in the
+// supervisor), an ID per command:
 //
-//	program → supervisor  "S ID" with four descriptors: the command's
+//	program → supervisor  frames of frameSize bytes (text padded with spaces):
+//	                      "S ID" with four descriptors: the command's
 //	                      standard input, output and error, and a pipe
 //	                      whose content is the command's spec (JSON)
 //	                      "T ID", "K ID": SIGTERM, SIGKILL the command's group
-//	supervisor → program  "P ID PID": started, as process (and group) PID
+//	                      (a signal for a command still starting is sent
+//	                      once it has started)
+//	supervisor → program  lines:
+//	                      "P ID PID": started, as process (and group) PID
 //	                      "X ID CODE", "G ID SIGNAL": exited, killed
 //	                      "E ID MESSAGE": could not start
 //
-// The end of the socket on either side is the other's death.
+// Every "S" is answered: "P" then "X" or "G", or "E". The end of the
+// socket on either side is the other's death.
+
+// frameSize is the size of a frame from the program.
+const frameSize = 32
+
+// frame is a message of the program to the supervisor.
+func frame(kind byte, id uint64) []byte {
+	b := fmt.Appendf(make([]byte, 0, frameSize), "%c %d", kind, id)
+	for len(b) < frameSize {
+		b = append(b, ' ')
+	}
+	return b
+}
 
 // spec is what the supervisor is told of a command to start.
 type spec struct {
 	Argv []string `json:"argv"` // argv[0] an absolute path
 	Env  []string `json:"env"`
-	Dir  string   `json:"dir,omitempty"`
+	Dir  string   `json:"dir"` // absolute
 }
 
-// maxSpec bounds a command's spec as the supervisor reads it.
+// maxSpec bounds a command's spec.
 const maxSpec = 16 << 20
+
+// specWriteWait bounds the write of a spec to the supervisor.
+const specWriteWait = 30 * time.Second
+
+// group is a command of the supervisor: its process (and group) ID once
+// started, and the signal asked for before that.
+type group struct {
+	pid     int
+	pending syscall.Signal
+}
 
 // supervise is the supervisor: it serves the program on fd 3 until the
 // program is gone, then kills every group it started and returns.
@@ -106,24 +136,35 @@ func supervise() int {
 	}
 	os.Unsetenv(supervisorEnv)
 	var (
-		mu     sync.Mutex
-		groups = map[uint64]int{} // running commands, by ID: their group (none once reaped)
+		mu      sync.Mutex
+		groups  = map[uint64]*group{} // commands starting or running, by ID
+		closing bool                  // the program is gone: start nothing more
+		sendMu  sync.Mutex
 	)
 	send := func(format string, args ...any) {
-		_, _ = conn.Write(fmt.Appendf(nil, format, args...))
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		_, _ = conn.Write(fmt.Appendf(nil, format+"\n", args...))
 	}
 	kill := func(id uint64, sig syscall.Signal) {
 		mu.Lock()
 		defer mu.Unlock()
-		if pid, ok := groups[id]; ok { // after the reap, the group's ID may be anyone's
-			_ = syscall.Kill(-pid, sig)
+		switch g := groups[id]; {
+		case g == nil: // ended: after the reap, the group's ID may be anyone's
+		case g.pid > 1:
+			_ = syscall.Kill(-g.pid, sig)
+		case g.pending != syscall.SIGKILL:
+			g.pending = sig // sent once it has started
 		}
 	}
 	killAll := func() {
 		mu.Lock()
 		defer mu.Unlock()
-		for _, pid := range groups {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		closing = true
+		for _, g := range groups {
+			if g.pid > 1 {
+				_ = syscall.Kill(-g.pid, syscall.SIGKILL)
+			}
 		}
 	}
 	// Terminal signals are not the commands' business: the program
@@ -138,6 +179,12 @@ func supervise() int {
 			}
 		}
 	}()
+	refuse := func(id uint64, err error) {
+		mu.Lock()
+		delete(groups, id)
+		mu.Unlock()
+		send("E %d %s", id, oneLine(err))
+	}
 	start := func(id uint64, in, out, errf, specf *os.File) {
 		defer in.Close()
 		defer out.Close()
@@ -155,41 +202,55 @@ func supervise() int {
 		if err == nil && len(sp.Argv) == 0 {
 			err = errors.New("no command")
 		}
+		mu.Lock()
+		if err == nil && closing {
+			err = errors.New("the program is gone")
+		}
+		mu.Unlock()
 		if err != nil {
-			send("E %d %s", id, oneLine(err))
+			refuse(id, err)
 			return
 		}
 		cmd := &exec.Cmd{Path: sp.Argv[0], Args: sp.Argv, Env: sp.Env, Dir: sp.Dir,
 			Stdin: in, Stdout: out, Stderr: errf, SysProcAttr: commandSysProcAttr()}
-		mu.Lock()
-		err = cmd.Start()
-		if err == nil {
-			groups[id] = cmd.Process.Pid
-		}
-		mu.Unlock()
-		if err != nil {
-			send("E %d %s", id, oneLine(err))
+		if err := cmd.Start(); err != nil {
+			refuse(id, err)
 			return
 		}
 		pid := cmd.Process.Pid
+		mu.Lock()
+		g := groups[id]
+		g.pid = pid
+		pending := g.pending
+		if closing {
+			pending = syscall.SIGKILL
+		}
+		mu.Unlock()
 		send("P %d %d", id, pid)
+		if pending != 0 {
+			_ = syscall.Kill(-pid, pending)
+		}
 		in.Close()
 		out.Close()
 		errf.Close()
 		go func() {
+			var err error
 			if peekExit(pid) {
 				// The command exited and is not reaped yet (its ID, the
 				// group's, is still reserved): kill what it left in its
-				// group.
-				kill(id, syscall.SIGKILL)
+				// group, and forget it before the reap.
+				mu.Lock()
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				delete(groups, id)
+				mu.Unlock()
 				err = cmd.Wait()
 			} else {
 				err = cmd.Wait()
-				kill(id, syscall.SIGKILL)
+				mu.Lock()
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				delete(groups, id)
+				mu.Unlock()
 			}
-			mu.Lock()
-			delete(groups, id)
-			mu.Unlock()
 			ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			switch {
 			case !ok:
@@ -201,22 +262,24 @@ func supervise() int {
 			}
 		}()
 	}
-	buf := make([]byte, 64)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
 	for {
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
-		if err != nil || n == 0 { // the program is gone
+		msg, files, err := receiveFrame(conn)
+		if err != nil { // the program is gone
 			killAll()
 			return 0
 		}
-		files := receivedFiles(oob[:oobn])
-		kind, arg, _ := strings.Cut(string(buf[:n]), " ")
+		kind, arg, _ := strings.Cut(strings.TrimSpace(string(msg)), " ")
 		id, perr := strconv.ParseUint(arg, 10, 64)
 		switch {
 		case perr != nil:
 		case kind == "S" && len(files) == 4:
+			mu.Lock()
+			groups[id] = &group{}
+			mu.Unlock()
 			go start(id, files[0], files[1], files[2], files[3])
 			files = nil
+		case kind == "S": // descriptors lost (e.g. none left here)
+			send("E %d the command's descriptors did not arrive (%d of 4)", id, len(files))
 		case kind == "T":
 			kill(id, syscall.SIGTERM)
 		case kind == "K":
@@ -226,6 +289,65 @@ func supervise() int {
 			f.Close()
 		}
 	}
+}
+
+// receiveFrame reads a frame of the program and the descriptors it
+// carried, close-on-exec from the start: on Linux by the flag of the
+// receive, elsewhere set under syscall.ForkLock (no command of a
+// concurrent start may inherit them). Descriptors cut short (none left
+// here) are closed, and the frame returned without them.
+func receiveFrame(conn *net.UnixConn) ([]byte, []*os.File, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := make([]byte, frameSize)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	var (
+		files     []*os.File
+		truncated bool
+	)
+	for got := 0; got < frameSize; {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			syscall.ForkLock.RLock()
+			defer syscall.ForkLock.RUnlock()
+			var oobn, flags int
+			n, oobn, flags, _, rerr = syscall.Recvmsg(int(fd), buf[got:], oob, recvFlags)
+			if rerr == syscall.EAGAIN {
+				return false
+			}
+			if rerr == nil && oobn > 0 {
+				for _, f := range receivedFiles(oob[:oobn]) {
+					syscall.CloseOnExec(int(f.Fd()))
+					files = append(files, f)
+				}
+			}
+			truncated = truncated || flags&syscall.MSG_CTRUNC != 0
+			return true
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err == nil && n == 0 {
+			err = io.EOF
+		}
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, nil, err
+		}
+		got += n
+	}
+	if truncated {
+		for _, f := range files {
+			f.Close()
+		}
+		files = nil
+	}
+	return buf, files, nil
 }
 
 // receivedFiles returns the descriptors a message carried.
@@ -272,37 +394,41 @@ type supervisor struct {
 	cmd  *exec.Cmd
 	conn *net.UnixConn
 
+	writeMu sync.Mutex // a frame at a time
+
 	mu    sync.Mutex
 	procs map[uint64]*proc // not ended
 	next  uint64
 	lost  bool
 }
 
-// current is the program's supervisor, nil before the first command or
-// after it was lost.
+// current is the program's supervisor, nil before the first command.
 var (
 	currentMu sync.Mutex
 	current   *supervisor
 )
 
 // theSupervisor returns the program's supervisor, starting it if there
-// is none (or it was lost).
+// is none, or if it was lost.
 func theSupervisor() (*supervisor, error) {
 	currentMu.Lock()
 	defer currentMu.Unlock()
-	if current != nil {
-		current.mu.Lock()
-		lost := current.lost
-		current.mu.Unlock()
-		if !lost {
-			return current, nil
-		}
+	if current != nil && !current.isLost() {
+		return current, nil
 	}
 	exe, err := selfPath()
 	if err != nil {
 		return nil, err
 	}
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	// Close-on-exec from the start: no command started meanwhile may
+	// hold the socket.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("the supervisor's socket: %w", err)
 	}
@@ -332,15 +458,27 @@ func theSupervisor() (*supervisor, error) {
 	return s, nil
 }
 
+// isLost reports whether s is gone (or its socket broken).
+func (s *supervisor) isLost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+// lose marks s gone and closes its socket: its read ends, and fails what
+// it ran.
+func (s *supervisor) lose() {
+	s.mu.Lock()
+	s.lost = true
+	s.mu.Unlock()
+	s.conn.Close()
+}
+
 // read dispatches the supervisor's messages until it is gone.
 func (s *supervisor) read() {
-	buf := make([]byte, 4096)
-	for {
-		n, err := s.conn.Read(buf)
-		if err != nil || n == 0 {
-			break
-		}
-		kind, rest, _ := strings.Cut(string(buf[:n]), " ")
+	sc := bufio.NewScanner(s.conn)
+	for sc.Scan() {
+		kind, rest, _ := strings.Cut(sc.Text(), " ")
 		idText, arg, _ := strings.Cut(rest, " ")
 		id, _ := strconv.ParseUint(idText, 10, 64)
 		num, _ := strconv.Atoi(arg)
@@ -364,69 +502,84 @@ func (s *supervisor) read() {
 			p.done <- exitStatus{err: errors.New(arg)}
 		}
 	}
-	s.conn.Close()
+	s.lose()
 	_ = s.cmd.Wait()
 	s.mu.Lock()
-	s.lost = true
 	procs := s.procs
 	s.procs = nil
 	s.mu.Unlock()
 	for _, p := range procs {
-		if pid := p.pid.Load(); pid > 0 {
-			// Nobody else will kill the group now.
+		if pid := p.pid.Load(); pid > 1 {
+			// Nobody else will kill the group now. (A command whose start
+			// was not reported yet dies with its parent-death signal, on
+			// Linux.)
 			_ = syscall.Kill(-int(pid), syscall.SIGKILL)
 		}
 		p.done <- exitStatus{err: fmt.Errorf("the commands' supervisor died (%v)", s.cmd.ProcessState)}
 	}
 }
 
+// write sends a frame, with descriptors (rights) or none.
+func (s *supervisor) write(b, rights []byte) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	n, _, err := s.conn.WriteMsgUnix(b, rights, nil)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	return err
+}
+
 // startProc starts argv (argv[0] an absolute path) under the program's
-// supervisor, with exactly the environment env, in dir (empty: the
-// program's working directory when its supervisor started).
+// supervisor, with exactly the environment env, in dir (relative to the
+// program's working directory).
 func startProc(argv, env []string, dir string) (_ *proc, err error) {
 	if !supervisorReady.Load() {
 		return nil, fmt.Errorf("commands: the program does not call command.Supervise at the start of main, so it cannot supervise commands")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("the command's directory: %w", err)
 	}
 	b, err := json.Marshal(spec{Argv: argv, Env: env, Dir: dir})
 	if err != nil {
 		return nil, err
 	}
-	var files []*os.File
-	pipe := func() (r, w *os.File) {
-		if err != nil {
-			return nil, nil
-		}
-		r, w, err = os.Pipe()
-		files = append(files, r, w)
-		return r, w
+	if len(b) > maxSpec {
+		return nil, fmt.Errorf("the command's arguments and environment are %d bytes, over %d", len(b), maxSpec)
 	}
-	inR, inW := pipe()
-	outR, outW := pipe()
-	errR, errW := pipe()
-	specR, specW := pipe()
+	var theirs, mine []*os.File // the supervisor's ends, the program's
 	defer func() {
-		for _, f := range []*os.File{inR, outW, errW, specR, specW} {
-			if f != nil {
+		for _, f := range theirs {
+			f.Close()
+		}
+		if err != nil {
+			for _, f := range mine {
 				f.Close()
 			}
 		}
-		if err != nil {
-			for _, f := range []*os.File{inW, outR, errR} {
-				if f != nil {
-					f.Close()
-				}
-			}
-		}
 	}()
-	if err != nil {
-		return nil, err
+	for range 4 {
+		r, w, perr := os.Pipe()
+		if perr != nil {
+			return nil, perr
+		}
+		if len(theirs) == 0 { // standard input: the supervisor's end reads
+			theirs, mine = append(theirs, r), append(mine, w)
+		} else if len(theirs) < 3 { // outputs: it writes
+			theirs, mine = append(theirs, w), append(mine, r)
+		} else { // the spec: it reads
+			theirs, mine = append(theirs, r), append(mine, w)
+		}
 	}
+	rights := syscall.UnixRights(int(theirs[0].Fd()), int(theirs[1].Fd()), int(theirs[2].Fd()), int(theirs[3].Fd()))
+	specW := mine[3]
+	defer specW.Close()
+	var s *supervisor
 	for attempt := 0; ; attempt++ {
-		s, err := theSupervisor()
-		if err != nil {
+		if s, err = theSupervisor(); err != nil {
 			return nil, err
 		}
-		p := &proc{sup: s, stdin: inW, stdout: outR, stderr: errR, done: make(chan exitStatus, 1)}
+		p := &proc{sup: s, stdin: mine[0], stdout: mine[1], stderr: mine[2], done: make(chan exitStatus, 1)}
 		s.mu.Lock()
 		if s.lost {
 			s.mu.Unlock()
@@ -436,18 +589,26 @@ func startProc(argv, env []string, dir string) (_ *proc, err error) {
 		p.id = s.next
 		s.procs[p.id] = p
 		s.mu.Unlock()
-		rights := syscall.UnixRights(int(inR.Fd()), int(outW.Fd()), int(errW.Fd()), int(specR.Fd()))
-		if _, _, err = s.conn.WriteMsgUnix(fmt.Appendf(nil, "S %d", p.id), rights, nil); err != nil {
+		if err = s.write(frame('S', p.id), rights); err != nil {
 			s.mu.Lock()
 			delete(s.procs, p.id)
 			s.mu.Unlock()
-			if attempt == 0 { // lost just now: once more, with a new one
+			s.lose() // the next attempt starts a new one
+			if attempt < 2 {
 				continue
 			}
 			return nil, fmt.Errorf("the commands' supervisor: %w", err)
 		}
-		// The supervisor reads the spec while it is written; if it dies
-		// meanwhile, the command's end says so.
+		// The descriptors in flight hold the supervisor's ends: the
+		// program's copies go now, so that a supervisor that dies or
+		// stops reading the spec breaks its pipe.
+		for _, f := range theirs {
+			f.Close()
+		}
+		theirs = nil
+		// The supervisor reads the spec while it is written; if it fails
+		// to, the command's end says so ("E").
+		_ = specW.SetWriteDeadline(time.Now().Add(specWriteWait))
 		_, _ = specW.Write(b)
 		return p, nil
 	}
@@ -456,7 +617,7 @@ func startProc(argv, env []string, dir string) (_ *proc, err error) {
 // signal asks the supervisor to send SIGTERM ('T') or SIGKILL ('K') to
 // the command's process group.
 func (p *proc) signal(what byte) {
-	_, _ = p.sup.conn.Write(fmt.Appendf(nil, "%c %d", what, p.id))
+	_ = p.sup.write(frame(what, p.id), nil)
 }
 
 // release closes the program's end of the command's standard input (its

@@ -10,8 +10,8 @@ import (
 func selfPath() (string, error) { return "/proc/self/exe", nil }
 
 // supervisorSysProcAttr: the supervisor gets SIGTERM when the program
-// dies, however it dies (kill -9 included), and then kills the command's
-// group.
+// dies, however it dies (kill -9 included), and then kills every
+// command's group.
 func supervisorSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
@@ -45,3 +45,6 @@ func peekExit(pid int) bool {
 func undumpable() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
 }
+
+// recvFlags makes the descriptors a receive carries close-on-exec.
+const recvFlags = syscall.MSG_CMSG_CLOEXEC

@@ -11,7 +11,7 @@ import (
 func selfPath() (string, error) { return os.Executable() }
 
 // supervisorSysProcAttr: no parent-death signal outside Linux; the end of
-// the control pipe tells the supervisor its program died.
+// the supervisor's socket tells it its program died.
 func supervisorSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 
 // commandSysProcAttr: the command leads a process group of its own.
@@ -23,3 +23,7 @@ func peekExit(int) bool { return false }
 
 // undumpable does nothing here: PR_SET_DUMPABLE is Linux's.
 func undumpable() {}
+
+// recvFlags: no MSG_CMSG_CLOEXEC everywhere; receiveFrame sets the flag
+// under syscall.ForkLock instead.
+const recvFlags = 0
