@@ -11,7 +11,7 @@
 //     hits every size alike). Each store is filled in bulk through the
 //     store package's own encoding (sqlite.Store.LoadTasks at
 //     synchronous=NORMAL, the file then reopened at FULL by the server;
-//     postgres.Store.LoadTasks, a COPY, then ANALYZE), with copies of a
+//     postgres.Store.LoadTasks, a COPY, then VACUUM (ANALYZE)), with copies of a
 //     task created through the server, so that every filled task is one
 //     the client may read. The fill time is reported.
 //   - create: task creation with each of -create-c workers.
