@@ -36,6 +36,10 @@ const (
 	// SleepTool has optional task support: its tasks sleep
 	// [ServerOptions].Sleep (default [DefaultSleep]) and then complete.
 	SleepTool = "sleep_task"
+	// HoldTool has optional task support: its tasks wait until
+	// [ServerOptions].Hold is closed, then complete (a server without
+	// Hold does not have it).
+	HoldTool = "hold_task"
 )
 
 // DefaultSleep is how long a task of [SleepTool] sleeps by default.
@@ -97,6 +101,9 @@ type ServerOptions struct {
 	// Sleep is how long a task of [SleepTool] sleeps; zero means
 	// [DefaultSleep].
 	Sleep time.Duration
+	// Hold, if set, adds [HoldTool], whose tasks complete once Hold is
+	// closed: many tasks working at once, ended together.
+	Hold <-chan struct{}
 	// DisableFastLane turns the server's fast lane of tasks/get off
 	// (mcptask.Options.FastLane, on by default here), to compare the two lanes.
 	DisableFastLane bool
@@ -210,6 +217,17 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 				return nil, nil, ctx.Err()
 			}
 		}, mcptask.ToolOptions{Support: mcptask.Optional})
+	if hold := opts.Hold; hold != nil {
+		mcptask.AddTool(ts, &mcp.Tool{Name: HoldTool, Description: "waits for the bench, optional task"},
+			func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+				select {
+				case <-hold:
+					return noop(ctx, req, in)
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				}
+			}, mcptask.ToolOptions{Support: mcptask.Optional})
+	}
 	if err := eng.Run(context.Background()); err != nil {
 		st.Close()
 		return nil, err
