@@ -31,6 +31,8 @@ type Engine struct {
 	id     string
 	policy task.Policy
 
+	feedLive atomic.Bool // the store's change feed is in effect (ChangesAnnounced)
+
 	mu     sync.Mutex
 	runs   map[task.ID]*run
 	closed bool

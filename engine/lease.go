@@ -84,20 +84,23 @@ func (e *Engine) stopLost(ctx context.Context, id task.ID) {
 // and stop work cancelled elsewhere at once, following it again
 // FeedRetryInterval after it failed. It closes listening once the feed is
 // first in effect. After a reconnection it re-checks every task running
-// here, since the changes made while the feed was down were not
-// announced.
+// here, and wakes every waiter of Watch, since the changes made while the
+// feed was down were not announced.
 func (e *Engine) feedLoop(feed store.ChangeFeed, listening chan<- struct{}) {
 	first := true
 	ready := func() {
+		e.feedLive.Store(true)
 		if first {
 			first = false
 			close(listening)
 			return
 		}
+		e.wakeAllWatchers()
 		e.recheckRuns()
 	}
 	for {
 		err := feed.Changes(e.base, ready, e.remoteChange)
+		e.feedLive.Store(false)
 		if e.base.Err() != nil {
 			return
 		}

@@ -346,3 +346,55 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 	// most likely made while A is not listening.
 	cancelAndAwait(t, b, tk.ID, stopped, 30*time.Second, "the work on engine A never saw the cancellation made while its feed was down")
 }
+
+// TestWatchersWokenAfterFeedReconnect: a change made through engine B
+// while engine A's change feed is down is announced to nobody; when A's
+// feed is back, every waiter of A's Watch is woken (a follower reads the
+// task again then, instead of re-reading it on a timer while the feed
+// is in effect), and ChangesAnnounced says when the feed is in effect.
+func TestWatchersWokenAfterFeedReconnect(t *testing.T) {
+	var pg *backend
+	for _, b := range backends(t) {
+		if b.name == "postgres" {
+			pg = &b
+		}
+	}
+	if pg == nil {
+		t.Skip("PostgreSQL only (set MCPTASK_TEST_POSTGRES_DSN)")
+	}
+	a, sta := sharedEngine(t, *pg, time.Hour, nil)
+	b, _ := sharedEngine(t, *pg, time.Hour, nil)
+	ctx := t.Context()
+	if !a.ChangesAnnounced() {
+		t.Fatal("A's feed is not in effect after Run")
+	}
+	work, started, _ := untilCancelled()
+	tk, err := b.Start(ctx, engine.StartSpec{Tool: "t"}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	conn, err := pgx.Connect(ctx, os.Getenv("MCPTASK_TEST_POSTGRES_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	channel := sta.(*postgres.Store).Channel()
+	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%' AND datname = current_database()`, channel)
+	if err != nil || tag.RowsAffected() == 0 {
+		t.Fatalf("terminating the feeds' connections: %v (%d)", err, tag.RowsAffected())
+	}
+	waitFor(t, "A's feed to be seen down", func() bool { return !a.ChangesAnnounced() })
+	woken := a.Watch(tk.ID)
+	// A change A's feed cannot announce: it is down.
+	if _, err := b.Cancel(ctx, "", tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's waiter was not woken after its feed came back")
+	}
+	waitFor(t, "A's feed to be in effect again", a.ChangesAnnounced)
+}

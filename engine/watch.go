@@ -113,6 +113,29 @@ func (e *Engine) wakeWatchers(id task.ID) {
 	}
 }
 
+// wakeAllWatchers wakes every waiter of Watch, as after a change of each
+// task: the change feed (re)started, and what changed while it was down
+// was announced to nobody.
+func (e *Engine) wakeAllWatchers() {
+	w := &e.watch
+	w.mu.Lock()
+	chs := w.chs
+	w.chs = nil
+	w.mu.Unlock()
+	for _, ch := range chs {
+		close(ch)
+	}
+}
+
+// ChangesAnnounced reports whether every change to a task now wakes
+// Watch, whoever makes it: the store's change feed is in effect (an
+// engine with a store without one sees only its own changes, and
+// reports false). When the feed (re)starts after a failure, every
+// waiter of Watch is woken once, since what changed while it was down
+// was not announced; a waiter may then wait for Watch alone, re-reading
+// on a timer only as a safety net.
+func (e *Engine) ChangesAnnounced() bool { return e.feedLive.Load() }
+
 // Subscribe registers fn to be called with the ID of every task that
 // changes, as Watch would wake its waiters: changes made by this engine,
 // lines written to a task's log here, and changes announced by the
