@@ -155,10 +155,11 @@ func Test2025InputOnStandaloneStream(t *testing.T) {
 	}
 }
 
-// Test2025InputOnStandaloneStreamPollOnly: with no tasks/result at all,
-// both questions are asked on the GET stream and answered there, and the
-// task completes.
-func Test2025InputOnStandaloneStreamPollOnly(t *testing.T) {
+// streamSession starts a server, a 2025-11-25 session of it and the
+// session's standalone GET stream, and returns the test's context, the
+// session and the stream's messages.
+func streamSession(t *testing.T) (context.Context, *wiretest.Session, <-chan wiretest.Message) {
+	t.Helper()
 	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
 	ctx := ctxT(t)
 	sess := &wiretest.Session{URL: s.url}
@@ -166,11 +167,19 @@ func Test2025InputOnStandaloneStreamPollOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	sctx, stop := context.WithCancel(ctx)
-	defer stop()
+	t.Cleanup(stop)
 	st, msgs, err := sess.Stream(sctx)
 	if err != nil || st != 200 {
 		t.Fatalf("GET stream: HTTP %d, %v", st, err)
 	}
+	return ctx, sess, msgs
+}
+
+// Test2025InputOnStandaloneStreamPollOnly: with no tasks/result at all,
+// both questions are asked on the GET stream and answered there, and the
+// task completes.
+func Test2025InputOnStandaloneStreamPollOnly(t *testing.T) {
+	ctx, sess, msgs := streamSession(t)
 	id := startTask25(t, ctx, sess, "ask", nil)
 	for i, ok := range []bool{true, true} {
 		var q wiretest.Message
@@ -234,18 +243,7 @@ func Test2025InputOnConnectionPollOnly(t *testing.T) {
 // task, or 100 ms after the creation; then the client is told the state
 // and asked, once.
 func Test2025InputWaitsUntilTheTaskIsKnown(t *testing.T) {
-	s := startServer(t, filepath.Join(t.TempDir(), "tasks.db"), &gates{})
-	ctx := ctxT(t)
-	sess := &wiretest.Session{URL: s.url}
-	if _, err := sess.Initialize(ctx); err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	st, msgs, err := sess.Stream(sctx)
-	if err != nil || st != 200 {
-		t.Fatalf("GET stream: HTTP %d, %v", st, err)
-	}
+	ctx, sess, msgs := streamSession(t)
 	// statuses records the status notifications before each question.
 	var statuses []string
 	question := func(id string) wiretest.Message {

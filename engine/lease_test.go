@@ -306,11 +306,11 @@ func TestIdempotentStart(t *testing.T) {
 	}
 }
 
-// TestCancelAfterFeedReconnect: engine A's change feed loses its
-// connection; a cancellation made through engine B meanwhile (not
-// announced to A) still stops A's work once A's feed is back, long before
-// a heartbeat (the lease is an hour).
-func TestCancelAfterFeedReconnect(t *testing.T) {
+// feedEngines returns two engines sharing a PostgreSQL schema (leases of
+// an hour), and a func that ends both engines' LISTEN connections (their
+// change feeds); it skips the test without PostgreSQL.
+func feedEngines(t *testing.T) (a, b *engine.Engine, cutFeeds func()) {
+	t.Helper()
 	var pg *backend
 	for _, b := range backends(t) {
 		if b.name == "postgres" {
@@ -321,7 +321,30 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 		t.Skip("PostgreSQL only (set MCPTASK_TEST_POSTGRES_DSN)")
 	}
 	a, sta := sharedEngine(t, *pg, time.Hour, nil)
-	b, _ := sharedEngine(t, *pg, time.Hour, nil)
+	b, _ = sharedEngine(t, *pg, time.Hour, nil)
+	return a, b, func() {
+		t.Helper()
+		ctx := t.Context()
+		conn, err := pgx.Connect(ctx, os.Getenv("MCPTASK_TEST_POSTGRES_DSN"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		channel := sta.(*postgres.Store).Channel()
+		tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%' AND datname = current_database()`, channel)
+		if err != nil || tag.RowsAffected() == 0 {
+			t.Fatalf("terminating the feeds' connections: %v (%d)", err, tag.RowsAffected())
+		}
+	}
+}
+
+// TestCancelAfterFeedReconnect: engine A's change feed loses its
+// connection; a cancellation made through engine B meanwhile (not
+// announced to A) still stops A's work once A's feed is back, long before
+// a heartbeat (the lease is an hour).
+func TestCancelAfterFeedReconnect(t *testing.T) {
+	a, b, cutFeeds := feedEngines(t)
 	ctx := t.Context()
 	work, started, stopped := untilCancelled()
 	tk, err := a.Start(ctx, engine.StartSpec{Tool: "t"}, work)
@@ -331,17 +354,7 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 	<-started
 	// End A's LISTEN connection (A's and B's feeds listen on the same
 	// channel; end both: B's feed plays no part here).
-	conn, err := pgx.Connect(ctx, os.Getenv("MCPTASK_TEST_POSTGRES_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	channel := sta.(*postgres.Store).Channel()
-	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%' AND datname = current_database()`, channel)
-	if err != nil || tag.RowsAffected() == 0 {
-		t.Fatalf("terminating the feeds' connections: %v (%d)", err, tag.RowsAffected())
-	}
+	cutFeeds()
 	// The feed waits a second before reconnecting: this cancellation is
 	// most likely made while A is not listening.
 	cancelAndAwait(t, b, tk.ID, stopped, 30*time.Second, "the work on engine A never saw the cancellation made while its feed was down")
@@ -353,17 +366,7 @@ func TestCancelAfterFeedReconnect(t *testing.T) {
 // task again then, instead of re-reading it on a timer while the feed
 // is in effect), and ChangesAnnounced says when the feed is in effect.
 func TestWatchersWokenAfterFeedReconnect(t *testing.T) {
-	var pg *backend
-	for _, b := range backends(t) {
-		if b.name == "postgres" {
-			pg = &b
-		}
-	}
-	if pg == nil {
-		t.Skip("PostgreSQL only (set MCPTASK_TEST_POSTGRES_DSN)")
-	}
-	a, sta := sharedEngine(t, *pg, time.Hour, nil)
-	b, _ := sharedEngine(t, *pg, time.Hour, nil)
+	a, b, cutFeeds := feedEngines(t)
 	ctx := t.Context()
 	if !a.ChangesAnnounced() {
 		t.Fatal("A's feed is not in effect after Run")
@@ -374,17 +377,7 @@ func TestWatchersWokenAfterFeedReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	conn, err := pgx.Connect(ctx, os.Getenv("MCPTASK_TEST_POSTGRES_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	channel := sta.(*postgres.Store).Channel()
-	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE query LIKE 'LISTEN %' AND query LIKE '%' || $1 || '%' AND datname = current_database()`, channel)
-	if err != nil || tag.RowsAffected() == 0 {
-		t.Fatalf("terminating the feeds' connections: %v (%d)", err, tag.RowsAffected())
-	}
+	cutFeeds()
 	waitFor(t, "A's feed to be seen down", func() bool { return !a.ChangesAnnounced() })
 	woken := a.Watch(tk.ID)
 	// A change A's feed cannot announce: it is down.
