@@ -87,6 +87,17 @@ func TestScaleListenStreams(t *testing.T) {
 	}
 	t.Logf("%d tasks created in %v", n, time.Since(start).Round(time.Millisecond))
 	withTasks := serverMemory()
+	// (MCPTASK_SCALE_HEAPPROFILE=FILE writes the heap's profile here.)
+	if path := os.Getenv("MCPTASK_SCALE_HEAPPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
 
 	// The streams, from another process.
 	var list bytes.Buffer
