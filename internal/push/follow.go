@@ -92,7 +92,8 @@ var ErrGone = errors.New("push: the task is gone")
 
 // Follow calls send with the task each time what a client sees of it
 // changes (status, status message, pending input requests), coalesced under
-// opts.MinInterval and, with opts.KeepAlive, repeated while nothing
+// opts.MinInterval (but the terminal state, sent at once) and, with
+// opts.KeepAlive, repeated while nothing
 // changes. The first call carries the state at the time of the call when
 // sendFirst is true; otherwise the first change after since (the state the
 // client already has, nil for none). It returns nil once a terminal state
@@ -123,8 +124,10 @@ func Follow(ctx context.Context, eng *engine.Engine, owner task.Owner, id task.I
 		} else if sig := signature(t); !sent || sig != last ||
 			opts.KeepAlive > 0 && !t.Status.Terminal() && time.Since(sentAt) >= opts.KeepAlive {
 			// Coalesce: a change within MinInterval of the last
-			// notification is sent at its end, as the state then.
-			if d := max(opts.MinInterval, 0) - time.Since(sentAt); sent && d > 0 {
+			// notification is sent at its end, as the state then. A
+			// terminal state goes at once: it is the last notification,
+			// and the client waits for it.
+			if d := max(opts.MinInterval, 0) - time.Since(sentAt); sent && d > 0 && !t.Status.Terminal() {
 				if err := sleep(ctx, d); err != nil {
 					return err
 				}

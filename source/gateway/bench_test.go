@@ -1,11 +1,14 @@
 package gateway_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
+	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/source/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,6 +51,37 @@ func BenchmarkGatewayPlain(b *testing.B) {
 func BenchmarkGatewayTask(b *testing.B) {
 	url := gatewayServer(b, gateway.Upstream{Name: "up", URL: benchUpstream(b)})
 	c, err := client.Dial(b.Context(), url, &client.Options{ProtocolVersion: client.Wire20260728})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		call, err := c.CallTool(b.Context(), "slow", map[string]any{"steps": 0})
+		if err != nil || call.Task == nil {
+			b.Fatalf("%+v %v", call, err)
+		}
+		if _, err := c.Wait(b.Context(), call.Task.ID, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLocalTask is BenchmarkGatewayTask's work as a task of a Go
+// tool of the server itself (the same client path: create, wait,
+// result): what the gateway's task adds over a local one (issue 33's
+// goal: within 1.2×).
+func BenchmarkLocalTask(b *testing.B) {
+	s := servertest.Start(b, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
+		mcptask.AddTool(ts, &mcp.Tool{Name: "slow", Description: "does its steps (none here)"},
+			func(context.Context, *mcp.CallToolRequest, struct {
+				Steps int `json:"steps"`
+			}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "did 0 steps"}}}, nil, nil
+			}, mcptask.ToolOptions{Support: mcptask.Optional})
+		return nil, nil
+	}})
+	c, err := client.Dial(b.Context(), s.URL+"/mcp", &client.Options{ProtocolVersion: client.Wire20260728})
 	if err != nil {
 		b.Fatal(err)
 	}
