@@ -49,7 +49,12 @@ func BenchmarkGatewayPlain(b *testing.B) {
 }
 
 func BenchmarkGatewayTask(b *testing.B) {
-	url := gatewayServer(b, gateway.Upstream{Name: "up", URL: benchUpstream(b)})
+	benchTask(b, gatewayServer(b, gateway.Upstream{Name: "up", URL: benchUpstream(b)}))
+}
+
+// benchTask calls "slow" with no steps as a task of the server at url,
+// and waits for its end, b.N times.
+func benchTask(b *testing.B, url string) {
 	c, err := client.Dial(b.Context(), url, &client.Options{ProtocolVersion: client.Wire20260728})
 	if err != nil {
 		b.Fatal(err)
@@ -81,19 +86,5 @@ func BenchmarkLocalTask(b *testing.B) {
 			}, mcptask.ToolOptions{Support: mcptask.Optional})
 		return nil, nil
 	}})
-	c, err := client.Dial(b.Context(), s.URL+"/mcp", &client.Options{ProtocolVersion: client.Wire20260728})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	b.ResetTimer()
-	for b.Loop() {
-		call, err := c.CallTool(b.Context(), "slow", map[string]any{"steps": 0})
-		if err != nil || call.Task == nil {
-			b.Fatalf("%+v %v", call, err)
-		}
-		if _, err := c.Wait(b.Context(), call.Task.ID, nil); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchTask(b, s.URL+"/mcp")
 }
