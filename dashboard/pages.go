@@ -241,10 +241,15 @@ func (c shownCount) add(o shownCount) shownCount {
 
 // String is c in digits, with "+" if it is n or more.
 func (c shownCount) String() string {
+	return c.format(func(n int64) string { return strconv.FormatInt(n, 10) })
+}
+
+// format is c's n written by f, with "+" if it is n or more.
+func (c shownCount) format(f func(int64) string) string {
 	if c.more {
-		return strconv.FormatInt(c.n, 10) + "+"
+		return f(c.n) + "+"
 	}
-	return strconv.FormatInt(c.n, 10)
+	return f(c.n)
 }
 
 // countItem is one status's count, and the link that toggles it in the
@@ -370,11 +375,8 @@ func (h *Handler) loadList(r *http.Request, f *filter, p *listPage) error {
 	}
 	if known && len(p.Rows) > 0 {
 		from := int64(len(f.Trail))*PageSize + 1
-		of := fmtCount(max(counts.selected.n, from+int64(len(p.Rows))-1))
-		if counts.selected.more {
-			of += "+"
-		}
-		p.Range = fmtCount(from) + "–" + fmtCount(from+int64(len(p.Rows))-1) + " of " + of
+		of := shownCount{max(counts.selected.n, from+int64(len(p.Rows))-1), counts.selected.more}
+		p.Range = fmtCount(from) + "–" + fmtCount(from+int64(len(p.Rows))-1) + " of " + of.format(fmtCount)
 	}
 	if h.opts.Tools != nil {
 		p.Tools = slices.Sorted(slices.Values(h.opts.Tools()))

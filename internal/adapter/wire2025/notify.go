@@ -215,26 +215,26 @@ type unseen struct {
 	mu       sync.Mutex
 	shown    bool         // revealed: changes go out as they come
 	held     []*task.Task // changes not sent yet, oldest first (at most maxHeld)
-	reveal   func(u *unseen, known *task.Task)
+	// reveal sends what is held that is newer than known (the state the
+	// client has; nil: the creation's), then asks the task's questions.
+	reveal func(known *task.Task)
 }
 
 // maxHeld bounds the status changes held for a task not known yet; the
 // oldest go first.
 const maxHeld = 64
 
-// wait marks id unseen, with reveal to run when it is seen, or after
+// wait marks id unseen by u, revealed when it is seen, or after
 // askGrace.
-func (p *sessionPush) wait(id task.ID, reveal func(u *unseen, known *task.Task)) *unseen {
-	u := &unseen{reveal: reveal, revealed: make(chan struct{})}
+func (p *sessionPush) wait(id task.ID, u *unseen) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	u.timer = time.AfterFunc(askGrace, func() {
-		if u := p.see(id); u != nil {
-			reveal(u, nil)
+		if p.see(id) != nil {
+			u.reveal(nil)
 		}
 	})
 	p.unseen[id] = u
-	return u
 }
 
 // see marks id known to the client and returns its unseen follow, nil if
@@ -328,7 +328,7 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 		// task, the client has the state t now.
 		if known {
 			if u := p.see(id); u != nil {
-				u.reveal(u, t)
+				u.reveal(t)
 			}
 		}
 		return
@@ -346,7 +346,8 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 		// the other for the user (ask.go). Its changes are held, and sent
 		// once it is known (those newer than what the client has), then
 		// its questions asked.
-		u = p.wait(id, func(u *unseen, known *task.Task) {
+		u = &unseen{revealed: make(chan struct{})}
+		u.reveal = func(known *task.Task) {
 			u.mu.Lock()
 			last := since
 			if known != nil {
@@ -364,7 +365,8 @@ func (w *Wire) follow(req mcp.Request, owner task.Owner, t *task.Task, since *ta
 			if last != nil && last.Status == task.InputRequired {
 				w.askOnSession(ss, id)
 			}
-		})
+		}
+		p.wait(id, u)
 	} else if since != nil && since.Status == task.InputRequired {
 		// The client may not call tasks/result to see the question (ask.go).
 		w.askOnSession(ss, id)
