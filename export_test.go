@@ -3,6 +3,7 @@ package mcptask
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/mcptask/mcptask/internal/httpedge"
 
@@ -27,7 +28,8 @@ func mustID(v int64) jsonrpc.ID {
 	return id
 }
 
-// ExpireApprovals runs the sweep of expired approvals of s now.
-func ExpireApprovals(s *Server) {
-	s.sweepApprovals(context.Background(), s.eng.Now())
+// ExpireApprovals runs the sweep of expired approvals of s as if at
+// after from now.
+func ExpireApprovals(s *Server, after time.Duration) {
+	s.sweepApprovals(context.Background(), s.eng.Now().Add(after))
 }

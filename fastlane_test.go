@@ -73,6 +73,7 @@ func startLanePairSessions(t *testing.T, g *gates, opts mcptask.Options, ho mcp.
 		}
 		registerTestTools(ts, g)
 		registerChatty(ts, g)
+		registerRouted(ts)
 		mcptask.AddTool(ts, &mcp.Tool{Name: "brief", Description: "kept 300 ms"},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 				return text("brief"), nil, nil

@@ -3,12 +3,14 @@ package mcptask
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
 	"github.com/mcptask/mcptask/internal/httpedge"
 	"github.com/mcptask/mcptask/internal/tracing"
 	"github.com/mcptask/mcptask/task"
+	"github.com/mcptask/mcptask/wire"
 	v1 "github.com/mcptask/mcptask/wire/v20251125"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,9 +29,10 @@ import (
 //   - everything else, notably initialize, is stateful.
 //
 // With Options.FastLane, the 2026-07-28 tasks/get, tasks/update,
-// tasks/cancel and tasks/delete, and the 2025-11-25 tasks/get and
-// tasks/result of a finished task, are answered on the fast lane, without
-// the go-sdk's per-request machinery.
+// tasks/cancel and tasks/delete, the 2026-07-28 tools/call answered with
+// a task, and the 2025-11-25 tasks/get and tasks/result of a finished
+// task, are answered on the fast lane, without the go-sdk's per-request
+// machinery.
 //
 // opts configures both go-sdk handlers (nil means defaults); Stateless is
 // set per handler. The stateless handler also gets the routing check of the
@@ -79,4 +82,83 @@ func (e edgeTasks) Finished(ctx context.Context, req mcp.Request, p mcp.Params) 
 	// second time).
 	v, err := s.eng.View(ctx, s.core.Requester(ctx, req), id, wire2025.ResultView)
 	return err != nil || v.Task.Status.Terminal()
+}
+
+// Call creates the task of the 2026-07-28 tools/call r on the fast lane
+// when the server would answer it with a task (see wire2026's TakesCall),
+// as the middleware would on the go-sdk's path: the unknown-effect check,
+// then the wire's handler, which validates the arguments against the
+// tool's schema and creates the task. The task's work calls the tool
+// through the rest of the go-sdk's handler chain, as on the go-sdk's path
+// (the go-sdk's validation and typed handler included), on a session of
+// the server's own (laneSession): a 2026-07-28 request's session is a
+// temporary one, closed once the task is created, so a tool's work sees
+// no session of its client either way.
+func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, error, bool) {
+	s := e.s
+	req, ok := r.Req.(*mcp.CallToolRequest)
+	if !ok || s.next == nil || !s.w26.TakesCall(ctx, req) {
+		return nil, nil, false
+	}
+	if _, rerun := req.Params.Meta[wire.MetaRerun]; rerun {
+		return nil, nil, false // (RunAttached's, on the go-sdk's path)
+	}
+	ss := s.lane.get(s.mcp)
+	if ss == nil {
+		return nil, nil, false
+	}
+	work := &mcp.CallToolRequest{Session: ss, Params: req.Params, Extra: req.Extra}
+	r.Next = func(ctx context.Context, method string, _ mcp.Request) (mcp.Result, error) {
+		return s.next(ctx, method, work)
+	}
+	s.fastServed.Add(1)
+	if err := s.core.RefuseUnknownEffects(ctx, req, s.effectTool); err != nil {
+		return nil, err, true
+	}
+	res, err := s.w26.Table()[wire.MethodToolsCall](ctx, r)
+	return res, err, true
+}
+
+func (e edgeTasks) CallsTool(name string) bool {
+	p := e.s.core.Tool(name)
+	return p.Support != adapter.Forbidden && p.Lane && p.Synchronous == nil
+}
+
+// laneSession is the session of the server's own on which the work of
+// the tasks created on the fast lane calls their tools: an in-memory
+// client connected once, at the first such task.
+type laneSession struct {
+	once sync.Once
+	ss   *mcp.ServerSession
+	cs   *mcp.ClientSession
+}
+
+// get returns the session, connecting it at the first call; nil if it
+// could not be connected (the fast lane then creates no task).
+func (l *laneSession) get(srv *mcp.Server) *mcp.ServerSession {
+	l.once.Do(func() {
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := srv.Connect(context.Background(), st, nil)
+		if err != nil {
+			return
+		}
+		client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-lane", Version: "1"}, nil)
+		cs, err := client.Connect(context.Background(), ct, nil)
+		if err != nil {
+			ss.Close()
+			return
+		}
+		l.ss, l.cs = ss, cs
+	})
+	return l.ss
+}
+
+// close closes the session, if it was connected; the lane connects no
+// other.
+func (l *laneSession) close() {
+	l.once.Do(func() {})
+	if l.cs != nil {
+		l.cs.Close()
+		l.ss.Close()
+	}
 }

@@ -130,10 +130,15 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// FastLane turns on the fast lane of [Server.Handler]: the
 	// 2026-07-28 tasks/get, tasks/update, tasks/cancel and tasks/delete,
-	// and the 2025-11-25 tasks/get and tasks/result of a finished task on
-	// a session, are answered without the go-sdk's per-request machinery
-	// (a get in a fifth to two fifths of the time, a tenth of the memory;
-	// see docs/perf). The answers are the same byte for byte (the lane
+	// the 2026-07-28 tools/call answered with a task (of a tool added with
+	// AddTool or AddRawTool), and the 2025-11-25 tasks/get and
+	// tasks/result of a finished task on a session, are answered without
+	// the go-sdk's per-request machinery (a get in a fifth to two fifths
+	// of the time, a tenth of the memory; a create in a sixth of the
+	// memory; see docs/perf). A task created on the lane calls its tool
+	// through the go-sdk's handler chain (argument validation, typed
+	// handler) on a session of the server's own, as a re-run does. The
+	// answers are the same byte for byte (the lane
 	// only takes the requests it answers exactly as the go-sdk would), but
 	// receiving middleware the program added to the go-sdk server does
 	// not see those requests (mcptask's own handling, limits, audit and
@@ -182,10 +187,18 @@ type Server struct {
 	// fastServed counts the requests answered on the fast lane (for
 	// tests).
 	fastServed atomic.Uint64
+	// next is the rest of the go-sdk's handler chain below the
+	// middleware, and lane the session the work of a task created on the
+	// fast lane runs on (see laneCall).
+	next mcp.MethodHandler
+	lane laneSession
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
 	schemas map[string]*jsonschema.Resolved // input schemas of tools added with AddTool
+	// laneTools: the tools added with AddTool or AddRawTool, each with
+	// whether the fast lane may create its tasks (ToolPolicy.Lane).
+	laneTools map[string]bool
 	// outputSchemas holds the resolved OutputSchema of each tool
 	// (*resolvedSchema), resolved at its first Emit.
 	resolvedOutputs sync.Map
@@ -244,7 +257,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if err := adapter.CheckCorrelationKeys(o.CorrelationKeys); err != nil {
 		return nil, fmt.Errorf("mcptask: Options.CorrelationKeys: %w", err)
 	}
-	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}}
+	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}, laneTools: map[string]bool{}}
 	s.fastLane = o.FastLane && o.Owner == nil
 	s.core = adapter.NewCore(adapter.Config{
 		Server: srv,
@@ -295,7 +308,10 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	if o.ResultLinkBytes > 0 {
 		srv.AddResourceTemplate(adapter.ResultTemplate(), s.core.ReadResultResource)
 	}
-	srv.AddReceivingMiddleware(s.middleware)
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		s.next = next // what the fast lane's tasks call (laneCall)
+		return s.middleware(next)
+	})
 	return s, nil
 }
 
@@ -368,6 +384,7 @@ func (s *Server) Close(ctx context.Context) error {
 			s.stopControls()
 		}
 		s.closeErr = s.eng.Shutdown(ctx)
+		s.lane.close()
 	})
 	return s.closeErr
 }

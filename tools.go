@@ -1,6 +1,7 @@
 package mcptask
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -30,11 +31,31 @@ func AddTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out],
 	s.mustNotHaveStarted("AddTool", t.Name)
 	mcp.AddTool(s.mcp, t, h) // panics on a schema it cannot use
 	s.SetTaskSupport(t.Name, opts)
-	if rs := inputSchema[In](t); rs != nil {
-		s.mu.Lock()
+	s.defined(t, inputSchema[In](t))
+}
+
+// defined records what s knows of the definition of a tool it added: its
+// resolved input schema rs (nil when it cannot be resolved), and whether
+// its tasks may be created on the fast lane (ToolPolicy.Lane).
+func (s *Server) defined(t *mcp.Tool, rs *jsonschema.Resolved) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rs != nil {
 		s.schemas[t.Name] = rs
-		s.mu.Unlock()
 	}
+	s.laneTools[t.Name] = !declaresParamHeaders(t)
+}
+
+// declaresParamHeaders reports whether t's input schema may declare
+// parameter headers (x-mcp-header), which the go-sdk checks against a
+// 2026-07-28 request's HTTP headers: a schema that does not encode
+// counts as one that does.
+func declaresParamHeaders(t *mcp.Tool) bool {
+	if t.InputSchema == nil {
+		return false
+	}
+	b, err := json.Marshal(t.InputSchema)
+	return err != nil || bytes.Contains(b, []byte(`"x-mcp-header"`))
 }
 
 // AddRawTool adds a tool with an untyped handler, as mcp.Server.AddTool
@@ -46,11 +67,7 @@ func (s *Server) AddRawTool(t *mcp.Tool, h mcp.ToolHandler, opts ToolOptions) {
 	s.mustNotHaveStarted("AddRawTool", t.Name)
 	s.mcp.AddTool(t, h)
 	s.SetTaskSupport(t.Name, opts)
-	if rs := inputSchema[any](t); rs != nil {
-		s.mu.Lock()
-		s.schemas[t.Name] = rs
-		s.mu.Unlock()
-	}
+	s.defined(t, inputSchema[any](t))
 }
 
 // HasTool reports whether a tool of that name was added with AddTool,
@@ -165,13 +182,14 @@ func (s *Server) toolPolicy(name string) adapter.ToolPolicy {
 	s.mu.RLock()
 	o, ok := s.tools[name]
 	rs := s.schemas[name]
+	lane := s.laneTools[name]
 	s.mu.RUnlock()
 	if !ok {
 		o.Support = Forbidden
 	}
 	p := adapter.ToolPolicy{Support: adapter.Support(o.Support), Rerunnable: o.Rerunnable, Reattach: o.Reattach,
 		AwaitExternalRef: o.AwaitExternalRef, Synchronous: o.Synchronous, Queue: o.queue(name), MaxTTL: o.MaxTTL,
-		Fallback: rollout.Fallback(o.Fallback)}
+		Fallback: rollout.Fallback(o.Fallback), Lane: lane}
 	if o.Approval != nil {
 		// Every call waits for its approval: none runs as a plain call
 		// (Required on both wires, whatever Support says: an approval

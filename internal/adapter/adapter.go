@@ -143,6 +143,11 @@ type ToolPolicy struct {
 	// Synchronous, if set, says a call must be answered synchronously
 	// although the client accepts a task.
 	Synchronous func(*mcp.CallToolRequest) bool
+	// Lane says the tool's definition is known (added with mcptask's
+	// AddTool or AddRawTool) and declares no parameter headers
+	// (x-mcp-header, which the go-sdk checks against the request's HTTP
+	// headers before any middleware): the fast lane may create its tasks.
+	Lane bool
 	// CheckArguments, if set, checks a call's arguments against the
 	// tool's input schema before a task is created for it (see
 	// [Core.RejectedArguments]).
@@ -243,23 +248,38 @@ type Core struct {
 // its fallback is sync, and the tool may run without a task (Optional).
 // Both wires ask it at the one point where they would create a task.
 func (c *Core) SyncFallback(ctx context.Context, req mcp.Request, name string, p ToolPolicy) bool {
+	why, sync := c.syncFallback(ctx, req, name, p)
+	if !sync {
+		return false
+	}
+	c.eng.Observer().CallRouted(name, "sync")
+	c.log.Debug("tool called as a task answered synchronously (fallback sync)", "tool", name, "why", why)
+	return true
+}
+
+// FallsBackSync is SyncFallback without its metrics and log: whether the
+// call would be answered synchronously.
+func (c *Core) FallsBackSync(ctx context.Context, req mcp.Request, name string, p ToolPolicy) bool {
+	_, sync := c.syncFallback(ctx, req, name, p)
+	return sync
+}
+
+func (c *Core) syncFallback(ctx context.Context, req mcp.Request, name string, p ToolPolicy) (rollout.Why, bool) {
 	st := c.rollout.Load()
 	if st == nil || p.Support != Optional {
-		return false
+		return "", false
 	}
 	owner := c.Requester(ctx, req)
 	d := st.Decide(name, owner, p.Fallback)
 	if d.Task() || d.Fallback != rollout.Sync {
-		return false
+		return "", false
 	}
 	if key, err := IdempotencyKey(MetaOf(req)); err == nil && key != "" {
 		if raw, err := json.Marshal(req.GetParams()); err == nil && c.retryOf(ctx, owner, key, name, raw) != nil {
-			return false // a retry of a call that made a task: the task
+			return "", false // a retry of a call that made a task: the task
 		}
 	}
-	c.eng.Observer().CallRouted(name, "sync")
-	c.log.Debug("tool called as a task answered synchronously (fallback sync)", "tool", name, "why", d.Why)
-	return true
+	return d.Why, true
 }
 
 // SetRollout sets the fleet's switches as this instance applies them

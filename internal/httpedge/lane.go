@@ -58,6 +58,16 @@ type Tasks interface {
 	// see, or an invalid ID, counts as finished (the answer, an error,
 	// does not wait).
 	Finished(ctx context.Context, req mcp.Request, p mcp.Params) bool
+	// Call answers the 2026-07-28 tools/call r (Req, its params decoded,
+	// of no session; Next unset) as the server's middleware and wire do on
+	// the go-sdk's path when the server answers it with a task, and
+	// reports whether it did: served false means it is not such a call,
+	// and nothing happened.
+	Call(ctx context.Context, r *adapter.Request) (res mcp.Result, err error, served bool)
+	// CallsTool reports whether Call may answer a call of the tool name
+	// (a tool that runs as a task, whose definition the server knows):
+	// the calls of any other tool go to the go-sdk unread.
+	CallsTool(name string) bool
 }
 
 // fastLaneMaxBody bounds the bodies the fast lane reads; a larger one goes

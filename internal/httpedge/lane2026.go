@@ -2,6 +2,7 @@ package httpedge
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 
@@ -13,7 +14,8 @@ import (
 )
 
 // The 2026-07-28 part of the fast lane: tasks/get, tasks/update,
-// tasks/cancel and tasks/delete, stateless.
+// tasks/cancel and tasks/delete, and the tools/call the server answers
+// with a task ([Tasks.Call]), stateless.
 
 // laneMethods are the 2026-07-28 methods of the fast lane.
 var laneMethods = map[string]laneDecoder{
@@ -21,6 +23,17 @@ var laneMethods = map[string]laneDecoder{
 	wire.MethodTasksUpdate: laneParams[ext2026.UpdateTaskParams],
 	wire.MethodTasksCancel: laneParams[ext2026.CancelTaskParams],
 	wire.MethodTasksDelete: laneParams[ext2026.CancelTaskParams],
+	wire.MethodToolsCall:   laneCallParams,
+}
+
+// laneCallParams decodes the params of a tools/call as the go-sdk does,
+// into the request it hands the middleware.
+func laneCallParams(raw json.RawMessage, extra *mcp.RequestExtra, _ *mcp.ServerSession) (mcp.Params, mcp.Request, bool) {
+	var p *mcp.CallToolParamsRaw
+	if sdkUnmarshal(raw, &p) != nil || p == nil {
+		return nil, nil, false
+	}
+	return p, &mcp.CallToolRequest{Params: p, Extra: extra}, true
 }
 
 // serve answers r if it is a fast-lane request and reports whether it did;
@@ -30,8 +43,9 @@ func (f *fastLane) serve(w http.ResponseWriter, r *http.Request) bool {
 	if !f.on {
 		return false
 	}
-	if r.Method != http.MethodPost || r.Body == nil ||
-		laneMethods[r.Header.Get("Mcp-Method")] == nil ||
+	method := r.Header.Get("Mcp-Method")
+	if r.Method != http.MethodPost || r.Body == nil || laneMethods[method] == nil ||
+		method == wire.MethodToolsCall && !f.tasks.CallsTool(r.Header.Get("Mcp-Name")) ||
 		!f.headersOK(r, ext2026.Version) {
 		// (The go-sdk's DNS rebinding protection, among others, would
 		// refuse it.)
@@ -70,6 +84,20 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	p, req, ok := laneMethods[method](jreq.Params, extra, nil)
 	if !ok || !sdkAcceptsMeta(p.GetMeta(), r.Header.Get("Mcp-Protocol-Version")) {
 		return false
+	}
+	if method == wire.MethodToolsCall {
+		// The go-sdk checks the Mcp-Name header against the tool's name
+		// (and its parameter headers, of tools the lane does not take).
+		name := r.Header.Get("Mcp-Name")
+		if name == "" || name != p.(*mcp.CallToolParamsRaw).Name {
+			return false
+		}
+		res, err, served := f.tasks.Call(ctx, &adapter.Request{Method: method, Req: req})
+		if !served {
+			return false
+		}
+		f.writeAnswer(w, jreq.ID, res, err, true)
+		return true
 	}
 	h := f.v2026.Table()[method]
 	res, err, _ := f.tasks.Run(ctx, h, &adapter.Request{Method: method, Req: req, Params: p}, nil)

@@ -63,6 +63,23 @@ func (w *Wire) Version() string { return ext2026.Version }
 // Table returns the wire's methods.
 func (w *Wire) Table() adapter.Table { return w.table }
 
+// TakesCall reports whether callTool answers the tools/call req with a
+// task whatever its other checks say (a rejection of its arguments, a
+// limit, …), without asking anything of the tool's own code: the
+// request declares the extension, the tool supports tasks and has no
+// Synchronous function, its definition declares no parameter headers
+// (ToolPolicy.Lane), and the fleet's switches do not answer it
+// synchronously. The fast lane creates only the tasks of such calls.
+func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
+	params := req.Params
+	if params == nil {
+		return false
+	}
+	tool := w.c.Tool(params.Name)
+	return tool.Support != adapter.Forbidden && tool.Lane && tool.Synchronous == nil &&
+		ext2026.Declares(params.GetMeta()) && !w.c.FallsBackSync(ctx, req, params.Name, tool)
+}
+
 // callTool answers a tools/call: synchronously, or with a task handle when
 // the request declares the extension and the tool supports tasks.
 func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, error) {

@@ -1,0 +1,164 @@
+package mcptask_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/mcptask/mcptask"
+	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// What differs between two servers' answers to the same tools/call: the
+// IDs of the tasks they create and the times.
+var (
+	laneTaskID = regexp.MustCompile(`\b[a-z2-7]{32}\b`)
+	laneTime   = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z`)
+)
+
+// createCorpus is the tools/call requests of the comparison of creates,
+// sent in this order to each server: calls the server answers with a task
+// (held, rejected, refused, retried) and calls that are not for the
+// lane (plain, unknown tool, headers the go-sdk refuses).
+func createCorpus(owner string) []laneRequest {
+	call := func(tool, args, meta string) string {
+		if meta == "" {
+			meta = laneMeta
+		}
+		return `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,"_meta":` + meta + `}}`
+	}
+	keyed := func(key string) string {
+		return strings.Replace(laneMeta, `{`, `{"io.modelcontextprotocol/idempotencyKey":"`+key+`",`, 1)
+	}
+	hdr := func(tool string, h map[string]string) map[string]string {
+		out := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": tool}
+		if owner != "" {
+			out["Authorization"] = "Bearer " + owner
+		}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}
+	held := `{"label":"lane-create-held","millis":-1}`
+	noCaps := strings.Replace(laneMeta, `"extensions":{"io.modelcontextprotocol/tasks":{}}`, ``, 1)
+	return []laneRequest{
+		{name: "held task", body: call("work", held, ""), header: hdr("work", nil)},
+		{name: "required tool", body: call("only_task", held, ""), header: hdr("only_task", nil)},
+		{name: "arguments the schema rejects", body: call("work", `{"millis":"soon"}`, ""), header: hdr("work", nil)},
+		{name: "arguments not an object", body: call("work", `5`, ""), header: hdr("work", nil)},
+		{name: "no arguments", body: `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"only_task","_meta":` + laneMeta + `}}`, header: hdr("only_task", nil)},
+		{name: "idempotency key", body: call("work", held, keyed("k1")), header: hdr("work", nil)},
+		{name: "idempotent retry", body: call("work", held, keyed("k1")), header: hdr("work", nil)},
+		{name: "idempotency conflict", body: call("work", `{"label":"other","millis":-1}`, keyed("k1")), header: hdr("work", nil)},
+		{name: "empty idempotency key", body: call("work", held, keyed("")), header: hdr("work", nil)},
+		{name: "trace context", body: call("work", held, strings.Replace(laneMeta, `{`, `{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",`, 1)), header: hdr("work", nil)},
+		{name: "unknown params", body: strings.Replace(call("work", held, ""), `"params":{`, `"params":{"zzz":[1],`, 1), header: hdr("work", nil)},
+		{name: "string id", body: strings.Replace(call("work", held, ""), `"id":9`, `"id":"nine"`, 1), header: hdr("work", nil)},
+		// Not for the lane: answered by the go-sdk on both servers.
+		{name: "no capability: a plain call", body: call("work", `{"label":"plain"}`, noCaps), header: hdr("work", nil)},
+		{name: "required tool without capability", body: call("only_task", held, noCaps), header: hdr("only_task", nil)},
+		{name: "plain tool", body: call("plain", `{"label":"p"}`, ""), header: hdr("plain", nil)},
+		{name: "unknown tool", body: call("nope", `{}`, ""), header: hdr("nope", nil)},
+		{name: "missing Mcp-Name", body: call("work", held, ""), header: hdr("work", map[string]string{"Mcp-Name": ""})},
+		{name: "wrong Mcp-Name", body: call("work", held, ""), header: hdr("plain", nil)},
+		{name: "params header tool", body: call("routed", `{"region":"eu"}`, ""), header: hdr("routed", nil)},
+		{name: "name case", body: strings.Replace(call("work", held, ""), `"name":`, `"NAME":`, 1), header: hdr("work", nil)},
+		{name: "params null", body: `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":null}`, header: hdr("work", nil)},
+		{name: "notification", body: strings.Replace(call("work", held, ""), `"id":9,`, ``, 1), header: hdr("work", nil)},
+	}
+}
+
+// TestFastLaneSameCreates sends a corpus of tools/call requests to two
+// servers, one with the fast lane and one without, each on a store of its
+// own, and compares the answers byte for byte once the task IDs and times
+// are masked: the lane creates the tasks the go-sdk's path would create,
+// refuses what it refuses, and leaves every other call to the go-sdk. It
+// does so without and with authentication, with SSE and JSON answers, and
+// with a cap of unfinished tasks that refuses some of the calls.
+func TestFastLaneSameCreates(t *testing.T) {
+	cases := []laneCase{
+		{name: "anonymous"},
+		{name: "anonymous json", json: true},
+		{name: "authn", authn: true},
+		{name: "capped", authn: true, limits: mcptask.Limits{MaxActiveTasks: 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gates{}
+			ho := mcp.StreamableHTTPOptions{JSONResponse: tc.json}
+			opts := mcptask.Options{Limits: tc.limits}
+			fast := startLanePair(t, g, opts, ho, tc.authn)
+			slow := startLanePair(t, g, opts, ho, tc.authn)
+			t.Cleanup(func() { close(g.get("lane-create-held")); close(g.get("other")) })
+			owner := ""
+			if tc.authn {
+				owner = "alice"
+			}
+			var lanes int
+			for _, r := range createCorpus(owner) {
+				before := mcptask.FastLaneServed(fast.fastTasks)
+				a, b := r.send(t, fast.fast), r.send(t, slow.slow)
+				if mcptask.FastLaneServed(fast.fastTasks) > before {
+					lanes++
+				}
+				mask := func(s string) string {
+					return laneTime.ReplaceAllString(laneTaskID.ReplaceAllString(s, "ID"), "TIME")
+				}
+				if mask(a) != mask(b) {
+					t.Errorf("%s: the fast lane answered\n%s\n\nthe go-sdk answered\n%s", r.name, a, b)
+				}
+			}
+			if lanes == 0 {
+				t.Error("the fast lane created nothing")
+			}
+			t.Logf("%d calls answered on the fast lane", lanes)
+			if n := mcptask.FastLaneServed(slow.slowTas); n != 0 {
+				t.Errorf("the server without FastLane answered %d on the fast lane", n)
+			}
+		})
+	}
+}
+
+// TestFastLaneCreatedTaskRuns: a task created on the fast lane runs its
+// tool through the go-sdk's handler chain (the typed handler with its
+// arguments decoded, the task's handle in its context) and ends with its
+// result; a task of a tool the go-sdk validates in the task (a raw tool)
+// gets the go-sdk's answer.
+func TestFastLaneCreatedTaskRuns(t *testing.T) {
+	g := &gates{}
+	p := startLanePair(t, g, mcptask.Options{}, mcp.StreamableHTTPOptions{}, false)
+	c := &wiretest.Client{URL: p.fast, Tasks: true}
+	ctx := ctxT(t)
+	before := mcptask.FastLaneServed(p.fastTasks)
+	h, err := c.CallTool(ctx, "work", map[string]any{"label": "on-lane", "millis": -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mcptask.FastLaneServed(p.fastTasks) == before {
+		t.Fatal("the call was not answered on the fast lane")
+	}
+	got, err := c.WaitFor(ctx, h.TaskID, func(tk *wiretest.Task) bool { return tk.StatusMessage != "" })
+	if err != nil || got.StatusMessage != "working on on-lane" {
+		t.Fatalf("the task's handle in its tool: %+v %v", got, err)
+	}
+	close(g.get("on-lane"))
+	got, err = c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+	if err != nil || got.Status != "completed" || !strings.Contains(string(got.Result), "done on-lane") {
+		t.Fatalf("the task's end: %+v %v", got, err)
+	}
+}
+
+// registerRouted adds a tool whose input schema declares a parameter
+// header, which the go-sdk checks against the request's headers: the
+// fast lane leaves its calls to the go-sdk.
+func registerRouted(ts *mcptask.Server) {
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+	}}
+	ts.AddRawTool(&mcp.Tool{Name: "routed", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return text("routed"), nil
+	}, mcptask.ToolOptions{Support: mcptask.Optional})
+}
