@@ -191,13 +191,23 @@ func (s *Store) runBatch(batch []*op) {
 
 	wrote := make([]bool, len(live))
 	var abort error
+	// An op alone in its batch needs no savepoint: when it fails, the
+	// transaction is rolled back whole. (A savepoint costs two
+	// statements, and SQLite copies each page the op changes into the
+	// savepoint's journal: a tenth of a lone create's CPU.)
+	alone := len(live) == 1
 	for i, o := range live {
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
-			abort = err
-			break
+		if !alone {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT op"); err != nil {
+				abort = err
+				break
+			}
 		}
 		if o.changed, o.err = o.run(tx); o.err != nil {
 			o.changed = nil
+			if alone {
+				break
+			}
 			// Undo whatever the op did. If even that fails, SQLite has
 			// rolled back the whole transaction (I/O error, disk full...).
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO op"); err != nil {
@@ -207,10 +217,23 @@ func (s *Store) runBatch(batch []*op) {
 		} else {
 			wrote[i] = true
 		}
-		if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
-			abort = err
-			break
+		if !alone {
+			if _, err := tx.ExecContext(ctx, "RELEASE op"); err != nil {
+				abort = err
+				break
+			}
 		}
+	}
+	if alone && abort == nil && live[0].err != nil {
+		// The lone op failed: nothing is kept, and it keeps its own
+		// error.
+		if err := rollback(tx); err != nil {
+			s.log.Error("sqlite store: cannot roll back a failed write", "err", s.noteCorrupt(err))
+		}
+		if o := live[0]; isCorruption(o.err) {
+			o.err = s.noteCorrupt(o.err)
+		}
+		return
 	}
 	if abort == nil {
 		abort = tx.Commit()
