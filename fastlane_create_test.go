@@ -2,6 +2,7 @@ package mcptask_test
 
 import (
 	"context"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,8 +126,7 @@ func TestFastLaneSameCreates(t *testing.T) {
 // TestFastLaneCreatedTaskRuns: a task created on the fast lane runs its
 // tool through the go-sdk's handler chain (the typed handler with its
 // arguments decoded, the task's handle in its context) and ends with its
-// result; a task of a tool the go-sdk validates in the task (a raw tool)
-// gets the go-sdk's answer.
+// result, on either wire.
 func TestFastLaneCreatedTaskRuns(t *testing.T) {
 	g := &gates{}
 	p := startLanePair(t, g, mcptask.Options{}, mcp.StreamableHTTPOptions{}, false)
@@ -149,6 +149,24 @@ func TestFastLaneCreatedTaskRuns(t *testing.T) {
 	if err != nil || got.Status != "completed" || !strings.Contains(string(got.Result), "done on-lane") {
 		t.Fatalf("the task's end: %+v %v", got, err)
 	}
+
+	// On a 2025-11-25 session, the task's work runs on that session.
+	s := &wiretest.Session{URL: p.fast}
+	if _, err := s.Initialize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// (The lane knows a session from its first request after initialize.)
+	waitAnswer25(t, ctx, s, startTask25(t, ctx, s, "work", map[string]any{"label": "warm"}), `"completed"`)
+	before = mcptask.FastLaneServed(p.fastTasks)
+	id := startTask25(t, ctx, s, "work", map[string]any{"label": "on-lane-25"})
+	if mcptask.FastLaneServed(p.fastTasks) == before {
+		t.Fatal("the 2025-11-25 call was not answered on the fast lane")
+	}
+	waitAnswer25(t, ctx, s, id, `"completed"`)
+	res, err := s.Call(ctx, "tasks/result", map[string]any{"taskId": id})
+	if err != nil || !strings.Contains(string(res), "done on-lane-25") {
+		t.Fatalf("the 2025-11-25 task's result: %s %v", res, err)
+	}
 }
 
 // registerRouted adds a tool whose input schema declares a parameter
@@ -161,4 +179,96 @@ func registerRouted(ts *mcptask.Server) {
 	ts.AddRawTool(&mcp.Tool{Name: "routed", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text("routed"), nil
 	}, mcptask.ToolOptions{Support: mcptask.Optional})
+}
+
+// createCorpus25 is createCorpus on a 2025-11-25 session sid: calls with
+// the task parameter (created on the lane), and calls that are not for
+// the lane.
+func createCorpus25(sid, owner string) []laneRequest {
+	call := func(tool, args, extra string) string {
+		return `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + extra + `}}`
+	}
+	var hdr map[string]string
+	if owner != "" {
+		hdr = map[string]string{"Authorization": "Bearer " + owner}
+	}
+	r := func(name, body string) laneRequest { return laneRequest{name: name, body: body, header: hdr, session: sid} }
+	held := `{"label":"lane-create-held","millis":-1}`
+	task := `,"task":{}`
+	return []laneRequest{
+		r("held task", call("work", held, task)),
+		r("ttl", call("work", held, `,"task":{"ttl":60000}`)),
+		r("required tool", call("only_task", held, task)),
+		r("task before name", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"task":{},"name":"work","arguments":`+held+`}}`),
+		r("arguments the schema rejects", call("work", `{"millis":"soon"}`, task)),
+		r("bad task parameter", call("work", held, `,"task":5`)),
+		r("idempotency key", call("work", held, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
+		r("idempotent retry", call("work", held, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
+		r("idempotency conflict", call("work", `{"label":"other","millis":-1}`, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
+		r("trace context", call("work", held, task+`,"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`)),
+		r("string id", strings.Replace(call("work", held, task), `"id":9`, `"id":"nine"`, 1)),
+		// Not for the lane.
+		r("no task: a plain call", call("work", `{"label":"plain"}`, "")),
+		r("required tool without task", call("only_task", held, "")),
+		r("plain tool with task", call("plain", `{"label":"p"}`, task)),
+		r("unknown tool", call("nope", `{}`, task)),
+		r("params header tool", call("routed", `{"region":"eu"}`, task)),
+		r("protocol version in _meta", call("work", held, task+`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`)),
+		r("notification", strings.Replace(call("work", held, task), `"id":9,`, ``, 1)),
+	}
+}
+
+// TestFastLaneSameCreates2025 is TestFastLaneSameCreates on a 2025-11-25
+// session: the two servers give their session the same ID.
+func TestFastLaneSameCreates2025(t *testing.T) {
+	cases := []laneCase{
+		{name: "anonymous"},
+		{name: "anonymous json", json: true},
+		{name: "authn", authn: true},
+		{name: "capped", authn: true, limits: mcptask.Limits{MaxActiveTasks: 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gates{}
+			ho := mcp.StreamableHTTPOptions{JSONResponse: tc.json}
+			opts := mcptask.Options{Limits: tc.limits}
+			fast := startLanePairSessions(t, g, opts, ho, tc.authn, laneSessionID)
+			slow := startLanePairSessions(t, g, opts, ho, tc.authn, laneSessionID)
+			t.Cleanup(func() { close(g.get("lane-create-held")); close(g.get("other")) })
+			ctx := ctxT(t)
+			owner := ""
+			var hdr http.Header
+			if tc.authn {
+				owner = "alice"
+				hdr = http.Header{"Authorization": {"Bearer alice"}}
+			}
+			for _, url := range []string{fast.fast, slow.slow} {
+				s := &wiretest.Session{URL: url, Header: hdr}
+				if _, err := s.Initialize(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var lanes int
+			for _, r := range createCorpus25(laneSessionID, owner) {
+				before := mcptask.FastLaneServed(fast.fastTasks)
+				a, b := r.send(t, fast.fast), r.send(t, slow.slow)
+				if mcptask.FastLaneServed(fast.fastTasks) > before {
+					lanes++
+				}
+				mask := func(s string) string {
+					return laneTime.ReplaceAllString(laneTaskID.ReplaceAllString(s, "ID"), "TIME")
+				}
+				if mask(a) != mask(b) {
+					t.Errorf("%s: the fast lane answered\n%s\n\nthe go-sdk answered\n%s", r.name, a, b)
+				}
+			}
+			if lanes == 0 {
+				t.Error("the fast lane created nothing")
+			}
+			t.Logf("%d calls answered on the fast lane", lanes)
+			if n := mcptask.FastLaneServed(slow.slowTas); n != 0 {
+				t.Errorf("the server without FastLane answered %d on the fast lane", n)
+			}
+		})
+	}
 }

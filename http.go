@@ -84,28 +84,41 @@ func (e edgeTasks) Finished(ctx context.Context, req mcp.Request, p mcp.Params) 
 	return err != nil || v.Task.Status.Terminal()
 }
 
-// Call creates the task of the 2026-07-28 tools/call r on the fast lane
-// when the server would answer it with a task (see wire2026's TakesCall),
+// Call creates the task of the tools/call r on the fast lane when the
+// server would answer it with a task (see the wires' TakesCall),
 // as the middleware would on the go-sdk's path: the unknown-effect check,
 // then the wire's handler, which validates the arguments against the
 // tool's schema and creates the task. The task's work calls the tool
 // through the rest of the go-sdk's handler chain, as on the go-sdk's path
 // (the go-sdk's validation and typed handler included), on a session of
-// the server's own (laneSession): a 2026-07-28 request's session is a
-// temporary one, closed once the task is created, so a tool's work sees
-// no session of its client either way.
+// the server's own (laneSession) for a 2026-07-28 call: its session on
+// the go-sdk's path is a temporary one, closed once the task is created,
+// so a tool's work sees no session of its client either way. The work of
+// a 2025-11-25 call runs on the call's session.
 func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, error, bool) {
 	s := e.s
 	req, ok := r.Req.(*mcp.CallToolRequest)
-	if !ok || s.next == nil || !s.w26.TakesCall(ctx, req) {
+	if !ok || s.next == nil {
+		return nil, nil, false
+	}
+	w, ss := adapter.Wire(s.w26), r.Session
+	if ss != nil {
+		// A 2025-11-25 call of a session: its work runs on that session,
+		// as on the go-sdk's path.
+		if !s.w25.TakesCall(ctx, req) {
+			return nil, nil, false
+		}
+		w = s.w25
+	} else if !s.w26.TakesCall(ctx, req) {
 		return nil, nil, false
 	}
 	if _, rerun := req.Params.Meta[wire.MetaRerun]; rerun {
 		return nil, nil, false // (RunAttached's, on the go-sdk's path)
 	}
-	ss := s.lane.get(s.mcp)
 	if ss == nil {
-		return nil, nil, false
+		if ss = s.lane.get(s.mcp); ss == nil {
+			return nil, nil, false
+		}
 	}
 	work := &mcp.CallToolRequest{Session: ss, Params: req.Params, Extra: req.Extra}
 	r.Next = func(ctx context.Context, method string, _ mcp.Request) (mcp.Result, error) {
@@ -115,7 +128,7 @@ func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	if err := s.core.RefuseUnknownEffects(ctx, req, s.effectTool); err != nil {
 		return nil, err, true
 	}
-	res, err := s.w26.Table()[wire.MethodToolsCall](ctx, r)
+	res, err := w.Table()[wire.MethodToolsCall](ctx, r)
 	return res, err, true
 }
 

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,6 +225,9 @@ func resultJSON(res mcp.Result) (json.RawMessage, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, &task.Error{Code: task.CodeInternalError, Message: "cannot encode the tool's result: " + err.Error()}
+	}
+	if !bytes.Contains(b, []byte(`"resultType"`)) {
+		return b, nil
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b, &m) != nil {

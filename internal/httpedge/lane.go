@@ -58,8 +58,9 @@ type Tasks interface {
 	// see, or an invalid ID, counts as finished (the answer, an error,
 	// does not wait).
 	Finished(ctx context.Context, req mcp.Request, p mcp.Params) bool
-	// Call answers the 2026-07-28 tools/call r (Req, its params decoded,
-	// of no session; Next unset) as the server's middleware and wire do on
+	// Call answers the tools/call r (Req, its params decoded; Session,
+	// for a 2025-11-25 call, its session, else nil for a 2026-07-28 one;
+	// Next unset) as the server's middleware and wire do on
 	// the go-sdk's path when the server answers it with a task, and
 	// reports whether it did: served false means it is not such a call,
 	// and nothing happened.

@@ -16,8 +16,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The 2025-11-25 part of the fast lane: tasks/get, and tasks/result of a
-// task already finished, on a session of the stateful go-sdk handler that
+// The 2025-11-25 part of the fast lane: tasks/get, tasks/result of a
+// task already finished, and the tools/call the server answers with a
+// task ([Tasks.Call]), on a session of the stateful go-sdk handler that
 // the lane's record knows (sessions.go).
 //
 // tasks/result waits for a task to finish and carries the task's status
@@ -32,6 +33,7 @@ import (
 var lane25Methods = map[string]laneDecoder{
 	wire.MethodTasksGet:    laneParams[ext2026.GetTaskParams],
 	wire.MethodTasksResult: laneParams[v1.TaskIDParams],
+	wire.MethodToolsCall:   laneCallParams,
 }
 
 // serve25 answers r, a POST of the 2025-11-25 session sid whose body has
@@ -45,8 +47,8 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	rec := f.sessions.session(sid)
-	if rec == nil || int64(len(body)) > f.maxBody || !bytes.Contains(body, []byte(`"tasks/`)) ||
-		!f.headersOK(r, v1.Version) {
+	if rec == nil || int64(len(body)) > f.maxBody || !f.headersOK(r, v1.Version) ||
+		!bytes.Contains(body, []byte(`"tasks/`)) && !(bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"task"`))) {
 		return false
 	}
 	var user string
@@ -65,8 +67,21 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	extra := &mcp.RequestExtra{TokenInfo: ti, Header: r.Header}
-	p, req, ok := lane25Methods[jreq.Method](jreq.Params, extra, rec.ss)
+	params := jreq.Params
+	if jreq.Method == wire.MethodToolsCall {
+		// The task parameter, which the go-sdk would drop, is carried in
+		// _meta, as on the go-sdk's path (liftTaskParam); a call without
+		// it is a plain call.
+		var lifted bool
+		if params, lifted = v1.LiftTaskParams(params); !lifted {
+			return false
+		}
+	}
+	p, req, ok := lane25Methods[jreq.Method](params, extra, rec.ss)
 	if !ok {
+		return false
+	}
+	if cp, call := p.(*mcp.CallToolParamsRaw); call && !f.tasks.CallsTool(cp.Name) {
 		return false
 	}
 	if _, versioned := p.GetMeta()[mcp.MetaKeyProtocolVersion]; versioned {
@@ -98,8 +113,15 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		// ServeResultStream serve it.
 		take = func(ctx context.Context) bool { return f.tasks.Finished(ctx, req, p) }
 	}
-	h := f.v25.Table()[method]
-	res, err, served := f.tasks.Run(r.Context(), h, &adapter.Request{Method: method, Req: req, Params: p, Session: rec.ss}, take)
+	var res mcp.Result
+	var err error
+	var served bool
+	if method == wire.MethodToolsCall {
+		res, err, served = f.tasks.Call(r.Context(), &adapter.Request{Method: method, Req: req, Session: rec.ss})
+	} else {
+		h := f.v25.Table()[method]
+		res, err, served = f.tasks.Run(r.Context(), h, &adapter.Request{Method: method, Req: req, Params: p, Session: rec.ss}, take)
+	}
 	if !served {
 		return false
 	}

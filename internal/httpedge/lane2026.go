@@ -76,8 +76,10 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	if !ok || jreq.Method != method || !jreq.IsCall() || len(jreq.Params) == 0 {
 		return false
 	}
-	if _, bad := ext2026.RoutingMismatch(r.Header, body); bad {
-		return false
+	if method != wire.MethodToolsCall {
+		if _, bad := ext2026.RoutingMismatch(r.Header, body); bad {
+			return false
+		}
 	}
 	ctx := r.Context()
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}

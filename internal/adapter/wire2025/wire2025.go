@@ -67,6 +67,24 @@ func (w *Wire) Table() adapter.Table { return w.table }
 // callTool answers a tools/call: with a task handle when the call carries
 // params.task (lifted into _meta by the transport edge), synchronously
 // otherwise.
+// TakesCall reports whether callTool answers the tools/call req with a
+// task (or with the error of its task parameter, or of a limit) rather
+// than as a plain call: the call carries the task parameter, its tool
+// supports tasks and its definition declares no parameter headers
+// (ToolPolicy.Lane), and the fleet's switches do not answer it
+// synchronously. The fast lane creates only the tasks of such calls.
+func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
+	params := req.Params
+	if params == nil {
+		return false
+	}
+	if _, augmented := params.Meta[wire.MetaTaskParam]; !augmented {
+		return false
+	}
+	tool := w.c.Tool(params.Name)
+	return tool.Support != adapter.Forbidden && tool.Lane && !w.c.FallsBackSync(ctx, req, params.Name, tool)
+}
+
 func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, error) {
 	params := r.CallParams()
 	if params == nil {
