@@ -192,7 +192,9 @@ func createCorpus25(sid, owner string) []laneRequest {
 	if owner != "" {
 		hdr = map[string]string{"Authorization": "Bearer " + owner}
 	}
-	r := func(name, body string) laneRequest { return laneRequest{name: name, body: body, header: hdr, session: sid} }
+	r := func(name, body string) laneRequest {
+		return laneRequest{name: name, body: body, header: hdr, session: sid}
+	}
 	held := `{"label":"lane-create-held","millis":-1}`
 	task := `,"task":{}`
 	return []laneRequest{
