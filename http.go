@@ -2,6 +2,7 @@ package mcptask
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 
@@ -174,4 +175,14 @@ func (l *laneSession) close() {
 		l.cs.Close()
 		l.ss.Close()
 	}
+}
+
+// callDirect calls a tool for a re-run through the go-sdk's handler chain
+// below the middleware, on the lane's session (adapter.Config.Direct).
+func (s *Server) callDirect(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
+	ss := s.lane.get(s.mcp)
+	if ss == nil || s.next == nil {
+		return nil, errors.New("mcptask: the server's own session could not be connected")
+	}
+	return s.next(ctx, wire.MethodToolsCall, &mcp.CallToolRequest{Session: ss, Params: p})
 }

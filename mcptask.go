@@ -259,6 +259,12 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	}
 	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}, laneTools: map[string]bool{}}
 	s.fastLane = o.FastLane && o.Owner == nil
+	var direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error)
+	if s.fastLane {
+		// No receiving middleware of the program's to see re-runs (see
+		// Options.FastLane).
+		direct = s.callDirect
+	}
 	s.core = adapter.NewCore(adapter.Config{
 		Server: srv,
 		Engine: eng,
@@ -272,6 +278,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 		ResultLinkBytes: o.ResultLinkBytes,
 		TracerProvider:  o.TracerProvider,
 		CorrelationKeys: o.CorrelationKeys,
+		Direct:          direct,
 	})
 	s.fleet = rollout.NewWatcher(eng.Store(), ControlsInterval, s.core.Log(), s.applyControls)
 	// The store spans: only with a provider set here, so that a server

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // at once, and the clock stops when the last one has finished. With a
 // cap the tasks beyond it wait in the durable queue and start as slots
 // free (one store write more per task, the start); the ideal at the cap
-// is 4 ÷ work. Compare the variants of one run.
+// is 4 ÷ work. Compare the variants of one run. The server has the fast
+// lane, as mcptaskd (MCPTASK_BENCH_NO_LANE=1: without it).
 func BenchmarkQueueThroughput(b *testing.B) {
 	for _, work := range []time.Duration{0, 10 * time.Millisecond} {
 		for _, capN := range []int{0, 4} {
@@ -52,6 +54,7 @@ func benchQueue(b *testing.B, work time.Duration, capN int) {
 	}
 	hs := servertest.Start(b, servertest.Options{
 		HTTP:      &mcp.StreamableHTTPOptions{Stateless: true},
+		Tasks:     mcptask.Options{FastLane: os.Getenv("MCPTASK_BENCH_NO_LANE") == ""},
 		StopGrace: time.Minute,
 		Register: func(ts *mcptask.Server) (func(), error) {
 			mcptask.AddTool(ts, &mcp.Tool{Name: "job"}, job, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: capN})

@@ -99,10 +99,18 @@ func queueServer(t *testing.T, st store.Store, exclusive bool, k *tracker, max i
 // queueServerStop is queueServer that also returns a function that
 // stops the server (its work gets a moment to return) and closes st.
 func queueServerStop(t *testing.T, st store.Store, exclusive bool, k *tracker, max int) (string, func()) {
+	return queueServerLane(t, st, exclusive, k, max, false)
+}
+
+// queueServerLane is queueServerStop with the fast lane on when lane is
+// set (a task that waited in its queue then runs its tool directly, see
+// adapter.Config.Direct).
+func queueServerLane(t *testing.T, st store.Store, exclusive bool, k *tracker, max int, lane bool) (string, func()) {
 	t.Helper()
 	s := servertest.Start(t, servertest.Options{
 		Store:  st,
 		Engine: engine.Options{Exclusive: exclusive},
+		Tasks:  mcptask.Options{FastLane: lane},
 		HTTP:   &mcp.StreamableHTTPOptions{Stateless: true},
 		Register: func(ts *mcptask.Server) (func(), error) {
 			mcptask.AddTool(ts, &mcp.Tool{Name: "capped"}, k.run, mcptask.ToolOptions{Support: mcptask.Optional, MaxConcurrent: max})
@@ -246,8 +254,16 @@ func TestQueuePostgresTwoInstances(t *testing.T) {
 }
 
 // TestQueueSurvivesRestart: tasks waiting in a queue when the server
-// stops start, in order, once it runs again on the same file.
+// stops start, in order, once it runs again on the same file; with the
+// fast lane too, where their tool is called directly (no in-memory
+// session).
 func TestQueueSurvivesRestart(t *testing.T) {
+	for _, lane := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lane=%v", lane), func(t *testing.T) { testQueueSurvivesRestart(t, lane) })
+	}
+}
+
+func testQueueSurvivesRestart(t *testing.T, lane bool) {
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	open := func() store.Store {
 		st, err := sqlite.Open(path, nil)
@@ -259,7 +275,7 @@ func TestQueueSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	k := newTracker()
-	url, stop := queueServerStop(t, open(), true, k, 1)
+	url, stop := queueServerLane(t, open(), true, k, 1, lane)
 	c := &wiretest.Client{URL: url, Tasks: true}
 	var ids []string
 	for i := range 3 {
@@ -278,7 +294,7 @@ func TestQueueSurvivesRestart(t *testing.T) {
 	// A stop cuts the running task short (its tool is not declared safe
 	// to re-run: it fails); the waiting ones stay waiting.
 	stop()
-	url2, _ := queueServerStop(t, open(), true, k, 1)
+	url2, _ := queueServerLane(t, open(), true, k, 1, lane)
 	c2 := &wiretest.Client{URL: url2, Tasks: true}
 	if got, err := c2.Get(ctx, ids[0]); err != nil || got.Status != "failed" {
 		t.Errorf("the task cut short by the stop: %+v, %v; want failed", got, err)

@@ -196,6 +196,13 @@ type Config struct {
 	// in a gate (GateApproval, GateHandoff): who may release it and
 	// until when. Asked for held tasks only.
 	Gate func(*task.Task) map[string]any
+	// Direct, if set, calls a tool for a re-run (a recovered task, a
+	// task that waited in its queue) directly through the go-sdk's
+	// handler chain below the server's middleware, instead of through an
+	// in-memory client session, which costs a connection per run: the
+	// tool's argument validation and typed handler run alike, receiving
+	// middleware does not see the call.
+	Direct func(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error)
 	// Limits bounds each requester.
 	Limits Limits
 	// ResultLinkBytes, if positive, is the size above which a completed
@@ -224,6 +231,7 @@ type Core struct {
 	gate   func(*task.Task) map[string]any    // Config.Gate
 	limits limiters
 	nonce  string // authenticates in-process re-runs
+	direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error) // Config.Direct
 	// resultLink is Config.ResultLinkBytes.
 	resultLink int
 	// tp and its tracer make the adapter's spans (see trace.go).
@@ -301,6 +309,7 @@ func NewCore(cfg Config) *Core {
 		gate:   cfg.Gate,
 		limits: newLimiters(cfg.Limits),
 		nonce:  string(task.NewID()),
+		direct: cfg.Direct,
 
 		resultLink: cfg.ResultLinkBytes,
 		corrKeys:   slices.Clone(cfg.CorrelationKeys),

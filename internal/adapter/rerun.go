@@ -73,6 +73,15 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 			meta[k] = v
 		}
 	}
+	if c.direct != nil {
+		// The work's context is the task's already (its handle, its
+		// cancellation, this attempt's span).
+		tracing.ToMeta(ctx, meta)
+		p := &mcp.CallToolParamsRaw{Meta: meta, Name: params.Name, Arguments: params.Arguments}
+		return toolWork(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+			return c.direct(ctx, p)
+		}, wire.MethodToolsCall, nil)(ctx)
+	}
 	meta[wire.MetaRerun] = c.nonce + ":" + string(t.ID)
 	// The tool reads the trace context of this run attempt in its _meta.
 	tracing.ToMeta(ctx, meta)
