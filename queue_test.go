@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -286,6 +287,11 @@ func testQueueSurvivesRestart(t *testing.T, lane bool) {
 		ids = append(ids, h.TaskID)
 		if i == 0 {
 			k.waitRunning(t, ctx, []string{"r0"})
+		}
+		// A queue's order is its tasks' creation times, in milliseconds
+		// (then their IDs): the next one is created in a later one.
+		for ms := time.Now().UnixMilli(); time.Now().UnixMilli() == ms; {
+			runtime.Gosched()
 		}
 	}
 	if got, _ := c.Get(ctx, ids[2]); got.StatusMessage != "queued: 1 ahead" {
