@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcptask/mcptask"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcptask/mcptask/store"
 	"github.com/mcptask/mcptask/store/sqlite"
 	"github.com/mcptask/mcptask/task"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -91,12 +93,12 @@ type ServerOptions struct {
 	// building and formatting them is measured but nothing is written.
 	Audit bool
 	// RequesterHeader, if set, names an HTTP request header (see
-	// [RequesterHeader]) that chooses the requester of a request
-	// (mcptask.Options.Owner): "loadgen:" and its value, so that clients
-	// can act as distinct requesters without bearer authentication. A
-	// request without the header is the requester mcptask would choose
-	// (the bearer token's user, else the anonymous requester). Empty
-	// leaves mcptask's default unchanged.
+	// [RequesterHeader]) that chooses the requester of a request: the
+	// user "loadgen:" and its value, as if of a bearer token (mcptask's
+	// default requester, with the fast lane), so that clients can act as
+	// distinct requesters without tokens of their own. A request without
+	// the header is the requester mcptask would choose (the anonymous
+	// requester). Empty leaves mcptask's default unchanged.
 	RequesterHeader string
 	// Sleep is how long a task of [SleepTool] sleeps; zero means
 	// [DefaultSleep].
@@ -117,25 +119,28 @@ const RequesterHeader = "X-Loadgen-Requester"
 // [ServerOptions].RequesterHeader.
 const RequesterPrefix = "loadgen:"
 
-// headerOwner returns the mcptask.Options.Owner that reads the requester
-// from the header h.
-func headerOwner(h string) func(context.Context, mcp.Request) task.Owner {
-	return func(_ context.Context, req mcp.Request) task.Owner {
-		extra := req.GetExtra()
-		if extra == nil {
-			return task.AnonymousOwner("")
+// requesterAuth serves h with the requester of a request named by its
+// header name, as the user of a bearer token ("loadgen:" and the header's
+// value) that the go-sdk's bearer authentication verified: mcptask's
+// default requester, with its fast lane, as behind mcptaskd's bearer
+// tokens. A request without the header is served as it came.
+func requesterAuth(name string, h http.Handler) http.Handler {
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if !strings.HasPrefix(token, RequesterPrefix) {
+			return nil, auth.ErrInvalidToken
 		}
-		if v := extra.Header.Get(h); v != "" {
-			// A custom owner form of the load generator's own.
-			return task.Owner(RequesterPrefix + v)
-		}
-		if extra.TokenInfo != nil && extra.TokenInfo.UserID != "" {
-			return task.TokenOwner(extra.TokenInfo.UserID)
-		}
-		// The server is stateless and speaks the 2026-07-28 wire, where
-		// mcptask's default anonymous requester is not session-scoped.
-		return task.AnonymousOwner("")
+		return &auth.TokenInfo{UserID: token, Expiration: time.Now().Add(24 * time.Hour)}, nil
 	}
+	authed := auth.RequireBearerToken(verify, nil)(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(name)
+		if v == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		r.Header.Set("Authorization", "Bearer "+RequesterPrefix+v)
+		authed.ServeHTTP(w, r)
+	})
 }
 
 // UnrefusedLimits returns [mcptask.DefaultLimits] with rates and bursts so
@@ -189,9 +194,6 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcptask-bench", Version: "1"}, &mcp.ServerOptions{Logger: quiet})
 	mo := &mcptask.Options{Logger: quiet, Limits: opts.Limits, FastLane: !opts.DisableFastLane}
-	if opts.RequesterHeader != "" {
-		mo.Owner = headerOwner(opts.RequesterHeader)
-	}
 	ts, err := mcptask.New(srv, eng, mo)
 	if err != nil {
 		st.Close()
@@ -239,11 +241,15 @@ func StartServer(dbPath string, opts *ServerOptions) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	// The same handler options as cmd/mcptaskd.
-	mux.Handle("/mcp", ts.Handler(&mcp.StreamableHTTPOptions{
+	var h http.Handler = ts.Handler(&mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
 		Logger:                       quiet,
-	}))
+	})
+	if opts.RequesterHeader != "" {
+		h = requesterAuth(opts.RequesterHeader, h)
+	}
+	mux.Handle("/mcp", h)
 	s := &Server{
 		URL:    fmt.Sprintf("http://%s/mcp", ln.Addr()),
 		Tasks:  st,
