@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/client"
 	"github.com/mcptask/mcptask/internal/testkit/servertest"
 	"github.com/mcptask/mcptask/source/gateway"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -48,14 +50,49 @@ func BenchmarkGatewayPlain(b *testing.B) {
 	benchCall(b, gatewayServer(b, gateway.Upstream{Name: "up", URL: benchUpstream(b)}))
 }
 
+// BenchmarkGatewayTask: an anonymous requester's task, whose upstream
+// call gets a session of its own (a new upstream session per task: what
+// the upstream sends during the call is that task's, and anonymous
+// requesters are not told apart).
 func BenchmarkGatewayTask(b *testing.B) {
-	benchTask(b, gatewayServer(b, gateway.Upstream{Name: "up", URL: benchUpstream(b)}))
+	benchTask(b, benchServer(b, startGateway(b, []gateway.Upstream{{Name: "up", URL: benchUpstream(b)}})), "")
+}
+
+// BenchmarkGatewayTaskUser: the tasks of one authenticated user, whose
+// upstream calls share the user's pooled sessions.
+func BenchmarkGatewayTaskUser(b *testing.B) {
+	benchTask(b, benchServer(b, startGateway(b, []gateway.Upstream{{Name: "up", URL: benchUpstream(b)}})), "alice")
+}
+
+// benchServer starts a server with the tools register adds, assembled as
+// mcptaskd assembles it (the fast lane on), that verifies bearer tokens
+// when a request has one (its user: the token); it returns its endpoint.
+func benchServer(b *testing.B, register func(*mcptask.Server) (func(), error)) string {
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		return &auth.TokenInfo{UserID: token, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	s := servertest.Start(b, servertest.Options{
+		Register: register,
+		Tasks:    mcptask.Options{FastLane: true},
+		Wrap: func(h http.Handler) http.Handler {
+			authed := auth.RequireBearerToken(verify, nil)(h)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") == "" {
+					h.ServeHTTP(w, r)
+					return
+				}
+				authed.ServeHTTP(w, r)
+			})
+		},
+	})
+	return s.URL + "/mcp"
 }
 
 // benchTask calls "slow" with no steps as a task of the server at url,
-// and waits for its end, b.N times.
-func benchTask(b *testing.B, url string) {
-	c, err := client.Dial(b.Context(), url, &client.Options{ProtocolVersion: client.Wire20260728})
+// as the user of the bearer token token ("": anonymous), and waits for
+// its end, b.N times.
+func benchTask(b *testing.B, url, token string) {
+	c, err := client.Dial(b.Context(), url, &client.Options{ProtocolVersion: client.Wire20260728, BearerToken: token})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +114,7 @@ func benchTask(b *testing.B, url string) {
 // result): what the gateway's task adds over a local one (issue 33's
 // goal: within 1.2×).
 func BenchmarkLocalTask(b *testing.B) {
-	s := servertest.Start(b, servertest.Options{Register: func(ts *mcptask.Server) (func(), error) {
+	benchTask(b, benchServer(b, func(ts *mcptask.Server) (func(), error) {
 		mcptask.AddTool(ts, &mcp.Tool{Name: "slow", Description: "does its steps (none here)"},
 			func(context.Context, *mcp.CallToolRequest, struct {
 				Steps int `json:"steps"`
@@ -85,6 +122,5 @@ func BenchmarkLocalTask(b *testing.B) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "did 0 steps"}}}, nil, nil
 			}, mcptask.ToolOptions{Support: mcptask.Optional})
 		return nil, nil
-	}})
-	benchTask(b, s.URL+"/mcp")
+	}), "")
 }
