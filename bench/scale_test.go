@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mcptask/mcptask/bench/internal/loadgen"
+	"github.com/mcptask/mcptask/task"
 )
 
 // TestScaleListenStreams measures one server holding many tasks at work,
@@ -33,6 +34,8 @@ import (
 // MCPTASK_SCALE_STREAMS=N runs it with N tasks and streams (16 streams per
 // requester, mcptask's default cap; each stream one HTTP/1.1 connection,
 // so N is bounded by the open-file limit of each process).
+// MCPTASK_SCALE_TASKS_ONLY=1 measures the working tasks alone, without
+// streams.
 func TestScaleListenStreams(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("MCPTASK_SCALE_STREAMS"))
 	if n <= 0 {
@@ -97,6 +100,36 @@ func TestScaleListenStreams(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
+	}
+
+	if os.Getenv("MCPTASK_SCALE_TASKS_ONLY") != "" {
+		// Tasks at work, no streams: their memory, the server's CPU
+		// while they wait (their leases renewed), how soon all end.
+		perTask := float64(withTasks.heap-base.heap) / float64(n)
+		t.Logf("server, %d working tasks: heap %d → %d MB (%.1f KB per task), %d goroutines (%.1f per task), RSS %d MB",
+			n, base.heap>>20, withTasks.heap>>20, perTask/1024, withTasks.goroutines, float64(withTasks.goroutines-base.goroutines)/float64(n), withTasks.rss>>20)
+		cpu0, wall0 := cpuTime(), time.Now()
+		time.Sleep(5 * time.Second) // a measurement window, not a wait for a condition
+		t.Logf("server CPU while all wait: %.1f%% of one core", float64(cpuTime()-cpu0)/float64(time.Since(wall0))*100)
+		ended := time.Now()
+		close(hold)
+		for _, got := range ids {
+			for _, id := range got {
+				for {
+					changed := srv.Engine.Watch(task.ID(id))
+					tk, err := srv.Tasks.Get(ctx, task.ID(id))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if tk.Status.Terminal() {
+						break
+					}
+					<-changed
+				}
+			}
+		}
+		t.Logf("all %d ended in %v", n, time.Since(ended).Round(time.Millisecond))
+		return
 	}
 
 	// The streams, from another process.
