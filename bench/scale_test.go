@@ -108,9 +108,20 @@ func TestScaleListenStreams(t *testing.T) {
 		perTask := float64(withTasks.heap-base.heap) / float64(n)
 		t.Logf("server, %d working tasks: heap %d → %d MB (%.1f KB per task), %d goroutines (%.1f per task), RSS %d MB",
 			n, base.heap>>20, withTasks.heap>>20, perTask/1024, withTasks.goroutines, float64(withTasks.goroutines-base.goroutines)/float64(n), withTasks.rss>>20)
+		if path := os.Getenv("MCPTASK_SCALE_CPUPROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+		}
 		cpu0, wall0 := cpuTime(), time.Now()
 		time.Sleep(5 * time.Second) // a measurement window, not a wait for a condition
 		t.Logf("server CPU while all wait: %.1f%% of one core", float64(cpuTime()-cpu0)/float64(time.Since(wall0))*100)
+		pprof.StopCPUProfile()
 		ended := time.Now()
 		close(hold)
 		for _, got := range ids {

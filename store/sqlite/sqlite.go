@@ -246,13 +246,22 @@ func Open(path string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// writerCacheKiB is the page cache of the writing connection, in KiB
+// (SQLite's default is 2 MiB): the lease renewal of many running tasks
+// updates pages all over the tasks table and its lease index, and with a
+// small cache each renewal spills and reads them again (idle CPU with
+// 30,000 running tasks: 12.6 % of a core with 2 MiB, 8.5 % with 64 MiB).
+// It grows only as the file is used.
+const writerCacheKiB = 64 << 10
+
 func (s *Store) open(o Options) error {
 	ctx := context.Background()
 	busy := strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)
 
 	var err error
 	s.wdb, err = sql.Open("sqlite", dsn(s.path, url.Values{
-		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(" + string(o.Synchronous) + ")", "secure_delete(on)"},
+		"_pragma": {"busy_timeout(" + busy + ")", "journal_mode(WAL)", "synchronous(" + string(o.Synchronous) + ")", "secure_delete(on)",
+			"cache_size(-" + strconv.Itoa(writerCacheKiB) + ")"},
 		"_txlock": {"immediate"},
 	}))
 	if err != nil {
