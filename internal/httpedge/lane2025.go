@@ -47,8 +47,9 @@ func (f *fastLane) serve25(w http.ResponseWriter, r *http.Request, sid string, b
 		return false
 	}
 	rec := f.sessions.session(sid)
-	if rec == nil || int64(len(body)) > f.maxBody || !f.headersOK(r, v1.Version) ||
-		!bytes.Contains(body, []byte(`"tasks/`)) && !(bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"task"`))) {
+	if rec == nil || int64(len(body)) > f.maxBody ||
+		!bytes.Contains(body, []byte(`"tasks/`)) && !(bytes.Contains(body, []byte(`"tools/call"`)) && bytes.Contains(body, []byte(`"task"`))) ||
+		!f.headersOK(r, v1.Version) {
 		return false
 	}
 	var user string
