@@ -97,27 +97,7 @@ func TestFastLaneSameCreates(t *testing.T) {
 			if tc.authn {
 				owner = "alice"
 			}
-			var lanes int
-			for _, r := range createCorpus(owner) {
-				before := mcptask.FastLaneServed(fast.fastTasks)
-				a, b := r.send(t, fast.fast), r.send(t, slow.slow)
-				if mcptask.FastLaneServed(fast.fastTasks) > before {
-					lanes++
-				}
-				mask := func(s string) string {
-					return laneTime.ReplaceAllString(laneTaskID.ReplaceAllString(s, "ID"), "TIME")
-				}
-				if mask(a) != mask(b) {
-					t.Errorf("%s: the fast lane answered\n%s\n\nthe go-sdk answered\n%s", r.name, a, b)
-				}
-			}
-			if lanes == 0 {
-				t.Error("the fast lane created nothing")
-			}
-			t.Logf("%d calls answered on the fast lane", lanes)
-			if n := mcptask.FastLaneServed(slow.slowTas); n != 0 {
-				t.Errorf("the server without FastLane answered %d on the fast lane", n)
-			}
+			compareCreates(t, fast, slow, createCorpus(owner))
 		})
 	}
 }
@@ -248,27 +228,36 @@ func TestFastLaneSameCreates2025(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var lanes int
-			for _, r := range createCorpus25(laneSessionID, owner) {
-				before := mcptask.FastLaneServed(fast.fastTasks)
-				a, b := r.send(t, fast.fast), r.send(t, slow.slow)
-				if mcptask.FastLaneServed(fast.fastTasks) > before {
-					lanes++
-				}
-				mask := func(s string) string {
-					return laneTime.ReplaceAllString(laneTaskID.ReplaceAllString(s, "ID"), "TIME")
-				}
-				if mask(a) != mask(b) {
-					t.Errorf("%s: the fast lane answered\n%s\n\nthe go-sdk answered\n%s", r.name, a, b)
-				}
-			}
-			if lanes == 0 {
-				t.Error("the fast lane created nothing")
-			}
-			t.Logf("%d calls answered on the fast lane", lanes)
-			if n := mcptask.FastLaneServed(slow.slowTas); n != 0 {
-				t.Errorf("the server without FastLane answered %d on the fast lane", n)
-			}
+			compareCreates(t, fast, slow, createCorpus25(laneSessionID, owner))
 		})
+	}
+}
+
+// compareCreates sends each request of corpus to the fast server of the
+// pair fast and to the slow one of the pair slow (each pair on a store of
+// its own), and compares their answers once task IDs and times are
+// masked.
+func compareCreates(t *testing.T, fast, slow *lanePair, corpus []laneRequest) {
+	t.Helper()
+	mask := func(s string) string {
+		return laneTime.ReplaceAllString(laneTaskID.ReplaceAllString(s, "ID"), "TIME")
+	}
+	var lanes int
+	for _, r := range corpus {
+		before := mcptask.FastLaneServed(fast.fastTasks)
+		a, b := r.send(t, fast.fast), r.send(t, slow.slow)
+		if mcptask.FastLaneServed(fast.fastTasks) > before {
+			lanes++
+		}
+		if mask(a) != mask(b) {
+			t.Errorf("%s: the fast lane answered\n%s\n\nthe go-sdk answered\n%s", r.name, a, b)
+		}
+	}
+	if lanes == 0 {
+		t.Error("the fast lane created nothing")
+	}
+	t.Logf("%d calls answered on the fast lane", lanes)
+	if n := mcptask.FastLaneServed(slow.slowTas); n != 0 {
+		t.Errorf("the server without FastLane answered %d on the fast lane", n)
 	}
 }

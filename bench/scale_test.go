@@ -108,20 +108,7 @@ func TestScaleListenStreams(t *testing.T) {
 		perTask := float64(withTasks.heap-base.heap) / float64(n)
 		t.Logf("server, %d working tasks: heap %d → %d MB (%.1f KB per task), %d goroutines (%.1f per task), RSS %d MB",
 			n, base.heap>>20, withTasks.heap>>20, perTask/1024, withTasks.goroutines, float64(withTasks.goroutines-base.goroutines)/float64(n), withTasks.rss>>20)
-		if path := os.Getenv("MCPTASK_SCALE_CPUPROFILE"); path != "" {
-			f, err := os.Create(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-		}
-		cpu0, wall0 := cpuTime(), time.Now()
-		time.Sleep(5 * time.Second) // a measurement window, not a wait for a condition
-		t.Logf("server CPU while all wait: %.1f%% of one core", float64(cpuTime()-cpu0)/float64(time.Since(wall0))*100)
-		pprof.StopCPUProfile()
+		t.Logf("server CPU while all wait: %.1f%% of one core", idleCPU(t)*100)
 		ended := time.Now()
 		close(hold)
 		for _, got := range ids {
@@ -183,21 +170,7 @@ func TestScaleListenStreams(t *testing.T) {
 	withStreams := serverMemory()
 
 	// Idle: every task waits, every stream is open.
-	// (MCPTASK_SCALE_CPUPROFILE=FILE writes its CPU profile.)
-	if path := os.Getenv("MCPTASK_SCALE_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-	}
-	cpu0, wall0 := cpuTime(), time.Now()
-	time.Sleep(5 * time.Second) // a measurement window, not a wait for a condition
-	idle := float64(cpuTime()-cpu0) / float64(time.Since(wall0))
-	pprof.StopCPUProfile()
+	idle := idleCPU(t)
 
 	close(hold)
 	t.Log(wait("latency "))
@@ -211,6 +184,26 @@ func TestScaleListenStreams(t *testing.T) {
 		n, withStreams.heap>>20, perStream/1024, withStreams.goroutines, float64(withStreams.goroutines-withTasks.goroutines)/float64(n),
 		withStreams.rss>>20, float64(withStreams.rss-withTasks.rss)/float64(n)/1024)
 	t.Logf("server CPU while all wait: %.1f%% of one core", idle*100)
+}
+
+// idleCPU is the share of one core this process uses over 5 s
+// (MCPTASK_SCALE_CPUPROFILE=FILE writes its CPU profile).
+func idleCPU(t *testing.T) float64 {
+	t.Helper()
+	if path := os.Getenv("MCPTASK_SCALE_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpu0, wall0 := cpuTime(), time.Now()
+	time.Sleep(5 * time.Second) // a measurement window, not a wait for a condition
+	return float64(cpuTime()-cpu0) / float64(time.Since(wall0))
 }
 
 // memory is what serverMemory reads.
