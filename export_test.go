@@ -13,6 +13,22 @@ import (
 // FastLaneServed returns how many requests s answered on the fast lane.
 func FastLaneServed(s *Server) uint64 { return s.fastServed.Load() }
 
+// CloseLaneSession closes s's own session of the fast lane, as the program
+// closing the server's sessions would, and waits until s knows it.
+func CloseLaneSession(s *Server) {
+	ss := s.lane.get(s.mcp)
+	ss.Close()
+	for {
+		s.lane.mu.Lock()
+		gone := s.lane.ss != ss
+		s.lane.mu.Unlock()
+		if gone {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // MarkFastLaneCall notes a call with the ID id in flight on the fast lane
 // of h (a Server.Handler) for the 2025-11-25 session sid, as while the
 // lane answers it; the returned function ends it.

@@ -6,9 +6,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcptask/mcptask"
 	"github.com/mcptask/mcptask/internal/testkit/wiretest"
+	"github.com/mcptask/mcptask/wire"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,7 +33,7 @@ func createCorpus(owner string) []laneRequest {
 		return `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,"_meta":` + meta + `}}`
 	}
 	keyed := func(key string) string {
-		return strings.Replace(laneMeta, `{`, `{"io.modelcontextprotocol/idempotencyKey":"`+key+`",`, 1)
+		return strings.Replace(laneMeta, `{`, `{"`+wire.MetaIdempotencyKey+`":"`+key+`",`, 1)
 	}
 	hdr := func(tool string, h map[string]string) map[string]string {
 		out := map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": tool}
@@ -146,12 +148,48 @@ func TestFastLaneCreatedTaskRuns(t *testing.T) {
 	if err != nil || !strings.Contains(string(res), "done on-lane-25") {
 		t.Fatalf("the 2025-11-25 task's result: %s %v", res, err)
 	}
+	// It is the anonymous session's own task: in its list.
+	list, err := s.Call(ctx, "tasks/list", map[string]any{})
+	if err != nil || !strings.Contains(string(list), id) {
+		t.Fatalf("the session's tasks/list: %s %v; want %s", list, err, id)
+	}
+
+	// The server's own session closed (by the program, say): the next
+	// task on the lane runs on a new one.
+	mcptask.CloseLaneSession(p.fastTasks)
+	before = mcptask.FastLaneServed(p.fastTasks)
+	h, err = c.CallTool(ctx, "work", map[string]any{"label": "after-close"})
+	if err != nil || mcptask.FastLaneServed(p.fastTasks) == before {
+		t.Fatalf("after the lane's session closed: %+v %v (on the lane: %v)", h, err, mcptask.FastLaneServed(p.fastTasks) > before)
+	}
+	got, err = c.WaitFor(ctx, h.TaskID, wiretest.Terminal)
+	if err != nil || got.Status != "completed" || !strings.Contains(string(got.Result), "done after-close") {
+		t.Fatalf("the task after the lane's session closed: %+v %v", got, err)
+	}
+
+	// A tool whose create waits for its work's external reference is
+	// left to the go-sdk: its work's notifications meanwhile belong on
+	// the call's own stream.
+	before = mcptask.FastLaneServed(p.fastTasks)
+	if _, err := c.CallTool(ctx, "awaits_ref", nil); err != nil {
+		t.Fatal(err)
+	}
+	if mcptask.FastLaneServed(p.fastTasks) != before {
+		t.Error("a tool with AwaitExternalRef was created on the fast lane")
+	}
 }
 
-// registerRouted adds a tool whose input schema declares a parameter
-// header, which the go-sdk checks against the request's headers: the
-// fast lane leaves its calls to the go-sdk.
+// registerRouted adds the tools the fast lane leaves to the go-sdk: one
+// whose create waits for its work's external reference, and one whose
+// input schema declares a parameter header, which the go-sdk checks
+// against the request's headers.
 func registerRouted(ts *mcptask.Server) {
+	mcptask.AddTool(ts, &mcp.Tool{Name: "awaits_ref"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if tk := mcptask.FromContext(ctx); tk != nil {
+			_ = tk.SetExternalRef(ctx, "job-1")
+		}
+		return text("started"), nil, nil
+	}, mcptask.ToolOptions{Support: mcptask.Optional, AwaitExternalRef: time.Second})
 	schema := map[string]any{"type": "object", "properties": map[string]any{
 		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
 	}}
@@ -182,9 +220,9 @@ func createCorpus25(sid, owner string) []laneRequest {
 		r("required tool", call("only_task", held, task)),
 		r("task before name", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"task":{},"name":"work","arguments":`+held+`}}`),
 		r("bad task parameter", call("work", held, `,"task":5`)),
-		r("idempotency key", call("work", held, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
-		r("idempotent retry", call("work", held, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
-		r("idempotency conflict", call("work", `{"label":"other","millis":-1}`, task+`,"_meta":{"io.modelcontextprotocol/idempotencyKey":"k1"}`)),
+		r("idempotency key", call("work", held, task+`,"_meta":{"`+wire.MetaIdempotencyKey+`":"k1"}`)),
+		r("idempotent retry", call("work", held, task+`,"_meta":{"`+wire.MetaIdempotencyKey+`":"k1"}`)),
+		r("idempotency conflict", call("work", `{"label":"other","millis":-1}`, task+`,"_meta":{"`+wire.MetaIdempotencyKey+`":"k1"}`)),
 		r("trace context", call("work", held, task+`,"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`)),
 		r("string id", strings.Replace(call("work", held, task), `"id":9`, `"id":"nine"`, 1)),
 		// Not for the lane.

@@ -2,7 +2,6 @@ package mcptask
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 
@@ -91,11 +90,13 @@ func (e edgeTasks) Finished(ctx context.Context, req mcp.Request, p mcp.Params) 
 // then the wire's handler, which validates the arguments against the
 // tool's schema and creates the task. The task's work calls the tool
 // through the rest of the go-sdk's handler chain, as on the go-sdk's path
-// (the go-sdk's validation and typed handler included), on a session of
-// the server's own (laneSession) for a 2026-07-28 call: its session on
-// the go-sdk's path is a temporary one, closed once the task is created,
-// so a tool's work sees no session of its client either way. The work of
-// a 2025-11-25 call runs on the call's session.
+// (the go-sdk's validation and typed handler included). The work of a
+// 2025-11-25 call runs on the call's session, as on the go-sdk's path;
+// that of a 2026-07-28 call on a session of the server's own
+// (laneSession), where the go-sdk's path gives it the call's temporary
+// session, closed once the task is created: a tool that reads its
+// session's client info sees the server's own client ("mcptask-lane"),
+// and what it sends its session goes nowhere instead of failing.
 func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, error, bool) {
 	s := e.s
 	req, ok := r.Req.(*mcp.CallToolRequest)
@@ -135,54 +136,76 @@ func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, er
 
 func (e edgeTasks) CallsTool(name string) bool {
 	p := e.s.core.Tool(name)
-	return p.Support != adapter.Forbidden && p.Lane && p.Synchronous == nil
+	return p.Support != adapter.Forbidden && p.Lane && p.Synchronous == nil && p.AwaitExternalRef <= 0
 }
 
 // laneSession is the session of the server's own on which the work of
-// the tasks created on the fast lane calls their tools: an in-memory
-// client connected once, at the first such task.
+// the tasks created on the fast lane calls their tools, and re-runs too:
+// an in-memory client connected at the first use, and again at the next
+// use after it closed or could not connect.
 type laneSession struct {
-	once sync.Once
-	ss   *mcp.ServerSession
-	cs   *mcp.ClientSession
+	mu     sync.Mutex
+	ss     *mcp.ServerSession
+	cs     *mcp.ClientSession
+	closed bool // by close: no other is connected
 }
 
-// get returns the session, connecting it at the first call; nil if it
-// could not be connected (the fast lane then creates no task).
+// get returns the session, connecting one if there is none; nil if it
+// could not be connected (the fast lane then creates no task, and re-runs
+// take their in-memory session of their own).
 func (l *laneSession) get(srv *mcp.Server) *mcp.ServerSession {
-	l.once.Do(func() {
-		ct, st := mcp.NewInMemoryTransports()
-		ss, err := srv.Connect(context.Background(), st, nil)
-		if err != nil {
-			return
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ss != nil || l.closed {
+		return l.ss
+	}
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		return nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-lane", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), ct, nil)
+	if err != nil {
+		ss.Close()
+		return nil
+	}
+	l.ss, l.cs = ss, cs
+	go func() {
+		// Closed by anyone (the program closing the server's sessions,
+		// say): the next use connects another.
+		_ = ss.Wait()
+		l.mu.Lock()
+		if l.ss == ss {
+			l.ss, l.cs = nil, nil
 		}
-		client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-lane", Version: "1"}, nil)
-		cs, err := client.Connect(context.Background(), ct, nil)
-		if err != nil {
-			ss.Close()
-			return
-		}
-		l.ss, l.cs = ss, cs
-	})
-	return l.ss
+		l.mu.Unlock()
+		cs.Close()
+	}()
+	return ss
 }
 
-// close closes the session, if it was connected; the lane connects no
-// other.
+// close closes the session, if one is connected; none is connected
+// afterwards.
 func (l *laneSession) close() {
-	l.once.Do(func() {})
-	if l.cs != nil {
-		l.cs.Close()
-		l.ss.Close()
+	l.mu.Lock()
+	ss, cs := l.ss, l.cs
+	l.ss, l.cs, l.closed = nil, nil, true
+	l.mu.Unlock()
+	if cs != nil {
+		cs.Close()
+		ss.Close()
 	}
 }
 
 // callDirect calls a tool for a re-run through the go-sdk's handler chain
-// below the middleware, on the lane's session (adapter.Config.Direct).
-func (s *Server) callDirect(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error) {
+// below the middleware, on the lane's session (adapter.Config.Direct);
+// ok is false when that session cannot be connected.
+func (s *Server) callDirect(ctx context.Context, p *mcp.CallToolParamsRaw) (_ mcp.Result, _ error, ok bool) {
 	ss := s.lane.get(s.mcp)
 	if ss == nil || s.next == nil {
-		return nil, errors.New("mcptask: the server's own session could not be connected")
+		return nil, nil, false
 	}
-	return s.next(ctx, wire.MethodToolsCall, &mcp.CallToolRequest{Session: ss, Params: p})
+	res, err := s.next(ctx, wire.MethodToolsCall, &mcp.CallToolRequest{Session: ss, Params: p})
+	return res, err, true
 }

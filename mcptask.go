@@ -259,7 +259,7 @@ func New(srv *mcp.Server, eng *engine.Engine, opts *Options) (*Server, error) {
 	}
 	s := &Server{mcp: srv, eng: eng, tools: map[string]ToolOptions{}, schemas: map[string]*jsonschema.Resolved{}, laneTools: map[string]bool{}}
 	s.fastLane = o.FastLane && o.Owner == nil
-	var direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error)
+	var direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error, bool)
 	if s.fastLane {
 		// No receiving middleware of the program's to see re-runs (see
 		// Options.FastLane).

@@ -201,8 +201,9 @@ type Config struct {
 	// handler chain below the server's middleware, instead of through an
 	// in-memory client session, which costs a connection per run: the
 	// tool's argument validation and typed handler run alike, receiving
-	// middleware does not see the call.
-	Direct func(ctx context.Context, p *mcp.CallToolParamsRaw) (mcp.Result, error)
+	// middleware does not see the call. ok false means it could not call
+	// (the in-memory session is then used).
+	Direct func(ctx context.Context, p *mcp.CallToolParamsRaw) (res mcp.Result, err error, ok bool)
 	// Limits bounds each requester.
 	Limits Limits
 	// ResultLinkBytes, if positive, is the size above which a completed
@@ -231,7 +232,7 @@ type Core struct {
 	gate   func(*task.Task) map[string]any    // Config.Gate
 	limits limiters
 	nonce  string                                                            // authenticates in-process re-runs
-	direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error) // Config.Direct
+	direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error, bool) // Config.Direct
 	// resultLink is Config.ResultLinkBytes.
 	resultLink int
 	// tp and its tracer make the adapter's spans (see trace.go).

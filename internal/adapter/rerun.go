@@ -73,18 +73,23 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 			meta[k] = v
 		}
 	}
+	// The tool reads the trace context of this run attempt in its _meta.
+	tracing.ToMeta(ctx, meta)
 	if c.direct != nil {
 		// The work's context is the task's already (its handle, its
 		// cancellation, this attempt's span).
-		tracing.ToMeta(ctx, meta)
 		p := &mcp.CallToolParamsRaw{Meta: meta, Name: params.Name, Arguments: params.Arguments}
-		return toolWork(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
-			return c.direct(ctx, p)
+		called := true
+		out, err := toolWork(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+			res, err, ok := c.direct(ctx, p)
+			called = ok
+			return res, err
 		}, wire.MethodToolsCall, nil)(ctx)
+		if called {
+			return out, err
+		}
 	}
 	meta[wire.MetaRerun] = c.nonce + ":" + string(t.ID)
-	// The tool reads the trace context of this run attempt in its _meta.
-	tracing.ToMeta(ctx, meta)
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := c.srv.Connect(ctx, st, nil)
 	if err != nil {

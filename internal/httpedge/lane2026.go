@@ -27,13 +27,17 @@ var laneMethods = map[string]laneDecoder{
 }
 
 // laneCallParams decodes the params of a tools/call as the go-sdk does,
-// into the request it hands the middleware.
-func laneCallParams(raw json.RawMessage, extra *mcp.RequestExtra, _ *mcp.ServerSession) (mcp.Params, mcp.Request, bool) {
+// into the request it hands the middleware, of session ss (nil on
+// 2026-07-28). Its Extra's CloseSSEStream does nothing: the go-sdk sets
+// one on every call, and the call's answer is the lane's, whole.
+func laneCallParams(raw json.RawMessage, extra *mcp.RequestExtra, ss *mcp.ServerSession) (mcp.Params, mcp.Request, bool) {
 	var p *mcp.CallToolParamsRaw
 	if sdkUnmarshal(raw, &p) != nil || p == nil {
 		return nil, nil, false
 	}
-	return p, &mcp.CallToolRequest{Params: p, Extra: extra}, true
+	x := *extra
+	x.CloseSSEStream = func(mcp.CloseSSEStreamArgs) {}
+	return p, &mcp.CallToolRequest{Session: ss, Params: p, Extra: &x}, true
 }
 
 // serve answers r if it is a fast-lane request and reports whether it did;

@@ -50,7 +50,7 @@ import (
 //     is in flight on the slow lane goes to the go-sdk, which refuses it.
 //     What the lane cannot reproduce: a call sent to the go-sdk while a
 //     call with its ID is on the lane (for the lane's few hundred
-//     microseconds) is served by the go-sdk, which does not see the lane's,
+//     microseconds, a create's durable write) is served by the go-sdk, which does not see the lane's,
 //     where the go-sdk alone would refuse the second; and an ID the go-sdk
 //     still holds after its POST ended (the client hung up before the
 //     answer) is answered on the lane. Both need a client that reuses the

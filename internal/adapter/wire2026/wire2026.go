@@ -68,7 +68,9 @@ func (w *Wire) Table() adapter.Table { return w.table }
 // limit, …), without asking anything of the tool's own code: the
 // request declares the extension, the tool supports tasks and has no
 // Synchronous function, its definition declares no parameter headers
-// (ToolPolicy.Lane), and the fleet's switches do not answer it
+// (ToolPolicy.Lane), its create does not wait for the work to record an
+// external reference (the work's notifications meanwhile go on the
+// call's own stream), and the fleet's switches do not answer it
 // synchronously. The fast lane creates only the tasks of such calls.
 func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 	params := req.Params
@@ -76,7 +78,7 @@ func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 		return false
 	}
 	tool := w.c.Tool(params.Name)
-	return tool.Support != adapter.Forbidden && tool.Lane && tool.Synchronous == nil &&
+	return tool.Support != adapter.Forbidden && tool.Lane && tool.Synchronous == nil && tool.AwaitExternalRef <= 0 &&
 		ext2026.Declares(params.GetMeta()) && !w.c.FallsBackSync(ctx, req, params.Name, tool)
 }
 
