@@ -231,7 +231,7 @@ type Core struct {
 	links  func(*task.Task) map[string]string // Config.Links
 	gate   func(*task.Task) map[string]any    // Config.Gate
 	limits limiters
-	nonce  string                                                            // authenticates in-process re-runs
+	nonce  string                                                                  // authenticates in-process re-runs
 	direct func(context.Context, *mcp.CallToolParamsRaw) (mcp.Result, error, bool) // Config.Direct
 	// resultLink is Config.ResultLinkBytes.
 	resultLink int
