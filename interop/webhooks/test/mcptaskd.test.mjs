@@ -100,6 +100,10 @@ test('mcptaskd webhook deliveries verify with standardwebhooks', async () => {
     const bodies = () => rx.deliveries.map((d) => d.body);
     await until(() => bodies().some((b) => b.data?.taskId === taskId && b.data?.status === 'completed'), 'the completion');
     await until(() => bodies().filter((b) => b.name === 'long_computation.output').length === 3, 'the 3 outputs');
+    // A failed delivery is retried after its backoff (about a second),
+    // possibly after the task's later events were delivered.
+    await until(() => rx.failed.length >= 2 && rx.failed.every((f) => rx.deliveries.some((d) => d.webhookId === f.webhookId)),
+      'the failed deliveries delivered again');
 
     assert.deepEqual(rx.rejected, [], 'every delivery verifies');
     assert.ok(rx.failed.length >= 2, 'the failed attempts were made');
