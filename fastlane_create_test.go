@@ -73,6 +73,16 @@ func createCorpus(owner string) []laneRequest {
 	}
 }
 
+// createCases are the configurations of the comparisons of creates:
+// anonymous with SSE and JSON answers, authenticated, and a cap of
+// unfinished tasks that refuses some of the calls.
+var createCases = []laneCase{
+	{name: "anonymous"},
+	{name: "anonymous json", json: true},
+	{name: "authn", authn: true},
+	{name: "capped", authn: true, limits: mcptask.Limits{MaxActiveTasks: 2}},
+}
+
 // TestFastLaneSameCreates sends a corpus of tools/call requests to two
 // servers, one with the fast lane and one without, each on a store of its
 // own, and compares the answers byte for byte once the task IDs and times
@@ -81,13 +91,7 @@ func createCorpus(owner string) []laneRequest {
 // does so without and with authentication, with SSE and JSON answers, and
 // with a cap of unfinished tasks that refuses some of the calls.
 func TestFastLaneSameCreates(t *testing.T) {
-	cases := []laneCase{
-		{name: "anonymous"},
-		{name: "anonymous json", json: true},
-		{name: "authn", authn: true},
-		{name: "capped", authn: true, limits: mcptask.Limits{MaxActiveTasks: 2}},
-	}
-	for _, tc := range cases {
+	for _, tc := range createCases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &gates{}
 			ho := mcp.StreamableHTTPOptions{JSONResponse: tc.json}
@@ -239,13 +243,7 @@ func createCorpus25(sid, owner string) []laneRequest {
 // TestFastLaneSameCreates2025 is TestFastLaneSameCreates on a 2025-11-25
 // session: the two servers give their session the same ID.
 func TestFastLaneSameCreates2025(t *testing.T) {
-	cases := []laneCase{
-		{name: "anonymous"},
-		{name: "anonymous json", json: true},
-		{name: "authn", authn: true},
-		{name: "capped", authn: true, limits: mcptask.Limits{MaxActiveTasks: 2}},
-	}
-	for _, tc := range cases {
+	for _, tc := range createCases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &gates{}
 			ho := mcp.StreamableHTTPOptions{JSONResponse: tc.json}
