@@ -457,7 +457,11 @@ func TestCommandKill9RunDirRemoved(t *testing.T) {
     argv: [%q, "{file}"]
 `, sc))
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	d := startDaemon(t, "commands", db, "-config", config)
+	// The runs' directories in a temporary directory of this test's own:
+	// any mcptaskd of this user sweeps the dead runs of the system's one
+	// as it starts, those of the other tests' daemons too.
+	env := []string{"TMPDIR=" + t.TempDir()}
+	d := startDaemonEnv(t, "commands", db, env, "-config", config)
 	file := filepath.Join(t.TempDir(), "dir")
 	startTask(t, d.client(true), "where", map[string]any{"file": file})
 	var dir string
@@ -470,7 +474,7 @@ func TestCommandKill9RunDirRemoved(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the run's directory after kill -9: %v; want it left behind", err)
 	}
-	startDaemon(t, "commands#2", db, "-config", config)
+	startDaemonEnv(t, "commands#2", db, env, "-config", config)
 	waitUntil(t, 30*time.Second, "the dead run's directory to be removed", func() (bool, error) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err), nil

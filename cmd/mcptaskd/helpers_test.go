@@ -58,8 +58,15 @@ type daemon struct {
 // db and extra flags, and waits until it serves /healthz.
 func startDaemon(t testing.TB, name, db string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, name, db, nil, extra...)
+}
+
+// startDaemonEnv is startDaemon with env added to the process's
+// environment.
+func startDaemonEnv(t testing.TB, name, db string, env []string, extra ...string) *daemon {
+	t.Helper()
 	args := append([]string{"-addr", "127.0.0.1:0", "-db", db, "-log-format", "json", "-log-level", "info"}, extra...)
-	return spawnDaemon(t, name, args...)()
+	return spawnDaemonEnv(t, name, env, args...)()
 }
 
 // spawnDaemon starts mcptaskd with args and returns at once; the returned
@@ -67,11 +74,18 @@ func startDaemon(t testing.TB, name, db string, extra ...string) *daemon {
 // so start at the same moment.
 func spawnDaemon(t testing.TB, name string, args ...string) (await func() *daemon) {
 	t.Helper()
+	return spawnDaemonEnv(t, name, nil, args...)
+}
+
+// spawnDaemonEnv is spawnDaemon with env added to the process's
+// environment.
+func spawnDaemonEnv(t testing.TB, name string, env []string, args ...string) (await func() *daemon) {
+	t.Helper()
 	// These tests drive one anonymous requester hard: the per-requester
 	// limits are off unless a test's own flags (which come later, and
 	// win) set them.
 	args = append([]string{"-max-active-tasks", "0", "-create-rate", "0", "-request-rate", "0", "-max-poll-interval", "0"}, args...)
-	p, err := proctest.Start(proctest.Config{Path: daemonBin, Args: args, Env: append(os.Environ(), "GORACE=halt_on_error=1")})
+	p, err := proctest.Start(proctest.Config{Path: daemonBin, Args: args, Env: append(append(os.Environ(), "GORACE=halt_on_error=1"), env...)})
 	if err != nil {
 		t.Fatal(err)
 	}
