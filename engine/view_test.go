@@ -96,17 +96,26 @@ func TestView(t *testing.T) {
 		return err == nil && got.Status.Terminal()
 	})
 
-	calls.take()
-	got, err := e.View(ctx, "alice", tk.ID, store.ViewOptions{Result: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One store call.
+	// One store call. The engine's background work (a log flush, say)
+	// may read too while View runs: a View alone in its window shows
+	// its own calls, and one of a few is.
 	want := map[string]int{"view": 1}
-	n := calls.take()
-	for op := range n {
-		if op != "get" && op != "view" {
-			delete(n, op) // the engine's background calls, if any
+	var got *store.View
+	var n map[string]int
+	for range 5 {
+		calls.take()
+		got, err = e.View(ctx, "alice", tk.ID, store.ViewOptions{Result: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = calls.take()
+		for op := range n {
+			if op != "get" && op != "view" {
+				delete(n, op) // the engine's background calls, if any
+			}
+		}
+		if reflect.DeepEqual(n, want) {
+			break
 		}
 	}
 	if !reflect.DeepEqual(n, want) {
