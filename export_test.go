@@ -16,15 +16,9 @@ func FastLaneServed(s *Server) uint64 { return s.fastServed.Load() }
 // CloseLaneSession closes s's own session of the fast lane, as the program
 // closing the server's sessions would, and waits until s knows it.
 func CloseLaneSession(s *Server) {
-	ss := s.lane.get(s.mcp)
+	ss := s.lane.Get(s.mcp)
 	ss.Close()
-	for {
-		s.lane.mu.Lock()
-		gone := s.lane.ss != ss
-		s.lane.mu.Unlock()
-		if gone {
-			return
-		}
+	for s.lane.Connected(ss) {
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -3,7 +3,6 @@ package mcptask
 import (
 	"context"
 	"net/http"
-	"sync"
 
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/internal/adapter/wire2025"
@@ -93,7 +92,7 @@ func (e edgeTasks) Finished(ctx context.Context, req mcp.Request, p mcp.Params) 
 // (the go-sdk's validation and typed handler included). The work of a
 // 2025-11-25 call runs on the call's session, as on the go-sdk's path;
 // that of a 2026-07-28 call on a session of the server's own
-// (laneSession), where the go-sdk's path gives it the call's temporary
+// (adapter.OwnSession), where the go-sdk's path gives it the call's temporary
 // session, closed once the task is created: a tool that reads its
 // session's client info sees the server's own client ("mcptask-lane"),
 // and what it sends its session goes nowhere instead of failing.
@@ -118,7 +117,7 @@ func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, er
 		return nil, nil, false // (RunAttached's, on the go-sdk's path)
 	}
 	if ss == nil {
-		if ss = s.lane.get(s.mcp); ss == nil {
+		if ss = s.lane.Get(s.mcp); ss == nil {
 			return nil, nil, false
 		}
 	}
@@ -134,75 +133,13 @@ func (e edgeTasks) Call(ctx context.Context, r *adapter.Request) (mcp.Result, er
 	return res, err, true
 }
 
-func (e edgeTasks) CallsTool(name string) bool {
-	p := e.s.core.Tool(name)
-	return p.Support != adapter.Forbidden && p.Lane && p.Synchronous == nil && p.AwaitExternalRef <= 0
-}
-
-// laneSession is the session of the server's own on which the work of
-// the tasks created on the fast lane calls their tools, and re-runs too:
-// an in-memory client connected at the first use, and again at the next
-// use after it closed or could not connect.
-type laneSession struct {
-	mu     sync.Mutex
-	ss     *mcp.ServerSession
-	cs     *mcp.ClientSession
-	closed bool // by close: no other is connected
-}
-
-// get returns the session, connecting one if there is none; nil if it
-// could not be connected (the fast lane then creates no task, and re-runs
-// take their in-memory session of their own).
-func (l *laneSession) get(srv *mcp.Server) *mcp.ServerSession {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ss != nil || l.closed {
-		return l.ss
-	}
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(context.Background(), st, nil)
-	if err != nil {
-		return nil
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-lane", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), ct, nil)
-	if err != nil {
-		ss.Close()
-		return nil
-	}
-	l.ss, l.cs = ss, cs
-	go func() {
-		// Closed by anyone (the program closing the server's sessions,
-		// say): the next use connects another.
-		_ = ss.Wait()
-		l.mu.Lock()
-		if l.ss == ss {
-			l.ss, l.cs = nil, nil
-		}
-		l.mu.Unlock()
-		cs.Close()
-	}()
-	return ss
-}
-
-// close closes the session, if one is connected; none is connected
-// afterwards.
-func (l *laneSession) close() {
-	l.mu.Lock()
-	ss, cs := l.ss, l.cs
-	l.ss, l.cs, l.closed = nil, nil, true
-	l.mu.Unlock()
-	if cs != nil {
-		cs.Close()
-		ss.Close()
-	}
-}
+func (e edgeTasks) CallsTool(name string) bool { return e.s.core.Tool(name).OnLane() }
 
 // callDirect calls a tool for a re-run through the go-sdk's handler chain
 // below the middleware, on the lane's session (adapter.Config.Direct);
 // ok is false when that session cannot be connected.
 func (s *Server) callDirect(ctx context.Context, p *mcp.CallToolParamsRaw) (_ mcp.Result, _ error, ok bool) {
-	ss := s.lane.get(s.mcp)
+	ss := s.lane.Get(s.mcp)
 	if ss == nil || s.next == nil {
 		return nil, nil, false
 	}

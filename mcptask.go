@@ -191,7 +191,7 @@ type Server struct {
 	// middleware, and lane the session the work of a task created on the
 	// fast lane runs on (see laneCall).
 	next mcp.MethodHandler
-	lane laneSession
+	lane adapter.OwnSession
 
 	mu      sync.RWMutex
 	tools   map[string]ToolOptions
@@ -391,7 +391,7 @@ func (s *Server) Close(ctx context.Context) error {
 			s.stopControls()
 		}
 		s.closeErr = s.eng.Shutdown(ctx)
-		s.lane.close()
+		s.lane.Close()
 	})
 	return s.closeErr
 }

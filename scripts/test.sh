@@ -45,7 +45,7 @@ step "fuzz smoke (seed corpora run above; a short coverage-guided run here)"
 go test -run '^$' -fuzz '^FuzzParseID$' -fuzztime 100000x ./task
 go test -run '^$' -fuzz '^FuzzLiftTaskMessage$' -fuzztime 20000x ./wire/v20251125
 go test -run '^$' -fuzz '^FuzzWireRequest$' -fuzztime 2000x .
-go test -run '^$' -fuzz '^FuzzRoutingMismatch$' -fuzztime 20000x ./internal/httpedge
+go test -run '^$' -fuzz '^FuzzDecodeRouted$' -fuzztime 20000x ./wire/ext2026
 go test -run '^$' -fuzz '^FuzzParseAdminTokens$' -fuzztime 5000x ./cmd/mcptaskd
 go test -run '^$' -fuzz '^FuzzParseEventPos$' -fuzztime 20000x ./store
 go test -run '^$' -fuzz '^FuzzTemplate$' -fuzztime 20000x ./source/workflow

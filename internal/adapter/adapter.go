@@ -166,6 +166,16 @@ type ToolPolicy struct {
 	Approval func(now time.Time) string
 }
 
+// OnLane reports whether the fast lane may create the tasks of the tool
+// whose policy p is, if its wire answers the call with a task: it supports
+// tasks, its definition is known and declares no parameter headers
+// (Lane), no Synchronous function may answer a call synchronously, and
+// its create does not wait for the work's external reference (the work's
+// notifications meanwhile go on the call's own stream).
+func (p ToolPolicy) OnLane() bool {
+	return p.Support != Forbidden && p.Lane && p.Synchronous == nil && p.AwaitExternalRef <= 0
+}
+
 // The gates of held tasks (see engine.StartSpec.Gate).
 const (
 	// GateApproval holds a task until an approver approves it (its work

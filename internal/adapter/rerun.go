@@ -90,17 +90,11 @@ func (c *Core) rerun(ctx context.Context, t *task.Task) (json.RawMessage, error)
 		}
 	}
 	meta[wire.MetaRerun] = c.nonce + ":" + string(t.ID)
-	ct, st := mcp.NewInMemoryTransports()
-	ss, err := c.srv.Connect(ctx, st, nil)
+	ss, cs, err := connectInMemory(ctx, c.srv, "mcptask-rerun")
 	if err != nil {
 		return nil, err
 	}
 	defer ss.Close()
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcptask-rerun", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, ct, nil)
-	if err != nil {
-		return nil, err
-	}
 	defer cs.Close()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: params.Name, Arguments: params.Arguments})
 	if err != nil {

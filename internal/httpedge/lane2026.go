@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/mcptask/mcptask/internal/adapter"
 	"github.com/mcptask/mcptask/wire"
 	"github.com/mcptask/mcptask/wire/ext2026"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	segjson "github.com/segmentio/encoding/json"
 )
 
 // The 2026-07-28 part of the fast lane: tasks/get, tasks/update,
@@ -82,8 +80,10 @@ func (f *fastLane) answer(w http.ResponseWriter, r *http.Request, body []byte) b
 	if !ok || jreq.Method != method || !jreq.IsCall() || len(jreq.Params) == 0 {
 		return false
 	}
-	if method != wire.MethodToolsCall && routingMismatch(r.Header, body) {
-		return false
+	if method != wire.MethodToolsCall {
+		if _, bad := ext2026.RoutingMismatch(r.Header, body); bad {
+			return false
+		}
 	}
 	ctx := r.Context()
 	extra := &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(ctx), Header: r.Header}
@@ -174,33 +174,4 @@ func decodesAs(v any, strings, objects map[string]bool) bool {
 		}
 	}
 	return true
-}
-
-// routingMismatch is ext2026.RoutingMismatch's answer for body, one valid
-// JSON value: whether the RoutingGuard in front of the go-sdk refuses the
-// request. The guard decodes the body with encoding/json (names matched
-// case-insensitively, the last of duplicates kept); an ASCII body is
-// decoded here the same way by the go-sdk's decoder, in a fifth of the
-// time, and any other by the guard's own function.
-func routingMismatch(h http.Header, body []byte) bool {
-	for _, c := range body {
-		if c >= 0x80 {
-			_, bad := ext2026.RoutingMismatch(h, body)
-			return bad
-		}
-	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			TaskID *string `json:"taskId"`
-		} `json:"params"`
-	}
-	if _, err := segjson.Parse(body, &msg, 0); err != nil || msg.Params.TaskID == nil {
-		return false
-	}
-	switch msg.Method {
-	case wire.MethodTasksGet, wire.MethodTasksUpdate, wire.MethodTasksCancel, wire.MethodTasksDelete:
-		return strings.TrimSpace(h.Get("Mcp-Name")) != *msg.Params.TaskID
-	}
-	return false
 }

@@ -69,12 +69,10 @@ func (w *Wire) Table() adapter.Table { return w.table }
 // otherwise.
 // TakesCall reports whether callTool answers the tools/call req with a
 // task (or with the error of its task parameter, or of a limit) rather
-// than as a plain call: the call carries the task parameter, its tool
-// supports tasks and its definition declares no parameter headers
-// (ToolPolicy.Lane), its create does not wait for the work to record an
-// external reference (the work's notifications meanwhile go on the
-// call's own stream), and the fleet's switches do not answer it
-// synchronously. The fast lane creates only the tasks of such calls.
+// than as a plain call: the call carries the task parameter, the tool's
+// policy allows the lane (ToolPolicy.OnLane), and the fleet's switches do
+// not answer it synchronously. The fast lane creates only the tasks of
+// such calls.
 func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 	params := req.Params
 	if params == nil {
@@ -84,7 +82,7 @@ func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 		return false
 	}
 	tool := w.c.Tool(params.Name)
-	return tool.Support != adapter.Forbidden && tool.Lane && tool.AwaitExternalRef <= 0 && !w.c.FallsBackSync(ctx, req, params.Name, tool)
+	return tool.OnLane() && !w.c.FallsBackSync(ctx, req, params.Name, tool)
 }
 
 func (w *Wire) callTool(ctx context.Context, r *adapter.Request) (mcp.Result, error) {

@@ -66,11 +66,8 @@ func (w *Wire) Table() adapter.Table { return w.table }
 // TakesCall reports whether callTool answers the tools/call req with a
 // task whatever its other checks say (a rejection of its arguments, a
 // limit, …), without asking anything of the tool's own code: the
-// request declares the extension, the tool supports tasks and has no
-// Synchronous function, its definition declares no parameter headers
-// (ToolPolicy.Lane), its create does not wait for the work to record an
-// external reference (the work's notifications meanwhile go on the
-// call's own stream), and the fleet's switches do not answer it
+// request declares the extension, the tool's policy allows the lane
+// (ToolPolicy.OnLane), and the fleet's switches do not answer it
 // synchronously. The fast lane creates only the tasks of such calls.
 func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 	params := req.Params
@@ -78,8 +75,7 @@ func (w *Wire) TakesCall(ctx context.Context, req *mcp.CallToolRequest) bool {
 		return false
 	}
 	tool := w.c.Tool(params.Name)
-	return tool.Support != adapter.Forbidden && tool.Lane && tool.Synchronous == nil && tool.AwaitExternalRef <= 0 &&
-		ext2026.Declares(params.GetMeta()) && !w.c.FallsBackSync(ctx, req, params.Name, tool)
+	return tool.OnLane() && ext2026.Declares(params.GetMeta()) && !w.c.FallsBackSync(ctx, req, params.Name, tool)
 }
 
 // callTool answers a tools/call: synchronously, or with a task handle when
